@@ -1,0 +1,36 @@
+"""Project-wide C++ rule wrappers: one place for copts, test sizes and tags."""
+
+VERL_COPTS = [
+    "-Wall",
+    "-Wno-sign-compare",
+    "-Wno-unused-parameter",
+    "-Wno-unused-function",
+    "-Wno-deprecated-declarations",
+]
+
+def verl_cc_library(name, copts = [], **kwargs):
+    native.cc_library(name = name, copts = VERL_COPTS + copts, **kwargs)
+
+def verl_cc_binary(name, copts = [], **kwargs):
+    native.cc_binary(name = name, copts = VERL_COPTS + copts, **kwargs)
+
+def verl_cc_test(name, copts = [], deps = [], size = "small", **kwargs):
+    """A GoogleTest binary linked with gtest_main; small unless said otherwise."""
+    native.cc_test(
+        name = name,
+        copts = VERL_COPTS + copts,
+        deps = deps + ["@system//:gtest_main"],
+        size = size,
+        **kwargs
+    )
+
+def verl_cc_benchmark(name, copts = [], deps = [], tags = [], **kwargs):
+    """A Google Benchmark binary; built by `bazel build //...`, run by hand."""
+    native.cc_binary(
+        name = name,
+        copts = VERL_COPTS + copts,
+        deps = deps + ["@system//:benchmark_main"],
+        tags = tags + ["benchmark"],
+        testonly = True,
+        **kwargs
+    )
