@@ -15,7 +15,8 @@ namespace verl::core {
 namespace {
 
 absl::Status ErrnoError(const std::string& what, const std::string& path) {
-  return absl::InternalError(absl::StrCat(path, ": ", what, ": ", std::strerror(errno)));
+  return absl::InternalError(
+      absl::StrCat(path, ": ", what, ": ", std::strerror(errno)));
 }
 
 std::string ParentDir(const std::string& path) {
@@ -30,7 +31,8 @@ std::string ParentDir(const std::string& path) {
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+    if (errno == ENOENT)
+      return absl::NotFoundError(absl::StrCat(path, ": no such file"));
     return ErrnoError("cannot open", path);
   }
   std::ostringstream ss;
@@ -62,12 +64,14 @@ absl::Status MakeDirs(const std::string& path) {
   }
   struct stat st;
   if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return absl::FailedPreconditionError(absl::StrCat(path, ": exists and is not a directory"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": exists and is not a directory"));
   }
   return absl::OkStatus();
 }
 
-absl::Status WriteFileAtomic(const std::string& path, absl::string_view contents) {
+absl::Status WriteFileAtomic(const std::string& path,
+                             absl::string_view contents) {
   const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) return ErrnoError("cannot create", tmp);
@@ -101,13 +105,16 @@ absl::Status WriteFileAtomic(const std::string& path, absl::string_view contents
 absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
   auto text = ReadFile(path);
   if (!text.ok()) return text.status();
-  nlohmann::json value = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json value =
+      nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) {
-    // Re-parse with exceptions only to recover the error position for the message.
+    // Re-parse with exceptions only to recover the error position for the
+    // message.
     try {
       (void)nlohmann::json::parse(*text);
     } catch (const nlohmann::json::exception& e) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": invalid JSON: ", e.what()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": invalid JSON: ", e.what()));
     }
     return absl::InvalidArgumentError(absl::StrCat(path, ": invalid JSON"));
   }

@@ -19,8 +19,10 @@ namespace verl::core {
 // Reads a whole file. NotFound / Internal errors name the path.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 
-// Atomically replaces `path` with `contents` (temp + fsync + rename + dir fsync).
-absl::Status WriteFileAtomic(const std::string& path, absl::string_view contents);
+// Atomically replaces `path` with `contents` (temp + fsync + rename + dir
+// fsync).
+absl::Status WriteFileAtomic(const std::string& path,
+                             absl::string_view contents);
 
 // fsyncs a file or directory by path.
 absl::Status FsyncPath(const std::string& path);
@@ -31,7 +33,8 @@ absl::Status MakeDirs(const std::string& path);
 // Parses a JSON file; errors name the file and the parser's position.
 absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path);
 
-// Reads JSON Lines (blank lines skipped); errors name the file and 1-based line.
+// Reads JSON Lines (blank lines skipped); errors name the file and 1-based
+// line.
 absl::StatusOr<std::vector<nlohmann::json>> ReadJsonl(const std::string& path);
 
 // Writes JSON Lines atomically.

@@ -24,7 +24,8 @@ TEST(FileUtilTest, AtomicWriteAndRead) {
   ASSERT_TRUE(text.ok());
   EXPECT_EQ(*text, "world");
   // No temporary sibling is left behind.
-  EXPECT_NE(access((path + ".tmp." + std::to_string(getpid())).c_str(), F_OK), 0);
+  EXPECT_NE(access((path + ".tmp." + std::to_string(getpid())).c_str(), F_OK),
+            0);
 }
 
 TEST(FileUtilTest, MissingFileIsNotFound) {
