@@ -1,0 +1,90 @@
+// File: verl/infer/block_manager_test.cc
+#include "verl/infer/block_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+namespace verl::infer {
+namespace {
+
+Sequence MakeSeq(int64_t id, int64_t n, int64_t first = 100) {
+  Sequence s;
+  s.seq_id = id;
+  s.tokens.resize(n);
+  std::iota(s.tokens.begin(), s.tokens.end(), first);
+  s.prompt_len = n;
+  return s;
+}
+
+// Simulates the engine computing all reserved tokens.
+void Compute(BlockManager& m, Sequence& s) {
+  ASSERT_TRUE(m.Reserve(s, s.num_tokens()));
+  s.num_computed = s.num_tokens();
+  m.CommitFullBlocks(s);
+}
+
+TEST(BlockManagerTest, ReserveGrowsTable) {
+  BlockManager m(8, 4, true);
+  Sequence s = MakeSeq(0, 10);
+  EXPECT_EQ(m.BlocksNeeded(s, 10), 3);
+  ASSERT_TRUE(m.Reserve(s, 10));
+  EXPECT_EQ(s.block_table.size(), 3u);
+  EXPECT_EQ(m.NumAvailable(), 5);
+  Sequence big = MakeSeq(1, 24);
+  EXPECT_FALSE(m.Reserve(big, 24));  // needs 6, 5 available: no change
+  EXPECT_TRUE(big.block_table.empty());
+  EXPECT_EQ(m.NumAvailable(), 5);
+}
+
+TEST(BlockManagerTest, ForkSharesThenCopiesOnWritePartialBlock) {
+  BlockManager m(8, 4, false);
+  Sequence parent = MakeSeq(0, 6);  // blocks: [full][2 of 4]
+  Compute(m, parent);
+  Sequence child = parent;
+  child.block_table.clear();
+  m.Fork(parent, child);
+  EXPECT_EQ(m.cache().RefCount(parent.block_table[1]), 2);
+  // Each appends a token: the shared partial block is written.
+  parent.tokens.push_back(1);
+  child.tokens.push_back(2);
+  EXPECT_EQ(m.BlocksNeeded(child, 7), 1);
+  ASSERT_TRUE(m.Reserve(child, 7));
+  auto copies = m.TakeCopies();
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].first, parent.block_table[1]);
+  EXPECT_EQ(copies[0].second, child.block_table[1]);
+  EXPECT_NE(child.block_table[1], parent.block_table[1]);
+  EXPECT_EQ(child.block_table[0], parent.block_table[0]);  // full: shared
+  // The parent is now the only owner: writes in place.
+  ASSERT_TRUE(m.Reserve(parent, 7));
+  EXPECT_TRUE(m.TakeCopies().empty());
+  m.Free(child);
+  m.Free(parent);
+  EXPECT_EQ(m.NumAvailable(), 8);
+}
+
+TEST(BlockManagerTest, PrefixMatchReusesFullBlocksAndLeavesOneToken) {
+  BlockManager m(16, 4, true);
+  Sequence a = MakeSeq(0, 12);  // 3 full blocks
+  Compute(m, a);
+  Sequence b = MakeSeq(1, 12);  // identical: must recompute >= 1 token
+  EXPECT_EQ(m.MatchPrefix(b), 8);
+  EXPECT_EQ(b.block_table[0], a.block_table[0]);
+  EXPECT_EQ(b.block_table[1], a.block_table[1]);
+  Sequence c = MakeSeq(2, 14);  // same first 12 tokens, longer
+  EXPECT_EQ(m.MatchPrefix(c), 12);
+  Sequence d = MakeSeq(3, 12, /*first=*/100);
+  d.tokens[5] = -1;  // diverges in block 1
+  EXPECT_EQ(m.MatchPrefix(d), 4);
+  EXPECT_EQ(m.cache().stats().hit_blocks, 2 + 3 + 1);
+  // After everybody leaves, blocks are evictable but still cached.
+  for (Sequence* s : {&a, &b, &c, &d}) m.Free(*s);
+  EXPECT_EQ(m.NumAvailable(), 16);
+  Sequence e = MakeSeq(4, 13);
+  EXPECT_EQ(m.MatchPrefix(e), 12);
+  m.Free(e);
+}
+
+}  // namespace
+}  // namespace verl::infer
