@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# End-to-end check of //tools:prepare_data: outputs, determinism, bad input.
+set -euo pipefail
+bin=tools/prepare_data
+out="$TEST_TMPDIR/out"
+"$bin" --task=arithmetic --output_dir="$out" --train_size=30 --val_size=5 --seed=3
+[ "$(wc -l < "$out/train.jsonl")" = 30 ] && [ "$(wc -l < "$out/test.jsonl")" = 5 ]
+cp "$out/train.jsonl" "$TEST_TMPDIR/first"
+"$bin" --task=arithmetic --output_dir="$out" --train_size=30 --val_size=5 --seed=3
+cmp "$out/train.jsonl" "$TEST_TMPDIR/first"
+"$bin" --task=countdown --output_dir="$out/cd" --train_size=4 --val_size=2
+grep -q '"data_source":"countdown"' "$out/cd/train.jsonl"
+# gsm8k conversion
+mkdir -p "$TEST_TMPDIR/raw"
+echo '{"question": "1+1?", "answer": "1+1=2\n#### 2"}' > "$TEST_TMPDIR/raw/train.jsonl"
+echo '{"question": "2+2?", "answer": "#### 4"}' > "$TEST_TMPDIR/raw/test.jsonl"
+"$bin" --task=gsm8k --input_dir="$TEST_TMPDIR/raw" --output_dir="$out/g"
+grep -q '"ground_truth":"2"' "$out/g/train.jsonl"
+# Bad input: clear error, exit 2, nothing written.
+echo '{"question": "x", "answer": "no final"}' > "$TEST_TMPDIR/raw/test.jsonl"
+set +e
+msg=$("$bin" --task=gsm8k --input_dir="$TEST_TMPDIR/raw" --output_dir="$out/bad" 2>&1)
+rc=$?
+set -e
+[ "$rc" = 2 ] && echo "$msg" | grep -q "test.jsonl" && [ ! -e "$out/bad" ]
+set +e
+"$bin" --task=nope --output_dir="$out/x" 2>/dev/null; [ $? = 2 ] || exit 1
+echo "prepare_data_test: ok"
