@@ -1,0 +1,108 @@
+#include "verl/profiler/timeline.h"
+
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "verl/core/file_util.h"
+
+namespace verl::profiler {
+
+Timeline& Timeline::Global() {
+  static Timeline* timeline = new Timeline();
+  return *timeline;
+}
+
+void Timeline::Enable(int64_t rank, int64_t max_events) {
+  std::lock_guard<std::mutex> lock(mu_);
+  rank_ = rank;
+  max_events_ = max_events;
+  enabled_.store(true, std::memory_order_relaxed);
+}
+
+void Timeline::Clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.clear();
+  dropped_ = 0;
+}
+
+int64_t Timeline::NowMicros() const {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now() - epoch_)
+      .count();
+}
+
+void Timeline::Record(TraceEvent event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (static_cast<int64_t>(events_.size()) >= max_events_) {
+    ++dropped_;
+    return;
+  }
+  events_.push_back(std::move(event));
+}
+
+std::vector<TraceEvent> Timeline::Events() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return events_;
+}
+
+nlohmann::json Timeline::ToJson() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  nlohmann::json events = nlohmann::json::array();
+  events.push_back({{"name", "process_name"},
+                    {"ph", "M"},
+                    {"pid", rank_},
+                    {"args", {{"name", absl::StrCat("rank ", rank_)}}}});
+  std::vector<int64_t> tids;
+  for (const auto& e : events_) {
+    bool seen = false;
+    for (int64_t t : tids) seen |= t == e.tid;
+    if (!seen) tids.push_back(e.tid);
+  }
+  for (int64_t tid : tids) {
+    events.push_back(
+        {{"name", "thread_name"},
+         {"ph", "M"},
+         {"pid", rank_},
+         {"tid", tid},
+         {"args",
+          {{"name", tid == 0 ? "main" : absl::StrCat("thread ", tid)}}}});
+  }
+  for (const auto& e : events_) {
+    nlohmann::json j = {
+        {"name", e.name},   {"cat", e.category},    {"ph", "X"},
+        {"ts", e.start_us}, {"dur", e.duration_us}, {"pid", rank_},
+        {"tid", e.tid}};
+    if (!e.args.is_null()) j["args"] = e.args;
+    events.push_back(std::move(j));
+  }
+  nlohmann::json out = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+  if (dropped_ > 0) out["otherData"] = {{"dropped_events", dropped_}};
+  return out;
+}
+
+absl::Status Timeline::WriteJson(const std::string& path) const {
+  return core::WriteFileAtomic(path, ToJson().dump());
+}
+
+int64_t CurrentThreadId() {
+  static std::atomic<int64_t> next{0};
+  thread_local int64_t id = next.fetch_add(1);
+  return id;
+}
+
+TraceScope::TraceScope(const char* name, const char* category,
+                       nlohmann::json args)
+    : name_(name), category_(category), args_(std::move(args)) {
+  Timeline& t = Timeline::Global();
+  if (t.enabled()) start_us_ = t.NowMicros();
+}
+
+TraceScope::~TraceScope() {
+  if (start_us_ < 0) return;
+  Timeline& t = Timeline::Global();
+  if (!t.enabled()) return;
+  t.Record({name_, category_, start_us_, t.NowMicros() - start_us_,
+            CurrentThreadId(), std::move(args_)});
+}
+
+}  // namespace verl::profiler

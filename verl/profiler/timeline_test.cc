@@ -1,0 +1,89 @@
+#include "verl/profiler/timeline.h"
+
+#include <cstdlib>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "verl/core/file_util.h"
+
+namespace verl::profiler {
+namespace {
+
+TEST(TimelineTest, DisabledRecordsNothing) {
+  Timeline::Global().Disable();
+  Timeline::Global().Clear();
+  { TraceScope s("gen"); }
+  EXPECT_TRUE(Timeline::Global().Events().empty());
+}
+
+TEST(TimelineTest, SpansNestPerThreadAndJsonIsValid) {
+  Timeline& t = Timeline::Global();
+  t.Clear();
+  t.Enable(/*rank=*/3);
+  {
+    TraceScope step("step");
+    {
+      TraceScope gen("gen");
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    {
+      TraceScope update("update_actor");
+      TraceScope comm("all_gather", "collective", {{"bytes", 4096}});
+    }
+  }
+  std::thread([] { TraceScope other("reward"); }).join();
+  t.Disable();
+
+  const std::string path =
+      std::string(std::getenv("TEST_TMPDIR")) + "/trace.json";
+  ASSERT_TRUE(t.WriteJson(path).ok());
+  auto json = core::ReadJsonFile(path);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ((*json)["displayTimeUnit"], "ms");
+  std::map<std::string, nlohmann::json> spans;
+  int metadata = 0;
+  for (const auto& e : (*json)["traceEvents"]) {
+    EXPECT_EQ(e["pid"], 3);
+    if (e["ph"] == "M") {
+      ++metadata;
+      continue;
+    }
+    EXPECT_EQ(e["ph"], "X");
+    spans[e["name"]] = e;
+  }
+  EXPECT_EQ(metadata, 3);  // process name + two threads
+  ASSERT_EQ(spans.size(), 5u);
+  EXPECT_GE(spans["gen"]["dur"].get<int64_t>(), 2000);
+  EXPECT_EQ(spans["all_gather"]["args"]["bytes"], 4096);
+  EXPECT_EQ(spans["all_gather"]["cat"], "collective");
+  EXPECT_NE(spans["reward"]["tid"], spans["step"]["tid"]);
+  // Children lie within their parents on the same thread.
+  auto within = [&](const std::string& child, const std::string& parent) {
+    const auto& c = spans[child];
+    const auto& p = spans[parent];
+    EXPECT_EQ(c["tid"], p["tid"]);
+    EXPECT_GE(c["ts"].get<int64_t>(), p["ts"].get<int64_t>());
+    EXPECT_LE(c["ts"].get<int64_t>() + c["dur"].get<int64_t>(),
+              p["ts"].get<int64_t>() + p["dur"].get<int64_t>());
+  };
+  within("gen", "step");
+  within("update_actor", "step");
+  within("all_gather", "update_actor");
+  // Siblings do not overlap.
+  EXPECT_LE(
+      spans["gen"]["ts"].get<int64_t>() + spans["gen"]["dur"].get<int64_t>(),
+      spans["update_actor"]["ts"].get<int64_t>());
+}
+
+TEST(TimelineTest, EventCapIsRespected) {
+  Timeline& t = Timeline::Global();
+  t.Clear();
+  t.Enable(0, /*max_events=*/2);
+  for (int i = 0; i < 5; ++i) TraceScope s("x");
+  t.Disable();
+  EXPECT_EQ(t.Events().size(), 2u);
+  EXPECT_EQ(t.ToJson()["otherData"]["dropped_events"], 3);
+}
+
+}  // namespace
+}  // namespace verl::profiler
