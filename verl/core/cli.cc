@@ -1,0 +1,197 @@
+// File: verl/core/cli.cc
+#include "verl/core/cli.h"
+
+#include <fstream>
+#include <functional>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "verl/core/status.h"
+
+ABSL_FLAG(std::string, config, "",
+          "Base configuration (text proto); dotted key=value overrides "
+          "apply on top of it.");
+
+namespace verl::core {
+namespace {
+
+constexpr int kMaxFlagfileDepth = 16;
+
+// For "-x", "--x", "-x=v", "--x=v": the name and whether a value follows.
+bool FlagName(const std::string& arg, std::string* name, std::string* value,
+              bool* has_value) {
+  if (arg.size() < 2 || arg[0] != '-') return false;
+  size_t start = arg[1] == '-' ? 2 : 1;
+  if (start >= arg.size()) return false;  // "-" or "--"
+  const size_t eq = arg.find('=', start);
+  *has_value = eq != std::string::npos;
+  *name = arg.substr(start, *has_value ? eq - start : std::string::npos);
+  *value = *has_value ? arg.substr(eq + 1) : "";
+  return true;
+}
+
+// Whether `key` looks like a config key: [A-Za-z_][A-Za-z0-9_.]*.
+bool IsConfigKey(absl::string_view key) {
+  if (key.empty() || !(absl::ascii_isalpha(key[0]) || key[0] == '_')) {
+    return false;
+  }
+  for (char c : key) {
+    if (!absl::ascii_isalnum(c) && c != '_' && c != '.') return false;
+  }
+  return true;
+}
+
+absl::Status ExpandFile(const std::string& path, int depth,
+                        std::vector<std::string>* out);
+
+// Appends `arg`, expanding it if it is a flagfile flag. `next` supplies the
+// value of "--flagfile <files>" (returns false if there is none).
+absl::Status ExpandArg(const std::string& arg, int depth,
+                       const std::function<bool(std::string*)>& next,
+                       std::vector<std::string>* out) {
+  std::string name, value;
+  bool has_value = false;
+  if (!FlagName(arg, &name, &value, &has_value) || name != "flagfile") {
+    out->push_back(arg);
+    return absl::OkStatus();
+  }
+  if (!has_value && !next(&value)) {
+    return absl::InvalidArgumentError("--flagfile needs a file name");
+  }
+  if (value.empty()) {
+    return absl::InvalidArgumentError("--flagfile needs a file name");
+  }
+  for (absl::string_view file : absl::StrSplit(value, ',')) {
+    if (file.empty()) continue;
+    VERL_RETURN_IF_ERROR(ExpandFile(std::string(file), depth + 1, out));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExpandFile(const std::string& path, int depth,
+                        std::vector<std::string>* out) {
+  if (depth > kMaxFlagfileDepth) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "flagfile '", path, "': nested more than ", kMaxFlagfileDepth,
+        " levels deep (a flagfile including itself?)"));
+  }
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read flagfile '", path, "'"));
+  }
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  size_t i = 0;
+  auto next = [&](std::string* value) -> bool {
+    while (i < lines.size()) {
+      std::string v(absl::StripAsciiWhitespace(lines[i++]));
+      if (v.empty() || v[0] == '#') continue;
+      *value = v;
+      return true;
+    }
+    return false;
+  };
+  while (i < lines.size()) {
+    const int line_number = static_cast<int>(i) + 1;
+    const std::string arg(absl::StripAsciiWhitespace(lines[i++]));
+    if (arg.empty() || arg[0] == '#') continue;
+    if (arg[0] != '-' || arg == "--") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ":", line_number, ": flagfile lines must start with '-' (",
+          "write overrides as --key=value): '", arg, "'"));
+    }
+    VERL_RETURN_IF_ERROR(ExpandArg(arg, depth, next, out));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ExpandFlagfiles(
+    const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  if (!args.empty()) out.push_back(args[i++]);
+  auto next = [&](std::string* value) -> bool {
+    if (i >= args.size()) return false;
+    *value = args[i++];
+    return true;
+  };
+  while (i < args.size()) {
+    const std::string& arg = args[i++];
+    if (arg == "--") {  // the rest is positional
+      out.insert(out.end(), args.begin() + i - 1, args.end());
+      break;
+    }
+    VERL_RETURN_IF_ERROR(ExpandArg(arg, 0, next, &out));
+  }
+  return out;
+}
+
+absl::StatusOr<SplitArgs> SplitCommandLine(
+    const std::vector<std::string>& args) {
+  VERL_ASSIGN_OR_RETURN(std::vector<std::string> expanded,
+                        ExpandFlagfiles(args));
+  SplitArgs split;
+  bool positional_only = false;
+  for (size_t i = 0; i < expanded.size(); ++i) {
+    const std::string& arg = expanded[i];
+    if (i == 0) {
+      split.absl_args.push_back(arg);
+      continue;
+    }
+    std::string name, value;
+    bool has_value = false;
+    if (!positional_only && arg == "--") {
+      positional_only = true;
+      split.absl_args.push_back(arg);
+      continue;
+    }
+    if (!positional_only && FlagName(arg, &name, &value, &has_value)) {
+      if (absl::StrContains(name, '.')) {
+        if (!has_value) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("config override '", arg, "' needs a value: --",
+                           name, "=<value>"));
+        }
+        split.overrides.push_back(absl::StrCat(name, "=", value));
+        continue;
+      }
+      split.absl_args.push_back(arg);
+      continue;
+    }
+    const size_t eq = arg.find('=');
+    if (eq != std::string::npos && IsConfigKey(arg.substr(0, eq))) {
+      split.overrides.push_back(arg);
+      continue;
+    }
+    split.absl_args.push_back(arg);
+  }
+  return split;
+}
+
+absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
+  VERL_ASSIGN_OR_RETURN(
+      SplitArgs split,
+      SplitCommandLine(std::vector<std::string>(argv, argv + argc)));
+  std::vector<char*> absl_argv;
+  for (std::string& a : split.absl_args) absl_argv.push_back(a.data());
+  std::vector<char*> positional = absl::ParseCommandLine(
+      static_cast<int>(absl_argv.size()), absl_argv.data());
+  if (positional.size() > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", positional[1],
+                     "' (config overrides are key=value or --key=value)"));
+  }
+  CommandLine cl;
+  cl.config_file = absl::GetFlag(FLAGS_config);
+  cl.overrides = std::move(split.overrides);
+  return cl;
+}
+
+}  // namespace verl::core

@@ -1,0 +1,123 @@
+// File: verl/core/cli_test.cc
+#include "verl/core/cli.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+ABSL_FLAG(int, cli_test_number, 0, "An absl flag of this test.");
+
+namespace verl::core {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+}
+
+std::string WriteFile(const std::string& name, const std::string& text) {
+  const std::string path = TempPath(name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(ExpandFlagfilesTest, NestedCommentsBlanksAndCommaLists) {
+  const std::string inner = WriteFile("inner.flags",
+                                      "# inner comment\n"
+                                      "--trainer.total_epochs=3\n"
+                                      "   --cli_test_number=5   \n");
+  const std::string other = WriteFile("other.flags", "--b.c=1\n");
+  const std::string outer =
+      WriteFile("outer.flags", "\n# comment\n  --a.b=x y\n--flagfile=" + inner +
+                                   "\n\n--after=1\n");
+  auto expanded = ExpandFlagfiles(
+      {"prog", "--first", "--flagfile=" + outer + "," + other, "last"});
+  ASSERT_TRUE(expanded.ok()) << expanded.status();
+  EXPECT_THAT(
+      *expanded,
+      ElementsAre("prog", "--first", "--a.b=x y", "--trainer.total_epochs=3",
+                  "--cli_test_number=5", "--after=1", "--b.c=1", "last"));
+  // Space-separated value form, and everything after "--" is left alone.
+  expanded =
+      ExpandFlagfiles({"prog", "--flagfile", other, "--", "--flagfile=x"});
+  ASSERT_TRUE(expanded.ok()) << expanded.status();
+  EXPECT_THAT(*expanded, ElementsAre("prog", "--b.c=1", "--", "--flagfile=x"));
+}
+
+TEST(ExpandFlagfilesTest, MalformedFlagfiles) {
+  const std::string self = TempPath("self.flags");
+  std::ofstream(self) << "--flagfile=" << self << "\n";
+  struct Case {
+    std::string text;  // empty: use `self`
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {"--ok=1\nkey.x=1\n", ":2: flagfile lines must start with '-'"},
+      {"--\n", ":1: flagfile lines must start with '-'"},
+      {"positional\n", "'positional'"},
+      {"--flagfile=/nonexistent/f.flags\n",
+       "cannot read flagfile '/nonexistent/f.flags'"},
+      {"--flagfile=\n", "--flagfile needs a file name"},
+      {"", "nested more than 16 levels deep"},
+  };
+  int n = 0;
+  for (const Case& k : cases) {
+    const std::string path =
+        k.text.empty()
+            ? self
+            : WriteFile("bad" + std::to_string(n++) + ".flags", k.text);
+    auto expanded = ExpandFlagfiles({"prog", "--flagfile=" + path});
+    ASSERT_FALSE(expanded.ok()) << k.text;
+    EXPECT_THAT(std::string(expanded.status().message()), HasSubstr(k.expected))
+        << k.text;
+  }
+  EXPECT_FALSE(ExpandFlagfiles({"prog", "--flagfile"}).ok());
+}
+
+TEST(SplitCommandLineTest, OverridesFromFlagsPositionalsAndFlagfiles) {
+  const std::string flags = WriteFile(
+      "split.flags", "--actor_rollout_ref.actor.optim.lr=1e-5\n--x=1\n");
+  auto split = SplitCommandLine(
+      {"prog", "--config=c.textproto", "algorithm.adv_estimator=grpo",
+       "--flagfile=" + flags, "-trainer.logger=[console,jsonl]",
+       "use_remove_padding=true", "plain", "--", "data.seed=1",
+       "--not.an=override"});
+  ASSERT_TRUE(split.ok()) << split.status();
+  EXPECT_THAT(split->overrides,
+              ElementsAre("algorithm.adv_estimator=grpo",
+                          "actor_rollout_ref.actor.optim.lr=1e-5",
+                          "trainer.logger=[console,jsonl]",
+                          "use_remove_padding=true", "data.seed=1"));
+  EXPECT_THAT(split->absl_args,
+              ElementsAre("prog", "--config=c.textproto", "--x=1", "plain",
+                          "--", "--not.an=override"));
+  auto missing = SplitCommandLine({"prog", "--trainer.total_epochs"});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(std::string(missing.status().message()),
+              HasSubstr("needs a value"));
+}
+
+TEST(ParseCommandLineTest, ConfigFlagOverridesAndAbslFlags) {
+  const std::string flags =
+      WriteFile("parse.flags", "--config=base.textproto\n--a.b=2\n");
+  std::vector<std::string> args = {"prog", "--flagfile=" + flags,
+                                   "--cli_test_number=7", "c.d=[1,2]"};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  auto cl = ParseCommandLine(static_cast<int>(argv.size()), argv.data());
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->config_file, "base.textproto");
+  EXPECT_THAT(cl->overrides, ElementsAre("a.b=2", "c.d=[1,2]"));
+  EXPECT_EQ(absl::GetFlag(FLAGS_cli_test_number), 7);
+}
+
+}  // namespace
+}  // namespace verl::core
