@@ -1,0 +1,207 @@
+// File: verl/infer/paged_attention.cc
+#include "verl/infer/paged_attention.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+namespace verl::infer {
+namespace {
+
+inline float Dot(const float* a, const float* b, int64_t n) {
+  float acc = 0.f;
+#pragma omp simd reduction(+ : acc)
+  for (int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
+  return acc;
+}
+
+inline void Axpy(float alpha, const float* x, float* y, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+}  // namespace
+
+PagedAttention::PagedAttention(KvCache* cache,
+                               std::vector<int64_t> layer_windows)
+    : cache_(cache), layer_windows_(std::move(layer_windows)) {
+  CHECK(cache_ != nullptr);
+}
+
+int64_t PagedAttention::Window(int64_t layer) const {
+  return layer < static_cast<int64_t>(layer_windows_.size())
+             ? layer_windows_[layer]
+             : 0;
+}
+
+void PagedAttention::Prepare(const std::vector<AttentionSequence>& seqs,
+                             int64_t num_tokens) {
+  const int64_t bs = cache_->spec().block_size;
+  seqs_ = seqs;
+  num_tokens_ = num_tokens;
+  prefill_.clear();
+  prefill_slots_.clear();
+  decode_.clear();
+  decode_tables_.clear();
+  decode_table_width_ = 0;
+
+  std::vector<int64_t> slots(num_tokens, -1);
+  auto slot_of = [bs](const AttentionSequence& s, int64_t pos) -> int64_t {
+    return static_cast<int64_t>((*s.block_table)[pos / bs]) * bs + pos % bs;
+  };
+  for (size_t i = 0; i < seqs_.size(); ++i) {
+    const AttentionSequence& s = seqs_[i];
+    CHECK(s.block_table != nullptr);
+    CHECK_GE(s.context_len, s.query_len);
+    CHECK_LE(s.query_start + s.query_len, num_tokens);
+    CHECK_LE((s.context_len + bs - 1) / bs,
+             static_cast<int64_t>(s.block_table->size()))
+        << "block table too short";
+    const int64_t first = s.context_len - s.query_len;
+    for (int64_t t = 0; t < s.query_len; ++t) {
+      slots[s.query_start + t] = slot_of(s, first + t);
+    }
+    if (s.query_len == 1) {
+      decode_.push_back(i);
+      decode_table_width_ =
+          std::max(decode_table_width_, (s.context_len + bs - 1) / bs);
+    } else if (s.query_len > 1) {
+      prefill_.push_back(i);
+      // A chunk with no cached context attends over its own k/v directly.
+      if (s.context_len == s.query_len) {
+        prefill_slots_.emplace_back();
+      } else {
+        std::vector<int64_t> ctx(s.context_len);
+        for (int64_t p = 0; p < s.context_len; ++p) ctx[p] = slot_of(s, p);
+        prefill_slots_.push_back(at::tensor(ctx, at::kLong));
+      }
+    }
+  }
+  for (int64_t x : slots) CHECK_GE(x, 0) << "packed row not covered";
+  slot_mapping_ = at::tensor(slots, at::kLong);
+  decode_tables_.assign(decode_.size() * decode_table_width_, 0);
+  for (size_t j = 0; j < decode_.size(); ++j) {
+    const auto& table = *seqs_[decode_[j]].block_table;
+    const int64_t n = (seqs_[decode_[j]].context_len + bs - 1) / bs;
+    std::copy(table.begin(), table.begin() + n,
+              decode_tables_.begin() + j * decode_table_width_);
+  }
+}
+
+void PagedAttention::DecodeAttention(int64_t layer, const at::Tensor& q,
+                                     at::Tensor& out) const {
+  const KvCacheSpec& spec = cache_->spec();
+  const int64_t bs = spec.block_size, n_kv = spec.num_kv_heads,
+                d = spec.head_dim;
+  const int64_t n_heads = q.size(1), group = n_heads / n_kv;
+  const int64_t window = Window(layer);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const float* qp = q.data_ptr<float>();
+  float* op = out.data_ptr<float>();
+  const float* kc = cache_->key(layer).data_ptr<float>();
+  const float* vc = cache_->value(layer).data_ptr<float>();
+  const int64_t n = static_cast<int64_t>(decode_.size());
+
+  at::parallel_for(0, n * n_kv, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores;
+    for (int64_t job = begin; job < end; ++job) {
+      const int64_t j = job / n_kv, h = job % n_kv;
+      const AttentionSequence& s = seqs_[decode_[j]];
+      const int32_t* table = decode_tables_.data() + j * decode_table_width_;
+      const int64_t len = s.context_len;
+      const int64_t start = window > 0 ? std::max<int64_t>(0, len - window) : 0;
+      const int64_t span = len - start;
+      scores.resize(group * span);
+      const float* qrow = qp + (s.query_start * n_heads + h * group) * d;
+      for (int64_t p = start; p < len; ++p) {
+        const float* krow =
+            kc +
+            ((static_cast<int64_t>(table[p / bs]) * bs + p % bs) * n_kv + h) *
+                d;
+        for (int64_t g = 0; g < group; ++g) {
+          scores[g * span + p - start] = Dot(qrow + g * d, krow, d) * scale;
+        }
+      }
+      float* orow = op + (s.query_start * n_heads + h * group) * d;
+      for (int64_t g = 0; g < group; ++g) {
+        float* sc = scores.data() + g * span;
+        const float mx = *std::max_element(sc, sc + span);
+        float sum = 0.f;
+        for (int64_t p = 0; p < span; ++p) {
+          sc[p] = std::exp(sc[p] - mx);
+          sum += sc[p];
+        }
+        const float inv = 1.0f / sum;
+        std::fill(orow + g * d, orow + (g + 1) * d, 0.f);
+        for (int64_t p = 0; p < span; ++p) sc[p] *= inv;
+      }
+      for (int64_t p = start; p < len; ++p) {
+        const float* vrow =
+            vc +
+            ((static_cast<int64_t>(table[p / bs]) * bs + p % bs) * n_kv + h) *
+                d;
+        for (int64_t g = 0; g < group; ++g) {
+          Axpy(scores[g * span + p - start], vrow, orow + g * d, d);
+        }
+      }
+    }
+  });
+}
+
+at::Tensor PagedAttention::Attend(int64_t layer, const at::Tensor& q,
+                                  const at::Tensor& k, const at::Tensor& v) {
+  CHECK(cache_->allocated()) << "attention on a released KV cache";
+  CHECK_EQ(q.size(0), num_tokens_) << "Prepare() was given another batch";
+  const KvCacheSpec& spec = cache_->spec();
+  const at::Tensor kc =
+      cache_->key(layer).view({-1, spec.num_kv_heads, spec.head_dim});
+  const at::Tensor vc =
+      cache_->value(layer).view({-1, spec.num_kv_heads, spec.head_dim});
+  const at::Tensor kk = k.to(kc.scalar_type()).contiguous();
+  const at::Tensor vv = v.to(vc.scalar_type()).contiguous();
+  kc.index_copy_(0, slot_mapping_, kk);
+  vc.index_copy_(0, slot_mapping_, vv);
+
+  const bool fused_decode = q.scalar_type() == at::kFloat &&
+                            kc.scalar_type() == at::kFloat && !decode_.empty();
+  at::Tensor qc = q.contiguous();
+  at::Tensor out = fused_decode ? at::empty_like(qc) : at::zeros_like(qc);
+  if (fused_decode) DecodeAttention(layer, qc, out);
+
+  const int64_t window = Window(layer);
+  auto attend_one = [&](const AttentionSequence& s, const at::Tensor& slots) {
+    at::Tensor qs = qc.narrow(0, s.query_start, s.query_len);
+    at::Tensor ks, vs;
+    if (slots.defined()) {
+      ks = kc.index_select(0, slots).to(q.scalar_type());
+      vs = vc.index_select(0, slots).to(q.scalar_type());
+    } else {
+      ks = k.narrow(0, s.query_start, s.query_len);
+      vs = v.narrow(0, s.query_start, s.query_len);
+    }
+    out.narrow(0, s.query_start, s.query_len)
+        .copy_(models::CausalAttention(qs, ks, vs, window));
+  };
+  for (size_t i = 0; i < prefill_.size(); ++i) {
+    attend_one(seqs_[prefill_[i]], prefill_slots_[i]);
+  }
+  if (!fused_decode) {
+    for (int64_t i : decode_) {
+      const AttentionSequence& s = seqs_[i];
+      std::vector<int64_t> ctx(s.context_len);
+      const int64_t bs = spec.block_size;
+      for (int64_t p = 0; p < s.context_len; ++p) {
+        ctx[p] = static_cast<int64_t>((*s.block_table)[p / bs]) * bs + p % bs;
+      }
+      attend_one(s, at::tensor(ctx, at::kLong));
+    }
+  }
+  return out;
+}
+
+}  // namespace verl::infer

@@ -1,0 +1,66 @@
+// File: verl/infer/paged_attention.h
+//
+// The rollout engine's AttentionBackend. Before each forward the engine
+// describes the packed batch (per sequence: where its query tokens sit in
+// the packed layout, its context length after this step, its block table);
+// in every layer Attend() then
+//   1. writes this step's K/V into the sequences' cache slots, and
+//   2. attends each sequence's queries over its cached context (causal
+//      within the chunk, grouped-query, optional sliding window).
+// Decode sequences (one query token) are handled together by one kernel
+// that reads K/V straight from the blocks (no gather copy), parallel over
+// (sequence, kv head); prefill chunks gather their context and use the
+// model's dense CausalAttention.
+#ifndef VERL_INFER_PAGED_ATTENTION_H_
+#define VERL_INFER_PAGED_ATTENTION_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "verl/infer/kv_cache.h"
+#include "verl/models/attention.h"
+
+namespace verl::infer {
+
+struct AttentionSequence {
+  int64_t query_start = 0;  // first row of this sequence in the packed batch
+  int64_t query_len = 0;    // new tokens this step
+  int64_t context_len = 0;  // tokens in the cache after this step
+  const std::vector<BlockId>* block_table = nullptr;
+};
+
+class PagedAttention : public models::AttentionBackend {
+ public:
+  // `layer_windows[l]`: sliding window of layer l (0 or missing => full).
+  PagedAttention(KvCache* cache, std::vector<int64_t> layer_windows = {});
+
+  // Sets the layout of the next forward (`num_tokens` packed rows).
+  void Prepare(const std::vector<AttentionSequence>& seqs, int64_t num_tokens);
+
+  at::Tensor Attend(int64_t layer, const at::Tensor& q, const at::Tensor& k,
+                    const at::Tensor& v) override;
+
+ private:
+  int64_t Window(int64_t layer) const;
+  void DecodeAttention(int64_t layer, const at::Tensor& q,
+                       at::Tensor& out) const;
+
+  KvCache* cache_;
+  std::vector<int64_t> layer_windows_;
+  std::vector<AttentionSequence> seqs_;
+  int64_t num_tokens_ = 0;
+  at::Tensor slot_mapping_;  // [T] long: cache slot of each packed token
+  // Prefill chunks: their index in seqs_ and their context slots.
+  std::vector<int64_t> prefill_;
+  std::vector<at::Tensor> prefill_slots_;
+  // Decode sequences: index in seqs_, and a dense [n, max_blocks] table.
+  std::vector<int64_t> decode_;
+  std::vector<int32_t> decode_tables_;
+  int64_t decode_table_width_ = 0;
+};
+
+}  // namespace verl::infer
+
+#endif  // VERL_INFER_PAGED_ATTENTION_H_

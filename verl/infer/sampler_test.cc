@@ -1,0 +1,171 @@
+// File: verl/infer/sampler_test.cc
+#include "verl/infer/sampler.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace verl::infer {
+namespace {
+
+const std::vector<float> kLogits = {2.0f, 1.0f, 0.5f, 0.0f, -1.0f, -3.0f};
+
+// Closed-form reference: softmax(l / T), keep the top-k, keep the smallest
+// prefix of the descending order reaching top_p, renormalise.
+std::vector<double> Expected(const SamplingParams& p) {
+  const int64_t v = kLogits.size();
+  std::vector<double> prob(v);
+  double z = 0;
+  for (int64_t i = 0; i < v; ++i)
+    z += prob[i] = std::exp(kLogits[i] / p.temperature);
+  for (double& x : prob) x /= z;
+  // kLogits is already sorted descending.
+  int64_t keep = p.top_k > 0 ? std::min<int64_t>(p.top_k, v) : v;
+  double kmass = std::accumulate(prob.begin(), prob.begin() + keep, 0.0);
+  if (p.top_p < 1.0) {
+    double cum = 0;
+    int64_t n = 0;
+    while (n < keep) {
+      cum += prob[n++] / kmass;
+      if (cum >= p.top_p) break;
+    }
+    keep = n;
+  }
+  double mass = std::accumulate(prob.begin(), prob.begin() + keep, 0.0);
+  std::vector<double> out(v, 0.0);
+  for (int64_t i = 0; i < keep; ++i) out[i] = prob[i] / mass;
+  return out;
+}
+
+// Draws n tokens: 8 rows (sample indices 0..7 of `seed`) per call.
+std::vector<int64_t> Draw(const SamplingParams& p, int64_t n, uint64_t seed) {
+  constexpr int64_t kRows = 8;
+  const at::Tensor logits = at::tensor(kLogits).unsqueeze(0).repeat({kRows, 1});
+  std::vector<SeqRng> rngs;
+  for (int64_t i = 0; i < kRows; ++i) rngs.push_back(MakeSequenceRng(seed, i));
+  std::vector<SampleRow> rows;
+  for (int64_t i = 0; i < kRows; ++i) rows.push_back({&p, &rngs[i]});
+  std::vector<int64_t> tokens;
+  while (static_cast<int64_t>(tokens.size()) < n) {
+    for (const SampledToken& t : SampleTokens(logits, rows)) {
+      tokens.push_back(t.token);
+    }
+  }
+  tokens.resize(n);
+  return tokens;
+}
+
+void CheckStatistics(const SamplingParams& p) {
+  const std::vector<double> want = Expected(p);
+  const std::vector<double> got =
+      SamplingDistribution(kLogits.data(), kLogits.size(), p);
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], 1e-6) << "token " << i;
+  }
+  const int64_t n = 24000;
+  std::vector<int64_t> counts(kLogits.size(), 0);
+  for (int64_t t : Draw(p, n, 1234)) ++counts[t];
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double freq = static_cast<double>(counts[i]) / n;
+    if (want[i] == 0.0) {
+      EXPECT_EQ(counts[i], 0) << "filtered token " << i << " was drawn";
+    } else {
+      const double sd = std::sqrt(want[i] * (1 - want[i]) / n);
+      EXPECT_NEAR(freq, want[i], 5 * sd + 1e-3) << "token " << i;
+    }
+  }
+}
+
+TEST(SamplerTest, TemperatureTopKTopPMatchClosedForm) {
+  SamplingParams p;
+  for (double t : {1.0, 0.5, 2.0}) {
+    p.temperature = t;
+    p.top_k = -1;
+    p.top_p = 1.0;
+    CheckStatistics(p);
+    p.top_k = 3;
+    CheckStatistics(p);
+    p.top_k = -1;
+    p.top_p = 0.8;
+    CheckStatistics(p);
+    p.top_k = 4;
+    p.top_p = 0.6;
+    CheckStatistics(p);
+  }
+}
+
+TEST(SamplerTest, TemperatureChangesDistribution) {
+  SamplingParams cold, hot;
+  cold.temperature = 0.3;
+  hot.temperature = 3.0;
+  auto c = SamplingDistribution(kLogits.data(), kLogits.size(), cold);
+  auto h = SamplingDistribution(kLogits.data(), kLogits.size(), hot);
+  EXPECT_GT(c[0], 0.9);
+  EXPECT_LT(h[0], 0.4);
+}
+
+TEST(SamplerTest, SeedsAreReproducibleAndDistinct) {
+  SamplingParams p;
+  EXPECT_EQ(Draw(p, 64, 7), Draw(p, 64, 7));
+  EXPECT_NE(Draw(p, 64, 7), Draw(p, 64, 8));
+  // Sample indices of one seed get different streams.
+  SeqRng a = MakeSequenceRng(7, 0), b = MakeSequenceRng(7, 1);
+  EXPECT_NE(a(), b());
+}
+
+TEST(SamplerTest, GreedyAndTopKOneAgreeAndLogProbsAreTemperatureScaled) {
+  at::manual_seed(0);
+  const int64_t b = 16, v = 50;
+  at::Tensor logits = at::randn({b, v});
+  SamplingParams greedy;
+  greedy.do_sample = false;
+  SamplingParams top1;
+  top1.top_k = 1;
+  top1.temperature = 0.7;
+  std::vector<SeqRng> rngs;
+  for (int64_t i = 0; i < b; ++i) rngs.push_back(MakeSequenceRng(3, i));
+  std::vector<SampleRow> g_rows, k_rows;
+  for (int64_t i = 0; i < b; ++i) {
+    g_rows.push_back({&greedy, nullptr});
+    k_rows.push_back({&top1, &rngs[i]});
+  }
+  auto g = SampleTokens(logits, g_rows);
+  auto k = SampleTokens(logits, k_rows);
+  at::Tensor argmax = logits.argmax(1);
+  at::Tensor lp1 = at::log_softmax(logits, 1);
+  at::Tensor lpt = at::log_softmax(logits / 0.7, 1);
+  for (int64_t i = 0; i < b; ++i) {
+    EXPECT_EQ(g[i].token, argmax[i].item<int64_t>());
+    EXPECT_EQ(k[i].token, g[i].token);
+    EXPECT_NEAR(g[i].logprob, lp1[i][g[i].token].item<float>(), 1e-5);
+    EXPECT_NEAR(k[i].logprob, lpt[i][k[i].token].item<float>(), 1e-5);
+  }
+  // temperature 0 is greedy too.
+  SamplingParams zero;
+  zero.temperature = 0.0;
+  EXPECT_TRUE(zero.greedy());
+}
+
+TEST(SamplingParamsTest, ValidationNamesTheField) {
+  SamplingParams p;
+  EXPECT_TRUE(ValidateSamplingParams(p).ok());
+  p.n = 0;
+  EXPECT_NE(ValidateSamplingParams(p).message().find("n must"),
+            std::string::npos);
+  p = {};
+  p.temperature = -0.5;
+  EXPECT_NE(ValidateSamplingParams(p).message().find("temperature"),
+            std::string::npos);
+  p = {};
+  p.top_p = 0.0;
+  EXPECT_NE(ValidateSamplingParams(p).message().find("top_p"),
+            std::string::npos);
+  p.top_p = 1.5;
+  EXPECT_FALSE(ValidateSamplingParams(p).ok());
+}
+
+}  // namespace
+}  // namespace verl::infer

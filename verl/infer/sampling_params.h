@@ -1,0 +1,38 @@
+// File: verl/infer/sampling_params.h
+//
+// Per-request sampling settings (vLLM SamplingParams / verl rollout keys)
+// and their validation.
+#ifndef VERL_INFER_SAMPLING_PARAMS_H_
+#define VERL_INFER_SAMPLING_PARAMS_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace verl::infer {
+
+struct SamplingParams {
+  int64_t n = 1;                        // samples per prompt (verl rollout.n)
+  bool do_sample = true;                // false => greedy
+  double temperature = 1.0;             // 0 => greedy
+  int64_t top_k = -1;                   // <= 0 => disabled
+  double top_p = 1.0;                   // in (0, 1]
+  int64_t max_tokens = 16;              // response_length
+  std::vector<int64_t> stop_token_ids;  // stop in addition to EOS
+  bool ignore_eos = false;              // keep going past the model's EOS ids
+  // Per-request seed; sample i draws from a generator seeded by (seed, i).
+  // Unset => derived from the engine seed and the request id.
+  std::optional<uint64_t> seed;
+
+  bool greedy() const { return !do_sample || temperature == 0.0; }
+};
+
+// Checks n, temperature, top_p, top_k and max_tokens; the message names the
+// offending field.
+absl::Status ValidateSamplingParams(const SamplingParams& params);
+
+}  // namespace verl::infer
+
+#endif  // VERL_INFER_SAMPLING_PARAMS_H_
