@@ -1,0 +1,59 @@
+// File: verl/models/attention.h
+//
+// The attention seam of the decoder. The model computes q/k/v (after RoPE and
+// q/k-norm) for all tokens of one forward and hands them to an
+// AttentionBackend: the training path uses VarlenCausalAttention over packed
+// sequences; the rollout engine plugs in its paged-KV-cache backend.
+#ifndef VERL_MODELS_ATTENTION_H_
+#define VERL_MODELS_ATTENTION_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace verl::models {
+
+// Per-forward token layout: tokens of all sequences concatenated ("packed",
+// no padding).
+class AttentionBackend {
+ public:
+  virtual ~AttentionBackend() = default;
+  // q: [T, n_heads, head_dim]; k, v: [T, n_kv_heads, head_dim] for this
+  // forward's tokens, after RoPE and q/k-norm. Returns [T, n_heads, head_dim].
+  // `layer` indexes the decoder layer.
+  virtual at::Tensor Attend(int64_t layer, const at::Tensor& q,
+                            const at::Tensor& k, const at::Tensor& v) = 0;
+};
+
+// Causal self-attention within each packed sequence (flash-attn varlen
+// semantics): sequence s spans tokens [cu_seqlens[s], cu_seqlens[s+1]).
+// Grouped-query attention (n_heads a multiple of n_kv_heads), scale
+// head_dim^-0.5, softmax in fp32. A layer with window w > 0 lets token i see
+// keys j with i - w < j <= i (HF's sliding-window mask).
+class VarlenCausalAttention : public AttentionBackend {
+ public:
+  // `layer_windows[l]` is layer l's sliding window (0 or missing => full).
+  explicit VarlenCausalAttention(std::vector<int64_t> cu_seqlens,
+                                 std::vector<int64_t> layer_windows = {});
+
+  at::Tensor Attend(int64_t layer, const at::Tensor& q, const at::Tensor& k,
+                    const at::Tensor& v) override;
+
+  const std::vector<int64_t>& cu_seqlens() const { return cu_seqlens_; }
+
+ private:
+  std::vector<int64_t> cu_seqlens_;
+  std::vector<int64_t> layer_windows_;
+};
+
+// Attention of one sequence: q [L, n_heads, d], k/v [L, n_kv_heads, d], causal
+// with optional window. Exposed for backends that gather a sequence's keys
+// themselves (q may be the last Lq of Lk positions: query i sits at key
+// position Lk - Lq + i).
+at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k,
+                           const at::Tensor& v, int64_t window);
+
+}  // namespace verl::models
+
+#endif  // VERL_MODELS_ATTENTION_H_

@@ -1,0 +1,439 @@
+// File: verl/models/decoder.cc
+#include "verl/models/decoder.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <glog/logging.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include <functional>
+#include <string>
+#include <utility>
+
+#include "verl/models/padding.h"
+
+namespace verl::models {
+namespace {
+
+using torch::autograd::variable_list;
+
+// Registers `child` under `name` and returns it (keeps constructors short).
+template <typename M>
+std::shared_ptr<M> Reg(torch::nn::Module* parent, const std::string& name,
+                       std::shared_ptr<M> child) {
+  return parent->register_module(name, std::move(child));
+}
+
+// A container module so that children are named "<name>.<index>".
+class IndexedList : public torch::nn::Module {
+ public:
+  template <typename M>
+  void Add(const std::shared_ptr<M>& m) {
+    register_module(std::to_string(count_++), m);
+  }
+
+ private:
+  int64_t count_ = 0;
+};
+
+// Backward node of a checkpointed decoder layer: forward ran without
+// building a graph; backward re-runs the layer with grad enabled from the
+// saved input and differentiates it w.r.t. the input and the parameters.
+class CheckpointBackward : public torch::autograd::Node {
+ public:
+  using Fn = std::function<variable_list(const at::Tensor&)>;
+  CheckpointBackward(Fn fn, at::Tensor input, variable_list params)
+      : fn_(std::move(fn)),
+        input_(std::move(input)),
+        params_(std::move(params)) {}
+
+  std::string name() const override { return "CheckpointBackward"; }
+
+  variable_list apply(variable_list&& grads) override {
+    CHECK(fn_) << "checkpointed layer backward run twice";
+    torch::AutoGradMode grad_on(true);
+    at::Tensor x = input_.detach().requires_grad_(input_requires_grad_);
+    variable_list outs = fn_(x);
+    variable_list used_outs, used_grads;
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (grads[i].defined() && outs[i].defined() && outs[i].requires_grad()) {
+        used_outs.push_back(outs[i]);
+        used_grads.push_back(grads[i]);
+      }
+    }
+    variable_list wrt;
+    if (input_requires_grad_) wrt.push_back(x);
+    for (const at::Tensor& p : params_) wrt.push_back(p);
+    variable_list result(1 + params_.size());
+    if (!used_outs.empty()) {
+      variable_list g = torch::autograd::grad(used_outs, wrt, used_grads,
+                                              /*retain_graph=*/false,
+                                              /*create_graph=*/false,
+                                              /*allow_unused=*/true);
+      size_t k = 0;
+      if (input_requires_grad_) result[0] = g[k++];
+      for (size_t i = 0; i < params_.size(); ++i) result[1 + i] = g[k++];
+    }
+    release_variables();
+    return result;
+  }
+
+  void release_variables() override {
+    fn_ = nullptr;
+    input_.reset();
+    params_.clear();
+  }
+
+  bool input_requires_grad_ = false;
+
+ private:
+  Fn fn_;
+  at::Tensor input_;
+  variable_list params_;
+};
+
+// Runs `fn(x)` without keeping activations; outputs get a CheckpointBackward
+// node whose next edges are x and `params` (those requiring grad).
+variable_list Checkpoint(const CheckpointBackward::Fn& fn, const at::Tensor& x,
+                         const variable_list& all_params) {
+  variable_list params;
+  for (const at::Tensor& p : all_params) {
+    if (p.requires_grad()) params.push_back(p);
+  }
+  if (!x.requires_grad() && params.empty()) return fn(x);
+  variable_list outs;
+  {
+    torch::NoGradGuard no_grad;
+    outs = fn(x);
+  }
+  auto node = std::shared_ptr<CheckpointBackward>(
+      new CheckpointBackward(fn, x, params), torch::autograd::deleteNode);
+  node->input_requires_grad_ = x.requires_grad();
+  node->set_next_edges(torch::autograd::collect_next_edges(x, params));
+  for (at::Tensor& out : outs) {
+    if (out.defined()) {
+      torch::autograd::set_history(out, node);
+    } else {
+      node->add_input_metadata(torch::autograd::Node::undefined_input());
+    }
+  }
+  return outs;
+}
+
+}  // namespace
+
+Embedding::Embedding(int64_t vocab, int64_t hidden) {
+  weight = register_parameter("weight", at::zeros({vocab, hidden}));
+}
+
+at::Tensor Embedding::Forward(const at::Tensor& ids) const {
+  return at::embedding(weight, ids);
+}
+
+Attention::Attention(const ModelConfig& c, int64_t layer_index)
+    : layer(layer_index),
+      num_heads(c.num_attention_heads),
+      num_kv_heads(c.num_key_value_heads > 0 ? c.num_key_value_heads
+                                             : c.num_attention_heads),
+      head_dim(c.HeadDim()) {
+  const int64_t h = c.hidden_size;
+  const bool b = c.attention_bias;
+  q_proj =
+      Reg(this, "q_proj", std::make_shared<Linear>(h, num_heads * head_dim, b));
+  k_proj = Reg(this, "k_proj",
+               std::make_shared<Linear>(h, num_kv_heads * head_dim, b));
+  v_proj = Reg(this, "v_proj",
+               std::make_shared<Linear>(h, num_kv_heads * head_dim, b));
+  o_proj = Reg(this, "o_proj",
+               std::make_shared<Linear>(num_heads * head_dim, h, false));
+  if (c.qk_norm) {
+    q_norm = Reg(this, "q_norm",
+                 std::make_shared<RMSNorm>(head_dim, c.rms_norm_eps));
+    k_norm = Reg(this, "k_norm",
+                 std::make_shared<RMSNorm>(head_dim, c.rms_norm_eps));
+  }
+}
+
+at::Tensor Attention::Forward(const at::Tensor& x, const at::Tensor& cos,
+                              const at::Tensor& sin,
+                              AttentionBackend& backend) const {
+  const int64_t t = x.size(0);
+  at::Tensor q = q_proj->Forward(x).view({t, num_heads, head_dim});
+  at::Tensor k = k_proj->Forward(x).view({t, num_kv_heads, head_dim});
+  at::Tensor v = v_proj->Forward(x).view({t, num_kv_heads, head_dim});
+  if (q_norm) {
+    q = q_norm->Forward(q);
+    k = k_norm->Forward(k);
+  }
+  q = ApplyRope(q, cos, sin);
+  k = ApplyRope(k, cos, sin);
+  at::Tensor o = backend.Attend(layer, q, k, v);
+  return o_proj->Forward(o.reshape({t, num_heads * head_dim}));
+}
+
+MoeBlock::MoeBlock(const ModelConfig& c)
+    : num_experts(c.num_experts),
+      top_k(c.num_experts_per_tok),
+      norm_topk_prob(c.norm_topk_prob) {
+  CHECK_GT(top_k, 0) << "num_experts_per_tok must be > 0";
+  CHECK_LE(top_k, num_experts);
+  const int64_t h = c.hidden_size;
+  gate = Reg(this, "gate", std::make_shared<Linear>(h, num_experts, false));
+  auto list = Reg(this, "experts", std::make_shared<IndexedList>());
+  for (int64_t e = 0; e < num_experts; ++e) {
+    experts.push_back(std::make_shared<MLP>(h, c.moe_intermediate_size));
+    list->Add(experts.back());
+  }
+  if (c.shared_expert_intermediate_size > 0) {
+    shared_expert =
+        Reg(this, "shared_expert",
+            std::make_shared<MLP>(h, c.shared_expert_intermediate_size));
+    shared_expert_gate =
+        Reg(this, "shared_expert_gate", std::make_shared<Linear>(h, 1, false));
+  }
+}
+
+std::pair<at::Tensor, at::Tensor> MoeBlock::Forward(const at::Tensor& x) const {
+  at::Tensor router_logits = gate->Forward(x);  // [T, E]
+  at::Tensor probs =
+      at::softmax(router_logits, 1, ComputeDtype(x.scalar_type()));
+  auto [weights, selected] = at::topk(probs, top_k, -1);  // [T, k]
+  if (norm_topk_prob) weights = weights / weights.sum(-1, /*keepdim=*/true);
+  weights = weights.to(x.scalar_type());
+  // Group the T*k (token, slot) pairs by expert with one sort, then run each
+  // expert once on its tokens.
+  at::Tensor flat_expert = selected.reshape({-1});
+  at::Tensor order = std::get<1>(flat_expert.sort(/*stable=*/true, 0, false));
+  at::Tensor token_of = at::floor_divide(order, top_k);
+  at::Tensor slot_weight = weights.reshape({-1}).index_select(0, order);
+  at::Tensor counts =
+      at::bincount(flat_expert, {}, num_experts).to(at::kCPU).contiguous();
+  const int64_t* cnt = counts.data_ptr<int64_t>();
+  at::Tensor out = at::zeros_like(x);
+  int64_t start = 0;
+  for (int64_t e = 0; e < num_experts; ++e) {
+    if (cnt[e] == 0) continue;
+    at::Tensor tokens = token_of.narrow(0, start, cnt[e]);
+    at::Tensor y = experts[e]->Forward(x.index_select(0, tokens)) *
+                   slot_weight.narrow(0, start, cnt[e]).unsqueeze(1);
+    out = out.index_add(0, tokens, y);
+    start += cnt[e];
+  }
+  if (shared_expert) {
+    out = out + at::sigmoid(shared_expert_gate->Forward(x)) *
+                    shared_expert->Forward(x);
+  }
+  return {out, router_logits};
+}
+
+DecoderLayer::DecoderLayer(const ModelConfig& c, int64_t layer) {
+  input_layernorm =
+      Reg(this, "input_layernorm",
+          std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps));
+  self_attn = Reg(this, "self_attn", std::make_shared<Attention>(c, layer));
+  post_attention_layernorm =
+      Reg(this, "post_attention_layernorm",
+          std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps));
+  if (c.LayerIsMoe(layer)) {
+    moe = Reg(this, "mlp", std::make_shared<MoeBlock>(c));
+  } else {
+    mlp = Reg(this, "mlp",
+              std::make_shared<MLP>(c.hidden_size, c.intermediate_size));
+  }
+}
+
+std::pair<at::Tensor, at::Tensor> DecoderLayer::Forward(
+    const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+    AttentionBackend& backend) const {
+  at::Tensor h =
+      x + self_attn->Forward(input_layernorm->Forward(x), cos, sin, backend);
+  at::Tensor normed = post_attention_layernorm->Forward(h);
+  if (moe) {
+    auto [y, router_logits] = moe->Forward(normed);
+    return {h + y, router_logits};
+  }
+  return {h + mlp->Forward(normed), at::Tensor()};
+}
+
+DecoderModel::DecoderModel(const ModelConfig& c) {
+  embed_tokens = Reg(this, "embed_tokens",
+                     std::make_shared<Embedding>(c.vocab_size, c.hidden_size));
+  auto list = Reg(this, "layers", std::make_shared<IndexedList>());
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    layers.push_back(std::make_shared<DecoderLayer>(c, l));
+    list->Add(layers.back());
+  }
+  norm = Reg(this, "norm",
+             std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps));
+}
+
+CausalLM::CausalLM(const ModelConfig& c) : config_(c) {
+  CHECK_GT(c.vocab_size, 0) << "vocab_size must be set";
+  CHECK_GT(c.num_attention_heads, 0) << "num_attention_heads must be set";
+  if (config_.num_key_value_heads <= 0) {
+    config_.num_key_value_heads = config_.num_attention_heads;
+  }
+  model = Reg(this, "model", std::make_shared<DecoderModel>(config_));
+  if (config_.is_value_model) {
+    score =
+        Reg(this, "score", std::make_shared<Linear>(c.hidden_size, 1, true));
+  } else if (!config_.tie_word_embeddings) {
+    lm_head = Reg(this, "lm_head",
+                  std::make_shared<Linear>(c.hidden_size, c.vocab_size, false));
+  }
+  inv_freq_ = RopeInvFreq(config_);
+}
+
+std::vector<int64_t> CausalLM::LayerWindows() const {
+  std::vector<int64_t> w;
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    w.push_back(config_.LayerSlidingWindow(l));
+  }
+  return w;
+}
+
+at::Tensor CausalLM::RunLayers(const at::Tensor& input_ids,
+                               const at::Tensor& position_ids,
+                               std::shared_ptr<AttentionBackend> attention,
+                               std::vector<at::Tensor>* router_logits) {
+  CHECK_EQ(input_ids.dim(), 1) << "packed input_ids must be [T]";
+  CHECK_EQ(position_ids.numel(), input_ids.numel());
+  at::Tensor h = model->embed_tokens->Forward(input_ids);
+  auto [cos, sin] =
+      RopeCosSin(inv_freq_, position_ids.reshape({-1}), h.scalar_type());
+  const bool checkpoint = checkpointing_ && torch::GradMode::is_enabled();
+  for (const auto& layer : model->layers) {
+    at::Tensor rl;
+    if (checkpoint) {
+      // The closure owns everything the recompute needs (layer, rope
+      // tables, backend) so backward can run after this frame returns.
+      CheckpointBackward::Fn fn = [layer, cos = cos, sin = sin,
+                                   attention](const at::Tensor& x) {
+        auto [y, logits] = layer->Forward(x, cos, sin, *attention);
+        return logits.defined() ? variable_list{y, logits} : variable_list{y};
+      };
+      variable_list outs = Checkpoint(fn, h, layer->parameters());
+      h = outs[0];
+      if (outs.size() > 1) rl = outs[1];
+    } else {
+      std::tie(h, rl) = layer->Forward(h, cos, sin, *attention);
+    }
+    if (rl.defined() && router_logits != nullptr) router_logits->push_back(rl);
+  }
+  return model->norm->Forward(h);
+}
+
+at::Tensor CausalLM::Forward(const at::Tensor& input_ids,
+                             const at::Tensor& position_ids,
+                             AttentionBackend& attention,
+                             std::vector<at::Tensor>* router_logits) {
+  // Non-owning handle: the caller keeps `attention` alive.
+  std::shared_ptr<AttentionBackend> handle(&attention,
+                                           [](AttentionBackend*) {});
+  return RunLayers(input_ids, position_ids, std::move(handle), router_logits);
+}
+
+at::Tensor CausalLM::Logits(const at::Tensor& hidden) const {
+  CHECK(!config_.is_value_model) << "Logits() on a value model";
+  return lm_head ? lm_head->Forward(hidden)
+                 : at::linear(hidden, model->embed_tokens->weight);
+}
+
+at::Tensor CausalLM::Values(const at::Tensor& hidden) const {
+  CHECK(score) << "Values() on a model without value head";
+  return score->Forward(hidden).squeeze(-1);
+}
+
+ForwardOutput CausalLM::Heads(
+    const at::Tensor& hidden,
+    const std::vector<at::Tensor>& router_logits) const {
+  ForwardOutput out;
+  if (config_.is_value_model) {
+    out.values = Values(hidden);
+  } else {
+    out.logits = Logits(hidden);
+  }
+  if (!router_logits.empty()) {
+    out.aux_loss = LoadBalancingLoss(router_logits, config_.num_experts,
+                                     config_.num_experts_per_tok);
+  }
+  return out;
+}
+
+ForwardOutput CausalLM::ForwardPacked(const at::Tensor& input_ids,
+                                      const at::Tensor& position_ids,
+                                      const std::vector<int64_t>& cu_seqlens) {
+  auto attention =
+      std::make_shared<VarlenCausalAttention>(cu_seqlens, LayerWindows());
+  std::vector<at::Tensor> router_logits;
+  at::Tensor hidden =
+      RunLayers(input_ids, position_ids, attention, &router_logits);
+  return Heads(hidden, router_logits);
+}
+
+ForwardOutput CausalLM::ForwardPadded(const at::Tensor& input_ids,
+                                      const at::Tensor& attention_mask,
+                                      const at::Tensor& position_ids) {
+  CHECK_EQ(input_ids.dim(), 2) << "padded input_ids must be [B, L]";
+  CHECK(input_ids.sizes() == attention_mask.sizes());
+  CHECK(input_ids.sizes() == position_ids.sizes());
+  UnpadInfo info = Unpad(attention_mask);
+  ForwardOutput packed =
+      ForwardPacked(UnpadTensor(input_ids, info),
+                    UnpadTensor(position_ids, info), info.cu_seqlens);
+  ForwardOutput out;
+  if (packed.logits.defined()) out.logits = PadTensor(packed.logits, info);
+  if (packed.values.defined()) out.values = PadTensor(packed.values, info);
+  out.aux_loss = packed.aux_loss;
+  return out;
+}
+
+at::Tensor LoadBalancingLoss(const std::vector<at::Tensor>& router_logits,
+                             int64_t num_experts, int64_t top_k) {
+  CHECK(!router_logits.empty());
+  at::Tensor logits = at::cat(router_logits, 0);
+  at::Tensor probs =
+      at::softmax(logits, -1, ComputeDtype(logits.scalar_type()));
+  at::Tensor selected = std::get<1>(at::topk(probs, top_k, -1));  // [N, k]
+  at::Tensor expert_mask =
+      at::one_hot(selected, num_experts).to(probs.scalar_type());  // [N, k, E]
+  at::Tensor tokens_per_expert = expert_mask.mean(0);              // [k, E]
+  at::Tensor prob_per_expert = probs.mean(0);                      // [E]
+  return (tokens_per_expert * prob_per_expert.unsqueeze(0)).sum() *
+         static_cast<double>(num_experts);
+}
+
+std::shared_ptr<CausalLM> CreateModel(const ModelConfig& config, uint64_t seed,
+                                      double init_std) {
+  auto model = std::make_shared<CausalLM>(config);
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  torch::NoGradGuard no_grad;
+  // named_parameters() order is deterministic (registration order).
+  for (const auto& item : model->named_parameters(/*recurse=*/true)) {
+    const std::string& name = item.key();
+    at::Tensor p = item.value();
+    const bool is_norm = name.find("norm.weight") != std::string::npos ||
+                         name.find("layernorm.weight") != std::string::npos;
+    const bool is_bias =
+        name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+    if (is_norm) {
+      p.fill_(1.0);
+    } else if (is_bias) {
+      p.zero_();
+    } else {
+      p.normal_(0.0, init_std, gen);
+    }
+  }
+  return model;
+}
+
+int64_t NumParameters(const torch::nn::Module& module) {
+  int64_t n = 0;
+  for (const at::Tensor& p : module.parameters()) n += p.numel();
+  return n;
+}
+
+}  // namespace verl::models

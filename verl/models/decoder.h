@@ -1,0 +1,174 @@
+// File: verl/models/decoder.h
+//
+// The HF-compatible decoder family (Llama 3, Mistral, Qwen2/2.5, Qwen3 and
+// their MoE variants) as one configurable torch::nn::Module. Parameter names
+// are exactly HF's (`model.layers.0.self_attn.q_proj.weight`, ...), so HF
+// checkpoints load by name and weights sync to the rollout engine by name.
+//
+// Layouts: the core Forward() works on packed tokens ([T], all sequences
+// concatenated) with a pluggable AttentionBackend. ForwardPacked() is verl's
+// use_remove_padding path; ForwardPadded() takes [B, L] batches with
+// attention_mask and position_ids (left or right padding).
+#ifndef VERL_MODELS_DECODER_H_
+#define VERL_MODELS_DECODER_H_
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "verl/models/attention.h"
+#include "verl/models/layers.h"
+#include "verl/models/model_config.h"
+
+namespace verl::models {
+
+// Token embedding: `weight` [vocab, hidden].
+class Embedding : public torch::nn::Module {
+ public:
+  Embedding(int64_t vocab, int64_t hidden);
+  at::Tensor Forward(const at::Tensor& ids) const;
+  at::Tensor weight;
+};
+
+// Self-attention: q/k/v/o projections (+bias on q/k/v when attention_bias),
+// per-head q/k RMSNorm when qk_norm, RoPE, then the backend.
+class Attention : public torch::nn::Module {
+ public:
+  Attention(const ModelConfig& config, int64_t layer);
+  // x [T, H]; cos/sin [T, head_dim]. Returns [T, H].
+  at::Tensor Forward(const at::Tensor& x, const at::Tensor& cos,
+                     const at::Tensor& sin, AttentionBackend& backend) const;
+
+  int64_t layer, num_heads, num_kv_heads, head_dim;
+  std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj;
+  std::shared_ptr<RMSNorm> q_norm, k_norm;  // null unless qk_norm
+};
+
+// Sparse MoE block (Qwen2-MoE / Qwen3-MoE): softmax router, top-k,
+// optional renormalisation (norm_topk_prob), optional shared expert with a
+// sigmoid gate (Qwen2-MoE).
+class MoeBlock : public torch::nn::Module {
+ public:
+  explicit MoeBlock(const ModelConfig& config);
+  // x [T, H] -> {out [T, H], router_logits [T, E]}.
+  std::pair<at::Tensor, at::Tensor> Forward(const at::Tensor& x) const;
+
+  int64_t num_experts, top_k;
+  bool norm_topk_prob;
+  std::shared_ptr<Linear> gate;  // router, `mlp.gate.weight` [E, H]
+  std::vector<std::shared_ptr<MLP>> experts;
+  std::shared_ptr<MLP> shared_expert;          // null unless Qwen2-MoE
+  std::shared_ptr<Linear> shared_expert_gate;  // [1, H]
+};
+
+class DecoderLayer : public torch::nn::Module {
+ public:
+  DecoderLayer(const ModelConfig& config, int64_t layer);
+  // Returns {hidden [T, H], router_logits [T, E] or undefined (dense)}.
+  std::pair<at::Tensor, at::Tensor> Forward(const at::Tensor& x,
+                                            const at::Tensor& cos,
+                                            const at::Tensor& sin,
+                                            AttentionBackend& backend) const;
+
+  std::shared_ptr<RMSNorm> input_layernorm, post_attention_layernorm;
+  std::shared_ptr<Attention> self_attn;
+  std::shared_ptr<MLP> mlp;       // dense layers
+  std::shared_ptr<MoeBlock> moe;  // MoE layers (registered as "mlp")
+};
+
+// The `model.` sub-tree: embed_tokens, layers, norm.
+class DecoderModel : public torch::nn::Module {
+ public:
+  explicit DecoderModel(const ModelConfig& config);
+  std::shared_ptr<Embedding> embed_tokens;
+  std::vector<std::shared_ptr<DecoderLayer>> layers;
+  std::shared_ptr<RMSNorm> norm;
+};
+
+struct ForwardOutput {
+  at::Tensor logits;    // LM: [T, V] packed / [B, L, V] padded (0 at pads)
+  at::Tensor values;    // value model: [T] packed / [B, L] padded
+  at::Tensor aux_loss;  // MoE load-balancing loss (HF aux_loss, not yet
+                        // multiplied by router_aux_loss_coef); else undefined
+};
+
+// *ForCausalLM (lm_head, tied to embed_tokens when tie_word_embeddings) or,
+// when config.is_value_model, *ForTokenClassification with one label
+// (`score.weight` [1, H], `score.bias` [1]).
+class CausalLM : public torch::nn::Module {
+ public:
+  explicit CausalLM(const ModelConfig& config);
+
+  const ModelConfig& config() const { return config_; }
+
+  // Packed forward: input_ids [T], position_ids [T] -> final-normed hidden
+  // [T, H]. `router_logits`, if given, receives each MoE layer's [T, E]
+  // router logits. With gradient checkpointing on and grad mode enabled,
+  // `attention` must stay alive until backward() has run.
+  at::Tensor Forward(const at::Tensor& input_ids,
+                     const at::Tensor& position_ids,
+                     AttentionBackend& attention,
+                     std::vector<at::Tensor>* router_logits = nullptr);
+  // LM head: hidden [..., H] -> logits [..., V].
+  at::Tensor Logits(const at::Tensor& hidden) const;
+  // Value head: hidden [..., H] -> values [...].
+  at::Tensor Values(const at::Tensor& hidden) const;
+
+  // verl use_remove_padding: packed tokens with cu_seqlens [num_seqs + 1].
+  ForwardOutput ForwardPacked(const at::Tensor& input_ids,
+                              const at::Tensor& position_ids,
+                              const std::vector<int64_t>& cu_seqlens);
+  // Padded batch: input_ids/attention_mask/position_ids [B, L].
+  ForwardOutput ForwardPadded(const at::Tensor& input_ids,
+                              const at::Tensor& attention_mask,
+                              const at::Tensor& position_ids);
+
+  // Recompute each decoder layer in backward instead of keeping its
+  // activations (HF gradient_checkpointing_enable / verl
+  // enable_gradient_checkpointing).
+  void enable_gradient_checkpointing(bool enable = true) {
+    checkpointing_ = enable;
+  }
+  bool gradient_checkpointing() const { return checkpointing_; }
+
+  // Sliding window per layer (0 => full), from the config.
+  std::vector<int64_t> LayerWindows() const;
+
+  std::shared_ptr<DecoderModel> model;
+  std::shared_ptr<Linear> lm_head;  // null when tied or value model
+  std::shared_ptr<Linear> score;    // value model only
+
+ private:
+  at::Tensor RunLayers(const at::Tensor& input_ids,
+                       const at::Tensor& position_ids,
+                       std::shared_ptr<AttentionBackend> attention,
+                       std::vector<at::Tensor>* router_logits);
+  ForwardOutput Heads(const at::Tensor& hidden,
+                      const std::vector<at::Tensor>& router_logits) const;
+
+  ModelConfig config_;
+  at::Tensor inv_freq_;  // RoPE inverse frequencies (double, CPU)
+  bool checkpointing_ = false;
+};
+
+// HF load_balancing_loss_func over all MoE layers' router logits:
+// E * sum_{slot<k} sum_e (fraction of tokens whose slot-th choice is e) *
+// (mean router prob of e), all layers' tokens pooled (HF sums the k slots).
+at::Tensor LoadBalancingLoss(const std::vector<at::Tensor>& router_logits,
+                             int64_t num_experts, int64_t top_k);
+
+// Builds a model with HF-style deterministic init from `seed`: linear and
+// embedding weights ~ N(0, init_std), biases 0, norm weights 1; score head
+// too. Parameters are fp32; use `->to(dtype)` for bf16.
+std::shared_ptr<CausalLM> CreateModel(const ModelConfig& config, uint64_t seed,
+                                      double init_std = 0.02);
+
+// Number of parameters (tied embeddings counted once).
+int64_t NumParameters(const torch::nn::Module& module);
+
+}  // namespace verl::models
+
+#endif  // VERL_MODELS_DECODER_H_

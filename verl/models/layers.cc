@@ -1,0 +1,108 @@
+// File: verl/models/layers.cc
+#include "verl/models/layers.h"
+
+#include <ATen/ATen.h>
+#include <glog/logging.h>
+
+#include <cmath>
+
+namespace verl::models {
+
+c10::ScalarType ComputeDtype(c10::ScalarType dtype) {
+  return dtype == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+WeightHolder::WeightHolder(const at::Tensor& w) {
+  weight = register_parameter("weight", w);
+}
+
+Linear::Linear(int64_t in, int64_t out, bool with_bias)
+    : in_features(in), out_features(out) {
+  weight = register_parameter("weight", at::zeros({out, in}));
+  if (with_bias) bias = register_parameter("bias", at::zeros({out}));
+}
+
+at::Tensor Linear::Forward(const at::Tensor& x) const {
+  at::Tensor y = at::linear(x, weight, bias);
+  if (lora.lora_A && lora.enabled && !lora.merged) {
+    at::Tensor delta =
+        at::linear(at::linear(x, lora.lora_A->weight), lora.lora_B->weight);
+    y = y + delta * lora.scale;
+  }
+  return y;
+}
+
+RMSNorm::RMSNorm(int64_t dim, double eps_in) : eps(eps_in) {
+  weight = register_parameter("weight", at::ones({dim}));
+}
+
+at::Tensor RMSNorm::Forward(const at::Tensor& x) const {
+  at::Tensor xf = x.to(ComputeDtype(x.scalar_type()));
+  at::Tensor var = xf.pow(2).mean(-1, /*keepdim=*/true);
+  xf = xf * at::rsqrt(var + eps);
+  return weight * xf.to(x.scalar_type());
+}
+
+MLP::MLP(int64_t hidden, int64_t intermediate) {
+  gate_proj = register_module(
+      "gate_proj", std::make_shared<Linear>(hidden, intermediate, false));
+  up_proj = register_module(
+      "up_proj", std::make_shared<Linear>(hidden, intermediate, false));
+  down_proj = register_module(
+      "down_proj", std::make_shared<Linear>(intermediate, hidden, false));
+}
+
+at::Tensor MLP::Forward(const at::Tensor& x) const {
+  return down_proj->Forward(at::silu(gate_proj->Forward(x)) *
+                            up_proj->Forward(x));
+}
+
+at::Tensor RopeInvFreq(const ModelConfig& config) {
+  const int64_t dim = config.HeadDim();
+  CHECK_EQ(dim % 2, 0) << "head_dim must be even for RoPE";
+  at::Tensor inv_freq =
+      1.0 / at::pow(config.rope_theta, at::arange(0, dim, 2, at::kDouble) /
+                                           static_cast<double>(dim));
+  const RopeScaling& rs = config.rope_scaling;
+  if (rs.rope_type == "llama3") {
+    // HF _compute_llama3_parameters: long wavelengths are divided by
+    // `factor`, short ones kept, the band in between interpolated smoothly.
+    const double old_len =
+        static_cast<double>(rs.original_max_position_embeddings);
+    const double low_wavelen = old_len / rs.low_freq_factor;
+    const double high_wavelen = old_len / rs.high_freq_factor;
+    at::Tensor wavelen = 2.0 * M_PI / inv_freq;
+    at::Tensor scaled =
+        at::where(wavelen > low_wavelen, inv_freq / rs.factor, inv_freq);
+    at::Tensor smooth = (old_len / wavelen - rs.low_freq_factor) /
+                        (rs.high_freq_factor - rs.low_freq_factor);
+    at::Tensor smoothed = (1.0 - smooth) * scaled / rs.factor + smooth * scaled;
+    at::Tensor is_medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen);
+    inv_freq = at::where(is_medium, smoothed, scaled);
+  } else {
+    CHECK(rs.rope_type == "default" || rs.rope_type.empty())
+        << "unsupported rope_type " << rs.rope_type;
+  }
+  return inv_freq;
+}
+
+std::pair<at::Tensor, at::Tensor> RopeCosSin(const at::Tensor& inv_freq,
+                                             const at::Tensor& position_ids,
+                                             c10::ScalarType dtype) {
+  const c10::ScalarType ct = ComputeDtype(dtype);
+  at::Tensor f = inv_freq.to(position_ids.device(), ct);
+  at::Tensor freqs = position_ids.to(ct).unsqueeze(1) * f.unsqueeze(0);
+  at::Tensor emb = at::cat({freqs, freqs}, -1);
+  return {emb.cos().to(dtype), emb.sin().to(dtype)};
+}
+
+at::Tensor ApplyRope(const at::Tensor& x, const at::Tensor& cos,
+                     const at::Tensor& sin) {
+  const int64_t half = x.size(-1) / 2;
+  at::Tensor x1 = x.narrow(-1, 0, half);
+  at::Tensor x2 = x.narrow(-1, half, half);
+  at::Tensor rotated = at::cat({-x2, x1}, -1);
+  return x * cos.unsqueeze(1) + rotated * sin.unsqueeze(1);
+}
+
+}  // namespace verl::models

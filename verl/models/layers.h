@@ -1,0 +1,89 @@
+// File: verl/models/layers.h
+//
+// Decoder building blocks as torch::nn::Modules whose parameter names match
+// HuggingFace (`weight`, `bias`): Linear (with an optional LoRA adapter slot
+// managed by lora.h), RMSNorm (fp32 compute like HF), SwiGLU MLP, and rotary
+// position embeddings (default and Llama-3 scaling).
+#ifndef VERL_MODELS_LAYERS_H_
+#define VERL_MODELS_LAYERS_H_
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+#include "verl/models/model_config.h"
+
+namespace verl::models {
+
+// A module holding one parameter named "weight" (LoRA A/B matrices, so that
+// their names read `q_proj.lora_A.weight` as in PEFT's saved adapters).
+class WeightHolder : public torch::nn::Module {
+ public:
+  explicit WeightHolder(const at::Tensor& w);
+  at::Tensor weight;
+};
+
+// LoRA adapter attached to one Linear: y += scale * B(A(x)).
+struct LoraAdapter {
+  std::shared_ptr<WeightHolder> lora_A;  // [r, in]
+  std::shared_ptr<WeightHolder> lora_B;  // [out, r]
+  double scale = 0.0;                    // lora_alpha / r
+  bool enabled = true;                   // false => base output only
+  bool merged = false;                   // true => delta folded into weight
+};
+
+// y = x W^T (+ b). Weight [out, in] like nn.Linear.
+class Linear : public torch::nn::Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias);
+  at::Tensor Forward(const at::Tensor& x) const;
+
+  int64_t in_features;
+  int64_t out_features;
+  at::Tensor weight;
+  at::Tensor bias;   // undefined when bias=false
+  LoraAdapter lora;  // lora.lora_A == nullptr => no adapter
+};
+
+// HF RMSNorm: normalise in fp32 (double stays double), cast back, scale.
+class RMSNorm : public torch::nn::Module {
+ public:
+  RMSNorm(int64_t dim, double eps);
+  at::Tensor Forward(const at::Tensor& x) const;
+
+  double eps;
+  at::Tensor weight;
+};
+
+// SwiGLU MLP: down(silu(gate(x)) * up(x)); HF names gate/up/down_proj.
+class MLP : public torch::nn::Module {
+ public:
+  MLP(int64_t hidden, int64_t intermediate);
+  at::Tensor Forward(const at::Tensor& x) const;
+
+  std::shared_ptr<Linear> gate_proj, up_proj, down_proj;
+};
+
+// Rotary embeddings. Inverse frequencies [head_dim/2] (double, CPU) for the
+// config's rope_theta and rope_scaling ("default" or "llama3").
+at::Tensor RopeInvFreq(const ModelConfig& config);
+
+// cos/sin tables [T, head_dim] for `position_ids` [T] in `dtype`, computed in
+// fp32 like HF (double when dtype is double).
+std::pair<at::Tensor, at::Tensor> RopeCosSin(const at::Tensor& inv_freq,
+                                             const at::Tensor& position_ids,
+                                             c10::ScalarType dtype);
+
+// Applies RoPE (rotate-half convention) to x [T, heads, head_dim].
+at::Tensor ApplyRope(const at::Tensor& x, const at::Tensor& cos,
+                     const at::Tensor& sin);
+
+// Compute dtype for norms/softmax: fp32, or double for double tensors.
+c10::ScalarType ComputeDtype(c10::ScalarType dtype);
+
+}  // namespace verl::models
+
+#endif  // VERL_MODELS_LAYERS_H_

@@ -1,0 +1,133 @@
+// File: verl/models/presets.cc
+#include "verl/models/presets.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace verl::models {
+namespace {
+
+// Shared shape of the tiny presets (~1M parameters).
+ModelConfig Tiny(const std::string& arch, const std::string& type) {
+  ModelConfig c;
+  c.architecture = arch;
+  c.model_type = type;
+  c.vocab_size = 1024;
+  c.hidden_size = 128;
+  c.intermediate_size = 352;
+  c.num_hidden_layers = 4;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.max_position_embeddings = 4096;
+  c.rms_norm_eps = 1e-6;
+  c.rope_theta = 1000000.0;
+  c.tie_word_embeddings = true;
+  return c;
+}
+
+ModelConfig TinyQwen2() {
+  ModelConfig c = Tiny("Qwen2ForCausalLM", "qwen2");
+  c.attention_bias = true;
+  return c;
+}
+
+ModelConfig Qwen2_30m() {
+  ModelConfig c = TinyQwen2();
+  c.vocab_size = 16384;
+  c.hidden_size = 512;
+  c.intermediate_size = 1408;
+  c.num_hidden_layers = 8;
+  c.num_attention_heads = 8;
+  c.num_key_value_heads = 2;
+  return c;
+}
+
+ModelConfig TinyQwen3() {
+  ModelConfig c = Tiny("Qwen3ForCausalLM", "qwen3");
+  c.qk_norm = true;
+  c.head_dim = 48;  // Qwen3 sets head_dim independently of hidden/heads
+  return c;
+}
+
+ModelConfig TinyLlama3() {
+  ModelConfig c = Tiny("LlamaForCausalLM", "llama");
+  c.rms_norm_eps = 1e-5;
+  c.rope_theta = 500000.0;
+  c.rope_scaling.rope_type = "llama3";
+  c.rope_scaling.factor = 8.0;
+  c.rope_scaling.low_freq_factor = 1.0;
+  c.rope_scaling.high_freq_factor = 4.0;
+  c.rope_scaling.original_max_position_embeddings = 8192;
+  c.tie_word_embeddings = false;
+  return c;
+}
+
+ModelConfig TinyMistral() {
+  ModelConfig c = Tiny("MistralForCausalLM", "mistral");
+  c.rms_norm_eps = 1e-5;
+  c.sliding_window = 8;
+  c.tie_word_embeddings = false;
+  return c;
+}
+
+ModelConfig TinyQwen2Moe() {
+  ModelConfig c = Tiny("Qwen2MoeForCausalLM", "qwen2_moe");
+  c.attention_bias = true;
+  c.num_experts = 4;
+  c.num_experts_per_tok = 2;
+  c.moe_intermediate_size = 96;
+  c.shared_expert_intermediate_size = 192;
+  c.norm_topk_prob = false;
+  c.tie_word_embeddings = false;
+  return c;
+}
+
+ModelConfig TinyQwen3Moe() {
+  ModelConfig c = Tiny("Qwen3MoeForCausalLM", "qwen3_moe");
+  c.qk_norm = true;
+  c.head_dim = 32;
+  c.num_experts = 8;
+  c.num_experts_per_tok = 2;
+  c.moe_intermediate_size = 64;
+  c.norm_topk_prob = true;
+  c.tie_word_embeddings = false;
+  return c;
+}
+
+struct Preset {
+  const char* name;
+  ModelConfig (*make)();
+};
+
+constexpr Preset kPresets[] = {
+    {"tiny-qwen2", TinyQwen2},        {"qwen2-30m", Qwen2_30m},
+    {"tiny-qwen3", TinyQwen3},        {"tiny-llama3", TinyLlama3},
+    {"tiny-mistral", TinyMistral},    {"tiny-qwen2-moe", TinyQwen2Moe},
+    {"tiny-qwen3-moe", TinyQwen3Moe},
+};
+
+}  // namespace
+
+std::vector<std::string> PresetNames() {
+  std::vector<std::string> names;
+  for (const Preset& p : kPresets) names.push_back(p.name);
+  return names;
+}
+
+absl::StatusOr<ModelConfig> MakePreset(const std::string& name,
+                                       int64_t vocab_size) {
+  for (const Preset& p : kPresets) {
+    if (name != p.name) continue;
+    ModelConfig c = p.make();
+    if (vocab_size > 0) c.vocab_size = vocab_size;
+    c.eos_token_ids = {c.vocab_size - 1};
+    c.pad_token_id = c.vocab_size - 1;
+    return c;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown model preset '", name,
+                   "'; known: ", absl::StrJoin(PresetNames(), ", ")));
+}
+
+}  // namespace verl::models
