@@ -6,6 +6,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -156,6 +157,7 @@ void PagedAttention::DecodeAttention(int64_t layer, const at::Tensor& q,
 at::Tensor PagedAttention::Attend(int64_t layer, const at::Tensor& q,
                                   const at::Tensor& k, const at::Tensor& v) {
   CHECK(cache_->allocated()) << "attention on a released KV cache";
+  const auto t0 = std::chrono::steady_clock::now();
   CHECK_EQ(q.size(0), num_tokens_) << "Prepare() was given another batch";
   const KvCacheSpec& spec = cache_->spec();
   const at::Tensor kc =
@@ -201,6 +203,9 @@ at::Tensor PagedAttention::Attend(int64_t layer, const at::Tensor& q,
       attend_one(s, at::tensor(ctx, at::kLong));
     }
   }
+  attend_seconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
   return out;
 }
 

@@ -42,6 +42,9 @@ class PagedAttention : public models::AttentionBackend {
   at::Tensor Attend(int64_t layer, const at::Tensor& q, const at::Tensor& k,
                     const at::Tensor& v) override;
 
+  // Wall time spent in Attend() so far (cache writes + attention).
+  double attend_seconds() const { return attend_seconds_; }
+
  private:
   int64_t Window(int64_t layer) const;
   void DecodeAttention(int64_t layer, const at::Tensor& q,
@@ -59,6 +62,7 @@ class PagedAttention : public models::AttentionBackend {
   std::vector<int64_t> decode_;
   std::vector<int32_t> decode_tables_;
   int64_t decode_table_width_ = 0;
+  double attend_seconds_ = 0;
 };
 
 }  // namespace verl::infer

@@ -143,6 +143,14 @@ void Scheduler::Finish(Sequence* seq) {
   seq->status = SequenceStatus::kFinished;
 }
 
+void Scheduler::PreemptAll() {
+  while (!running_.empty()) {
+    Sequence* seq = running_.back();
+    running_.pop_back();
+    Preempt(seq);
+  }
+}
+
 void Scheduler::Abort(int64_t request_id) {
   std::vector<Sequence*> victims;
   for (Sequence* s : running_) {

@@ -69,6 +69,9 @@ class Scheduler {
   void Finish(Sequence* seq);
   // Removes every sequence (running or waiting) of a request, freeing blocks.
   void Abort(int64_t request_id);
+  // Preempts every running sequence (e.g. before the KV cache is freed);
+  // they keep their order at the front of the waiting queue.
+  void PreemptAll();
 
   bool HasUnfinished() const { return !waiting_.empty() || !running_.empty(); }
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }

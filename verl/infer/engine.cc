@@ -1,0 +1,412 @@
+// File: verl/infer/engine.cc
+#include "verl/infer/engine.h"
+
+#include <ATen/ATen.h>
+#include <glog/logging.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "verl/core/status.h"
+
+namespace verl::infer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+uint64_t MixSeed(uint64_t a, uint64_t b) {
+  uint64_t x = a ^ (b + 0x9e3779b97f4a7c15ULL + (a << 6) + (a >> 2));
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LLMEngine>> LLMEngine::Create(
+    std::shared_ptr<models::CausalLM> model, const EngineOptions& in) {
+  if (model == nullptr) return absl::InvalidArgumentError("model is null");
+  const models::ModelConfig& cfg = model->config();
+  if (cfg.is_value_model) {
+    return absl::InvalidArgumentError("cannot generate with a value model");
+  }
+  EngineOptions opt = in;
+  if (opt.block_size <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block_size must be > 0, got ", opt.block_size));
+  }
+  if (opt.max_model_len <= 0) opt.max_model_len = cfg.max_position_embeddings;
+  if (opt.max_model_len > cfg.max_position_embeddings) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_model_len ", opt.max_model_len,
+                     " exceeds the model's max_position_embeddings ",
+                     cfg.max_position_embeddings));
+  }
+  if (opt.max_num_seqs <= 0 || opt.max_num_batched_tokens <= 0) {
+    return absl::InvalidArgumentError(
+        "max_num_seqs and max_num_batched_tokens must be > 0");
+  }
+  if (!opt.enable_chunked_prefill &&
+      opt.max_num_batched_tokens < opt.max_model_len) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_num_batched_tokens (", opt.max_num_batched_tokens,
+                     ") must be >= max_model_len (", opt.max_model_len,
+                     ") when enable_chunked_prefill is false"));
+  }
+  if (opt.num_threads > 0) at::set_num_threads(opt.num_threads);
+
+  KvCacheSpec spec;
+  spec.num_layers = cfg.num_hidden_layers;
+  spec.num_kv_heads = cfg.num_key_value_heads;
+  spec.head_dim = cfg.HeadDim();
+  spec.block_size = opt.block_size;
+  spec.dtype = model->parameters().front().scalar_type();
+
+  const int64_t blocks_per_seq =
+      (opt.max_model_len + opt.block_size - 1) / opt.block_size;
+  int64_t num_blocks = opt.num_kv_blocks;
+  if (num_blocks <= 0) {
+    int64_t budget = opt.kv_cache_bytes;
+    if (budget <= 0) {
+      if (!(opt.gpu_memory_utilization > 0 &&
+            opt.gpu_memory_utilization <= 1)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("gpu_memory_utilization must be in (0, 1], got ",
+                         opt.gpu_memory_utilization));
+      }
+      VERL_ASSIGN_OR_RETURN(int64_t avail, MemAvailableBytes());
+      budget = static_cast<int64_t>(opt.gpu_memory_utilization *
+                                    static_cast<double>(avail));
+    }
+    num_blocks = NumBlocksForBudget(spec, budget);
+    // More than every seat at full length (+1 for copy-on-write) is waste.
+    num_blocks = std::min(num_blocks, opt.max_num_seqs * blocks_per_seq + 1);
+  }
+  if (num_blocks < blocks_per_seq + 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("KV cache too small: ", num_blocks, " blocks of ",
+                     opt.block_size, " tokens (", spec.BytesPerBlock(),
+                     " bytes each); one sequence of "
+                     "max_model_len ",
+                     opt.max_model_len, " needs ", blocks_per_seq + 1));
+  }
+  return std::unique_ptr<LLMEngine>(
+      new LLMEngine(std::move(model), opt, spec, num_blocks));
+}
+
+LLMEngine::LLMEngine(std::shared_ptr<models::CausalLM> model,
+                     EngineOptions options, KvCacheSpec spec,
+                     int64_t num_blocks)
+    : model_(std::move(model)), options_(options) {
+  eos_ids_ = model_->config().eos_token_ids;
+  kv_cache_ = std::make_unique<KvCache>(spec, num_blocks);
+  kv_cache_->Allocate();
+  blocks_ = std::make_unique<BlockManager>(num_blocks, spec.block_size,
+                                           options_.enable_prefix_caching);
+  SchedulerOptions so;
+  so.max_num_seqs = options_.max_num_seqs;
+  so.max_num_batched_tokens = options_.max_num_batched_tokens;
+  so.enable_chunked_prefill = options_.enable_chunked_prefill;
+  scheduler_ = std::make_unique<Scheduler>(so, blocks_.get());
+  attention_ =
+      std::make_unique<PagedAttention>(kv_cache_.get(), model_->LayerWindows());
+  model_->eval();
+}
+
+absl::StatusOr<int64_t> LLMEngine::AddRequest(std::vector<int64_t> prompt,
+                                              const SamplingParams& params) {
+  if (prompt.empty()) return absl::InvalidArgumentError("empty prompt");
+  const int64_t len = static_cast<int64_t>(prompt.size());
+  if (len >= options_.max_model_len) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt of ", len,
+                     " tokens leaves no room to generate within "
+                     "max_model_len ",
+                     options_.max_model_len));
+  }
+  const int64_t vocab = model_->config().vocab_size;
+  for (int64_t i = 0; i < len; ++i) {
+    if (prompt[i] < 0 || prompt[i] >= vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("prompt token ", i, " = ", prompt[i],
+                       " is outside the vocabulary [0, ", vocab, ")"));
+    }
+  }
+  VERL_RETURN_IF_ERROR(ValidateSamplingParams(params));
+  if (params.n > options_.max_num_seqs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "n = ", params.n, " exceeds max_num_seqs ", options_.max_num_seqs));
+  }
+  const int64_t id = next_request_id_++;
+  RequestState& req = requests_[id];
+  req.id = id;
+  req.params = params;
+  req.max_tokens = std::min(params.max_tokens, options_.max_model_len - len);
+  req.seed =
+      params.seed.has_value() ? *params.seed : MixSeed(options_.seed, id);
+  req.prompt = std::move(prompt);
+  SeqState* s = NewSequence(req, 0);
+  s->seq.fork_n = static_cast<int>(params.n);
+  scheduler_->Add(&s->seq);
+  return id;
+}
+
+LLMEngine::SeqState* LLMEngine::NewSequence(RequestState& req,
+                                            int64_t sample_index) {
+  auto state = std::make_unique<SeqState>();
+  state->seq.seq_id = next_seq_id_++;
+  state->seq.request_id = req.id;
+  state->seq.sample_index = static_cast<int>(sample_index);
+  state->seq.tokens = req.prompt;
+  state->seq.prompt_len = static_cast<int64_t>(req.prompt.size());
+  state->rng = MakeSequenceRng(req.seed, sample_index);
+  SeqState* raw = state.get();
+  req.seq_ids.push_back(raw->seq.seq_id);
+  seqs_[raw->seq.seq_id] = std::move(state);
+  return raw;
+}
+
+void LLMEngine::AbortRequest(int64_t request_id) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  scheduler_->Abort(request_id);
+  for (int64_t sid : it->second.seq_ids) seqs_.erase(sid);
+  requests_.erase(it);
+}
+
+bool LLMEngine::AppendToken(SeqState& s, const RequestState& req, int64_t token,
+                            float logprob) {
+  s.seq.tokens.push_back(token);
+  s.logprobs.push_back(logprob);
+  const SamplingParams& p = req.params;
+  const bool is_eos =
+      !p.ignore_eos &&
+      std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end();
+  const bool is_stop =
+      std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) !=
+      p.stop_token_ids.end();
+  if (is_eos || is_stop) {
+    s.finish_reason = "stop";
+  } else if (s.seq.num_output_tokens() >= req.max_tokens) {
+    s.finish_reason = "length";
+  } else {
+    return false;
+  }
+  return true;
+}
+
+RequestOutput LLMEngine::FinishRequest(RequestState& req) {
+  RequestOutput out;
+  out.request_id = req.id;
+  out.prompt_token_ids = req.prompt;
+  for (int64_t sid : req.seq_ids) {
+    SeqState& s = *seqs_.at(sid);
+    CompletionOutput c;
+    c.index = s.seq.sample_index;
+    c.token_ids.assign(s.seq.tokens.begin() + s.seq.prompt_len,
+                       s.seq.tokens.end());
+    c.logprobs = std::move(s.logprobs);
+    c.finish_reason = s.finish_reason;
+    c.num_preemptions = s.seq.num_preemptions;
+    stats_.generated_tokens += static_cast<int64_t>(c.token_ids.size());
+    out.outputs.push_back(std::move(c));
+    seqs_.erase(sid);
+  }
+  std::sort(out.outputs.begin(), out.outputs.end(),
+            [](const auto& a, const auto& b) { return a.index < b.index; });
+  ++stats_.requests_finished;
+  stats_.prompt_tokens += static_cast<int64_t>(req.prompt.size());
+  return out;
+}
+
+std::vector<RequestOutput> LLMEngine::Step() {
+  CHECK(!sleeping()) << "LLMEngine::Step() while asleep; call WakeUp()";
+  std::vector<RequestOutput> finished;
+  auto t0 = Clock::now();
+  SchedulerOutput sched = scheduler_->Schedule();
+  stats_.schedule_s += SecondsSince(t0);
+  if (sched.scheduled.empty()) {
+    CHECK(!scheduler_->HasUnfinished())
+        << "scheduler made no progress with " << scheduler_->num_waiting()
+        << " waiting and " << scheduler_->num_running() << " running";
+    return finished;
+  }
+  ++stats_.steps;
+
+  // Packed inputs and attention layout.
+  t0 = Clock::now();
+  kv_cache_->CopyBlocks(sched.copies);
+  const int64_t total = sched.num_batched_tokens;
+  std::vector<int64_t> ids(total), pos(total), sample_rows;
+  std::vector<AttentionSequence> meta;
+  meta.reserve(sched.scheduled.size());
+  int64_t row = 0;
+  for (const ScheduledSequence& s : sched.scheduled) {
+    const Sequence& q = *s.seq;
+    for (int64_t t = 0; t < s.num_new_tokens; ++t) {
+      ids[row + t] = q.tokens[q.num_computed + t];
+      pos[row + t] = q.num_computed + t;
+    }
+    meta.push_back({row, s.num_new_tokens, q.num_computed + s.num_new_tokens,
+                    &q.block_table});
+    row += s.num_new_tokens;
+    if (s.sample) sample_rows.push_back(row - 1);
+  }
+  attention_->Prepare(meta, total);
+  stats_.prepare_s += SecondsSince(t0);
+
+  // One forward over every scheduled token; logits only where we sample.
+  at::Tensor logits;
+  {
+    c10::InferenceMode guard;
+    t0 = Clock::now();
+    const double attn0 = attention_->attend_seconds();
+    at::Tensor hidden = model_->Forward(
+        at::tensor(ids, at::kLong), at::tensor(pos, at::kLong), *attention_);
+    stats_.forward_s += SecondsSince(t0);
+    stats_.attention_s += attention_->attend_seconds() - attn0;
+    t0 = Clock::now();
+    if (!sample_rows.empty()) {
+      logits = model_->Logits(
+          hidden.index_select(0, at::tensor(sample_rows, at::kLong)));
+    }
+    stats_.logits_s += SecondsSince(t0);
+  }
+  scheduler_->OnStepDone(sched);
+
+  // Fork parents whose prompt is done, then sample every row.
+  t0 = Clock::now();
+  std::vector<SeqState*> targets;
+  std::vector<int64_t> logit_row;
+  std::vector<SampleRow> rows;
+  int64_t r = 0;
+  for (const ScheduledSequence& s : sched.scheduled) {
+    if (!s.sample) continue;
+    SeqState* parent = seqs_.at(s.seq->seq_id).get();
+    RequestState& req = requests_.at(parent->seq.request_id);
+    std::vector<SeqState*> group = {parent};
+    if (parent->seq.fork_n > 1) {
+      for (int64_t i = 1; i < parent->seq.fork_n; ++i) {
+        SeqState* child = NewSequence(req, i);
+        child->seq.num_computed = parent->seq.num_computed;
+        blocks_->Fork(parent->seq, child->seq);
+        scheduler_->AddForked(
+            group.back() == parent ? &parent->seq : &group.back()->seq,
+            &child->seq);
+        group.push_back(child);
+      }
+      parent->seq.fork_n = 1;
+    }
+    for (SeqState* g : group) {
+      targets.push_back(g);
+      logit_row.push_back(r);
+      rows.push_back({&req.params, &g->rng});
+    }
+    ++r;
+  }
+  if (!targets.empty()) {
+    at::Tensor sample_logits = logits;
+    if (static_cast<int64_t>(targets.size()) != logits.size(0)) {
+      sample_logits = logits.index_select(0, at::tensor(logit_row, at::kLong));
+    }
+    std::vector<SampledToken> sampled = SampleTokens(sample_logits, rows);
+    for (size_t i = 0; i < targets.size(); ++i) {
+      SeqState& s = *targets[i];
+      RequestState& req = requests_.at(s.seq.request_id);
+      if (!AppendToken(s, req, sampled[i].token, sampled[i].logprob)) continue;
+      scheduler_->Finish(&s.seq);
+      if (++req.num_finished == req.params.n) {
+        finished.push_back(FinishRequest(req));
+        requests_.erase(req.id);
+      }
+    }
+  }
+  stats_.sample_s += SecondsSince(t0);
+  return finished;
+}
+
+std::vector<RequestOutput> LLMEngine::RunUntilDone() {
+  std::vector<RequestOutput> all;
+  while (HasUnfinished()) {
+    for (RequestOutput& o : Step()) all.push_back(std::move(o));
+  }
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
+    return a.request_id < b.request_id;
+  });
+  return all;
+}
+
+std::vector<absl::StatusOr<RequestOutput>> LLMEngine::Generate(
+    const std::vector<std::vector<int64_t>>& prompts,
+    const SamplingParams& params) {
+  std::vector<absl::StatusOr<RequestOutput>> results(prompts.size());
+  std::unordered_map<int64_t, size_t> slot;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    absl::StatusOr<int64_t> id = AddRequest(prompts[i], params);
+    if (!id.ok()) {
+      results[i] = verl::Annotate(id.status(), absl::StrCat("prompt ", i));
+    } else {
+      slot[*id] = i;
+    }
+  }
+  while (HasUnfinished()) {
+    for (RequestOutput& o : Step()) {
+      auto it = slot.find(o.request_id);
+      if (it != slot.end()) results[it->second] = std::move(o);
+    }
+  }
+  return results;
+}
+
+void LLMEngine::Sleep() {
+  if (sleeping()) return;
+  scheduler_->PreemptAll();
+  blocks_->mutable_cache().Reset();
+  kv_cache_->Release();
+}
+
+void LLMEngine::WakeUp() { kv_cache_->Allocate(); }
+
+void LLMEngine::ResetPrefixCache() { blocks_->mutable_cache().Reset(); }
+
+absl::Status LLMEngine::UpdateWeights(
+    const std::vector<std::pair<std::string, at::Tensor>>& named_tensors) {
+  auto params = model_->named_parameters(/*recurse=*/true);
+  // Check everything first so a bad tensor leaves the model untouched.
+  for (const auto& [name, t] : named_tensors) {
+    const at::Tensor* p = params.find(name);
+    if (p == nullptr) {
+      return absl::NotFoundError(
+          absl::StrCat("UpdateWeights: no parameter named '", name, "'"));
+    }
+    if (p->sizes() != t.sizes()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "UpdateWeights: '", name, "' has shape ", c10::str(t.sizes()),
+          ", parameter has ", c10::str(p->sizes())));
+    }
+  }
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& [name, t] : named_tensors) params[name].copy_(t);
+  }
+  ResetPrefixCache();
+  return absl::OkStatus();
+}
+
+EngineStats LLMEngine::stats() const {
+  EngineStats s = stats_;
+  const SchedulerStats& ss = scheduler_->stats();
+  s.preemptions = ss.preemptions;
+  s.prefill_tokens = ss.prefill_tokens;
+  s.decode_tokens = ss.decode_tokens;
+  s.prefix_cache_hit_rate = blocks_->cache().stats().HitRate();
+  return s;
+}
+
+}  // namespace verl::infer

@@ -1,0 +1,169 @@
+// File: verl/infer/engine.h
+//
+// LLMEngine: the offline / colocated rollout engine (vLLM's LLMEngine).
+// Requests (prompt token ids + SamplingParams) enter a continuous-batching
+// Scheduler; every Step() runs ONE packed forward of the model over all
+// scheduled tokens (prefill chunks and decodes together) through the
+// PagedAttention backend, samples the sequences whose tokens are all
+// computed, and returns the requests that finished. A request with n
+// samples prefills its prompt once and then forks into n sequences sharing
+// the prompt's KV blocks (copy-on-write for the partial last block).
+//
+// Lifecycle for RL (verl's hybrid engine): Sleep() frees the KV cache
+// during training, WakeUp() re-allocates it, UpdateWeights() copies the
+// trainer's tensors into the model's parameters by HF name, in place.
+#ifndef VERL_INFER_ENGINE_H_
+#define VERL_INFER_ENGINE_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "verl/infer/kv_cache.h"
+#include "verl/infer/paged_attention.h"
+#include "verl/infer/sampler.h"
+#include "verl/infer/sampling_params.h"
+#include "verl/infer/scheduler.h"
+#include "verl/models/decoder.h"
+
+namespace verl::infer {
+
+// Engine settings (the rollout config keys that concern the engine).
+struct EngineOptions {
+  int64_t block_size = 16;
+  // KV budget: `num_kv_blocks` if > 0, else `kv_cache_bytes` if > 0, else
+  // gpu_memory_utilization x MemAvailable (CPU) at creation.
+  int64_t num_kv_blocks = 0;
+  int64_t kv_cache_bytes = 0;
+  double gpu_memory_utilization = 0.5;
+  int64_t max_num_seqs = 256;
+  int64_t max_num_batched_tokens = 8192;
+  bool enable_chunked_prefill = true;
+  bool enable_prefix_caching = true;
+  int64_t max_model_len = 0;  // 0 => the model's max_position_embeddings
+  uint64_t seed = 0;          // for requests without their own seed
+  int num_threads = 0;        // > 0: set LibTorch's intra-op threads
+};
+
+struct CompletionOutput {
+  int64_t index = 0;  // sample index within the request
+  std::vector<int64_t> token_ids;
+  std::vector<float> logprobs;  // of each sampled token
+  std::string finish_reason;    // "stop" | "length"
+  int64_t num_preemptions = 0;
+};
+
+struct RequestOutput {
+  int64_t request_id = 0;
+  std::vector<int64_t> prompt_token_ids;
+  std::vector<CompletionOutput> outputs;  // by sample index
+};
+
+struct EngineStats {
+  int64_t requests_finished = 0;
+  int64_t prompt_tokens = 0;  // of finished requests (once per request)
+  int64_t generated_tokens = 0;
+  int64_t steps = 0;
+  int64_t preemptions = 0;
+  int64_t prefill_tokens = 0;  // tokens computed in prefill / recompute
+  int64_t decode_tokens = 0;
+  double prefix_cache_hit_rate = 0.0;
+  // Wall time split.
+  double schedule_s = 0, prepare_s = 0, forward_s = 0, attention_s = 0,
+         logits_s = 0, sample_s = 0;
+};
+
+class LLMEngine {
+ public:
+  // `model` must stay unchanged in structure; its parameters' dtype is the
+  // KV cache dtype.
+  static absl::StatusOr<std::unique_ptr<LLMEngine>> Create(
+      std::shared_ptr<models::CausalLM> model, const EngineOptions& options);
+
+  // Validates and queues a request; returns its id. An error concerns this
+  // request only (empty or too long prompt, token id outside the vocab,
+  // invalid sampling parameters).
+  absl::StatusOr<int64_t> AddRequest(std::vector<int64_t> prompt_token_ids,
+                                     const SamplingParams& params);
+  // Drops a request and frees its blocks.
+  void AbortRequest(int64_t request_id);
+
+  // One scheduling step + forward + sampling. Returns finished requests.
+  std::vector<RequestOutput> Step();
+  // Steps until no request is left; outputs in request-id order.
+  std::vector<RequestOutput> RunUntilDone();
+  // Batch API: one result per prompt (an error for a bad prompt only).
+  std::vector<absl::StatusOr<RequestOutput>> Generate(
+      const std::vector<std::vector<int64_t>>& prompts,
+      const SamplingParams& params);
+
+  bool HasUnfinished() const { return scheduler_->HasUnfinished(); }
+
+  // Frees the KV cache; running sequences are preempted (recomputed after
+  // WakeUp) and the prefix cache is cleared.
+  void Sleep();
+  void WakeUp();
+  bool sleeping() const { return !kv_cache_->allocated(); }
+
+  // Copies tensors into the parameters of the same HF name (shape must
+  // match; dtype is converted). Clears the prefix cache (stale K/V).
+  absl::Status UpdateWeights(
+      const std::vector<std::pair<std::string, at::Tensor>>& named_tensors);
+  // Forgets cached prefix blocks (vLLM reset_prefix_cache).
+  void ResetPrefixCache();
+
+  EngineStats stats() const;
+  const models::ModelConfig& model_config() const { return model_->config(); }
+  const EngineOptions& options() const { return options_; }
+  int64_t num_kv_blocks() const { return kv_cache_->num_blocks(); }
+  int64_t kv_cache_bytes() const { return kv_cache_->AllocatedBytes(); }
+  models::CausalLM& model() { return *model_; }
+
+ private:
+  struct SeqState {
+    Sequence seq;
+    SeqRng rng;
+    std::vector<float> logprobs;
+    std::string finish_reason;
+  };
+  struct RequestState {
+    int64_t id = 0;
+    SamplingParams params;
+    int64_t max_tokens = 0;  // clamped to max_model_len
+    uint64_t seed = 0;
+    std::vector<int64_t> prompt;
+    std::vector<int64_t> seq_ids;
+    int64_t num_finished = 0;
+  };
+
+  LLMEngine(std::shared_ptr<models::CausalLM> model, EngineOptions options,
+            KvCacheSpec spec, int64_t num_blocks);
+  SeqState* NewSequence(RequestState& req, int64_t sample_index);
+  // Appends a sampled token; returns true if the sequence finished.
+  bool AppendToken(SeqState& s, const RequestState& req, int64_t token,
+                   float logprob);
+  RequestOutput FinishRequest(RequestState& req);
+
+  std::shared_ptr<models::CausalLM> model_;
+  EngineOptions options_;
+  std::vector<int64_t> eos_ids_;
+  std::unique_ptr<KvCache> kv_cache_;
+  std::unique_ptr<BlockManager> blocks_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<PagedAttention> attention_;
+  std::unordered_map<int64_t, std::unique_ptr<SeqState>> seqs_;
+  std::unordered_map<int64_t, RequestState> requests_;
+  int64_t next_request_id_ = 0;
+  int64_t next_seq_id_ = 0;
+  EngineStats stats_;
+};
+
+}  // namespace verl::infer
+
+#endif  // VERL_INFER_ENGINE_H_
