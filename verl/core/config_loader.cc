@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "glog/logging.h"
 #include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/stubs/strutil.h"
 #include "google/protobuf/text_format.h"
 #include "verl/core/status.h"
 
@@ -404,6 +405,112 @@ void CollectKeys(const Descriptor& d, const std::string& prefix, int depth,
   }
 }
 
+// One element of `f` (index < 0: the singular value) as text.
+std::string ValueText(const Message& msg, const FieldDescriptor* f, int index) {
+  const Reflection* r = msg.GetReflection();
+  const bool rep = index >= 0;
+  switch (f->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT32:
+      return absl::StrCat(rep ? r->GetRepeatedInt32(msg, f, index)
+                              : r->GetInt32(msg, f));
+    case FieldDescriptor::CPPTYPE_INT64:
+      return absl::StrCat(rep ? r->GetRepeatedInt64(msg, f, index)
+                              : r->GetInt64(msg, f));
+    case FieldDescriptor::CPPTYPE_UINT32:
+      return absl::StrCat(rep ? r->GetRepeatedUInt32(msg, f, index)
+                              : r->GetUInt32(msg, f));
+    case FieldDescriptor::CPPTYPE_UINT64:
+      return absl::StrCat(rep ? r->GetRepeatedUInt64(msg, f, index)
+                              : r->GetUInt64(msg, f));
+    case FieldDescriptor::CPPTYPE_DOUBLE:
+      return google::protobuf::SimpleDtoa(
+          rep ? r->GetRepeatedDouble(msg, f, index) : r->GetDouble(msg, f));
+    case FieldDescriptor::CPPTYPE_FLOAT:
+      return google::protobuf::SimpleFtoa(
+          rep ? r->GetRepeatedFloat(msg, f, index) : r->GetFloat(msg, f));
+    case FieldDescriptor::CPPTYPE_BOOL:
+      return (rep ? r->GetRepeatedBool(msg, f, index) : r->GetBool(msg, f))
+                 ? "true"
+                 : "false";
+    case FieldDescriptor::CPPTYPE_ENUM:
+      return (rep ? r->GetRepeatedEnum(msg, f, index) : r->GetEnum(msg, f))
+          ->name();
+    case FieldDescriptor::CPPTYPE_STRING:
+      return rep ? r->GetRepeatedString(msg, f, index) : r->GetString(msg, f);
+    case FieldDescriptor::CPPTYPE_MESSAGE:
+      return "{...}";
+  }
+  return "?";
+}
+
+// The whole field `f` of `msg` as text (see GetConfigValue).
+std::string FieldText(const Message& msg, const FieldDescriptor* f) {
+  const Reflection* r = msg.GetReflection();
+  if (IsMap(f)) {
+    std::vector<std::string> entries;
+    for (int i = 0; i < r->FieldSize(msg, f); ++i) {
+      const Message& e = r->GetRepeatedMessage(msg, f, i);
+      entries.push_back(
+          absl::StrCat(ValueText(e, f->message_type()->map_key(), -1), ": ",
+                       ValueText(e, f->message_type()->map_value(), -1)));
+    }
+    std::sort(entries.begin(), entries.end());
+    return absl::StrCat("{", absl::StrJoin(entries, ", "), "}");
+  }
+  if (f->is_repeated()) {
+    std::vector<std::string> items;
+    for (int i = 0; i < r->FieldSize(msg, f); ++i) {
+      items.push_back(ValueText(msg, f, i));
+    }
+    return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
+  }
+  if (!r->HasField(msg, f)) return "null";
+  return ValueText(msg, f, -1);
+}
+
+// Dotted keys of fields that are null in `msg` although their default is not
+// (explicit-default scalars and sections), which text proto cannot express.
+void CollectNulls(const Message& msg, const std::string& prefix, int depth,
+                  std::vector<std::string>* out) {
+  if (depth >= kMaxDepth) return;
+  const Descriptor* d = msg.GetDescriptor();
+  const Reflection* r = msg.GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FieldDescriptor* f = d->field(i);
+    if (f->is_repeated()) continue;
+    const std::string key = absl::StrCat(prefix, f->name());
+    if (IsSection(f)) {
+      if (!r->HasField(msg, f)) {
+        out->push_back(key);
+      } else {
+        CollectNulls(r->GetMessage(msg, f), key + ".", depth + 1, out);
+      }
+    } else if (f->has_default_value() && !r->HasField(msg, f)) {
+      out->push_back(key);
+    }
+  }
+}
+
+constexpr absl::string_view kNullDirective = "#@null ";
+
+// Applies the `#@null <dotted.key>` lines of `text` (see PrintConfig).
+absl::Status ApplyNullDirectives(absl::string_view text,
+                                 absl::string_view source, Message* msg) {
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_number;
+    line = absl::StripAsciiWhitespace(line);
+    if (!absl::ConsumePrefix(&line, kNullDirective)) continue;
+    absl::Status s = ApplyOverride(
+        absl::StrCat(absl::StripAsciiWhitespace(line), "=null"), msg);
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ":", line_number, ": ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void MaterializeDefaults(Message* msg) { MaterializeImpl(msg, 0); }
@@ -425,7 +532,7 @@ absl::Status MergeTextProto(absl::string_view text, absl::string_view source,
   }
   ClearListsSetIn(*parsed, msg);
   msg->MergeFrom(*parsed);
-  return absl::OkStatus();
+  return ApplyNullDirectives(text, source, msg);
 }
 
 absl::Status MergeTextProtoFile(const std::string& path, Message* msg) {
@@ -531,11 +638,34 @@ absl::Status LoadConfig(const ConfigSources& sources, Message* msg) {
   return ApplyOverrides(sources.overrides, msg);
 }
 
+absl::StatusOr<std::string> GetConfigValue(const Message& msg,
+                                           absl::string_view key) {
+  const Message* current = &msg;
+  std::vector<std::string> parts = absl::StrSplit(key, '.');
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const FieldDescriptor* f =
+        current->GetDescriptor()->FindFieldByName(parts[i]);
+    if (f == nullptr) break;
+    if (i + 1 == parts.size()) return FieldText(*current, f);
+    if (!IsSection(f)) break;
+    current = &current->GetReflection()->GetMessage(*current, f);
+  }
+  return UnknownKey(*msg.GetDescriptor(), key);
+}
+
 std::string PrintConfig(const Message& msg) {
   google::protobuf::TextFormat::Printer printer;
   printer.SetUseShortRepeatedPrimitives(true);
   std::string out;
   printer.PrintToString(msg, &out);
+  std::vector<std::string> nulls;
+  CollectNulls(msg, "", 0, &nulls);
+  if (!nulls.empty()) {
+    absl::StrAppend(&out, "# Null although their default is not:\n");
+    for (const std::string& key : nulls) {
+      absl::StrAppend(&out, kNullDirective, key, "\n");
+    }
+  }
   return out;
 }
 

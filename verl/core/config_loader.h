@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
@@ -42,6 +43,8 @@ void MaterializeDefaults(google::protobuf::Message* msg);
 // Parses text-proto `text` (named `source` in errors) and merges it into
 // `msg`: scalars overwrite, sub-messages merge, repeated/map fields replace.
 // Syntax errors and unknown fields: InvalidArgument "source:line:col: ...".
+// A comment line `#@null <dotted.key>` sets that key to null afterwards (text
+// proto has no null; PrintConfig writes these lines).
 absl::Status MergeTextProto(absl::string_view text, absl::string_view source,
                             google::protobuf::Message* msg);
 
@@ -84,7 +87,16 @@ struct ConfigSources {
 absl::Status LoadConfig(const ConfigSources& sources,
                         google::protobuf::Message* msg);
 
-// The tree as text proto (absent fields are null).
+// The value at dotted `key` as an override would spell it: "null" when
+// unset, lists as "[a, b]", maps as "{k: v, ...}" (sorted), enums by name,
+// bools as true/false, numbers in shortest round-trip form. Unknown key:
+// InvalidArgument with the nearest valid key.
+absl::StatusOr<std::string> GetConfigValue(const google::protobuf::Message& msg,
+                                           absl::string_view key);
+
+// The tree as text proto: absent fields are null; fields that are null
+// although their default is not are listed as `#@null <key>` lines at the
+// end, so MergeTextProto of the output reproduces `msg` exactly.
 std::string PrintConfig(const google::protobuf::Message& msg);
 
 }  // namespace verl::core

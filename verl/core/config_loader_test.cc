@@ -7,12 +7,14 @@
 #include <vector>
 
 #include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "verl/core/config_loader_test.pb.h"
 
 namespace verl::core {
 namespace {
 
+using ::google::protobuf::util::MessageDifferencer;
 using testing::Color;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -221,6 +223,22 @@ TEST(MergeTextProtoTest, MalformedInputsReportFileLineColumn) {
   }
 }
 
+TEST(MergeTextProtoTest, NullDirectives) {
+  TestConfig c = Defaults();
+  ASSERT_TRUE(MergeTextProto("size: 3\n  #@null inner.rate\n#@null other\n",
+                             "n.textproto", &c)
+                  .ok());
+  EXPECT_EQ(c.size(), 3);
+  EXPECT_FALSE(c.inner().has_rate());
+  EXPECT_FALSE(c.has_other());
+  absl::Status s =
+      MergeTextProto("size: 3\n#@null inner.rat\n", "n.textproto", &c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("n.textproto:2: unknown config key 'inner.rat'; did "
+                        "you mean 'inner.rate'?"));
+}
+
 TEST(LoadConfigTest, DefaultsThenFileThenOverrides) {
   const std::string path =
       WriteTemp("load.textproto", "size: 11\ninner { tags: [\"f\"] }\n");
@@ -246,12 +264,50 @@ TEST(PrintConfigTest, RoundTrips) {
   TestConfig c = Defaults();
   ASSERT_TRUE(ApplyOverride("ids=[3,4]", &c).ok());
   ASSERT_TRUE(ApplyOverride("inner.extra.k=v", &c).ok());
+  ASSERT_TRUE(ApplyOverride("inner.rate=null", &c).ok());
+  ASSERT_TRUE(ApplyOverride("other=null", &c).ok());
   const std::string text = PrintConfig(c);
+  EXPECT_THAT(text, HasSubstr("\n#@null inner.rate\n#@null other\n"));
   EXPECT_THAT(text, HasSubstr("ids: [3, 4]"));
   EXPECT_THAT(text, HasSubstr("color: green"));
-  TestConfig back;
+  TestConfig back = Defaults();
   ASSERT_TRUE(MergeTextProto(text, "printed", &back).ok());
-  EXPECT_EQ(back.SerializeAsString(), c.SerializeAsString());
+  EXPECT_TRUE(MessageDifferencer::Equals(back, c));
+}
+
+TEST(GetConfigValueTest, SpellsValuesAsOverridesWould) {
+  TestConfig c = Defaults();
+  ASSERT_TRUE(ApplyOverride("ids=[3,4]", &c).ok());
+  ASSERT_TRUE(ApplyOverride("inner.extra.b=2", &c).ok());
+  ASSERT_TRUE(ApplyOverride("inner.extra.a=1", &c).ok());
+  ASSERT_TRUE(ApplyOverride("inner.rate=1e-6", &c).ok());
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"title", "hello"},
+      {"size", "7"},
+      {"ids", "[3, 4]"},
+      {"inner.rate", "1e-06"},
+      {"inner.steps", "null"},
+      {"inner.flag", "true"},
+      {"inner.color", "green"},
+      {"inner.tags", "[]"},
+      {"inner.extra", "{a: 1, b: 2}"},
+      {"inner.leaf.count", "3"},
+      {"other.leaf.scale", "null"},
+  };
+  for (const auto& [key, value] : expected) {
+    absl::StatusOr<std::string> got = GetConfigValue(c, key);
+    ASSERT_TRUE(got.ok()) << key << ": " << got.status();
+    EXPECT_EQ(*got, value) << key;
+    // Feeding the value back as an override is a no-op.
+    if (value != "null" && key != "inner.extra") {
+      TestConfig copy = c;
+      ASSERT_TRUE(ApplyOverride(key + "=" + value, &copy).ok()) << key;
+      EXPECT_TRUE(MessageDifferencer::Equals(copy, c)) << key;
+    }
+  }
+  EXPECT_THAT(std::string(GetConfigValue(c, "inner.rat").status().message()),
+              HasSubstr("did you mean 'inner.rate'?"));
+  EXPECT_FALSE(GetConfigValue(c, "size.x").ok());
 }
 
 TEST(KeysTest, DottedKeysAndEditDistance) {
