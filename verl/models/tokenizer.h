@@ -1,0 +1,132 @@
+// File: verl/models/tokenizer.h
+//
+// Byte-level BPE tokenizer loaded from a HuggingFace `tokenizer.json` (+
+// `tokenizer_config.json`, optional `chat_template.jinja`), as used by
+// Qwen2/2.5/3 and Llama 3. Encoding follows the `tokenizers` pipeline:
+//   1. added tokens are matched first (leftmost-longest, honouring lstrip,
+//      rstrip and single_word) and never split;
+//   2. each remaining segment is normalized (NFC/NFD/NFKC/NFKD, Sequence);
+//   3. pre-tokenized (Split with a PCRE2 UTF+UCP regex and any split
+//      behaviour, ByteLevel with its GPT-2 regex, Sequence);
+//   4. every piece's bytes are mapped to GPT-2's byte-to-unicode alphabet and
+//      merged by BPE merge rank (priority queue, per-piece cache; honours
+//      `ignore_merges`);
+//   5. post-processor ByteLevel (no-op) or TemplateProcessing (e.g. Llama 3's
+//      <|begin_of_text|>) when add_special_tokens is set.
+// Decoding maps tokens back to bytes and converts them to UTF-8 lossily like
+// HF (each maximal invalid subsequence becomes U+FFFD).
+//
+// Input text that is not valid UTF-8 is first converted lossily (U+FFFD), as
+// Python's bytes.decode(errors="replace") would.
+//
+// Example:
+//   VERL_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::FromDirectory(model_dir));
+//   std::vector<int> ids = tok.Encode("Hello world");
+//   std::string text = tok.Decode(ids, /*skip_special_tokens=*/true);
+#ifndef VERL_MODELS_TOKENIZER_H_
+#define VERL_MODELS_TOKENIZER_H_
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "verl/models/chat_template.h"
+
+namespace verl::models {
+
+// An entry of tokenizer.json's `added_tokens` (or tokenizer_config.json's
+// `added_tokens_decoder`).
+struct AddedToken {
+  int id = 0;
+  std::string content;
+  bool special = false;
+  bool lstrip = false;
+  bool rstrip = false;
+  bool single_word = false;
+  bool normalized = false;
+};
+
+namespace tokenizer_internal {
+struct State;
+}  // namespace tokenizer_internal
+
+// Immutable after loading; cheap to copy; Encode/Decode are thread-safe.
+class Tokenizer {
+ public:
+  // Loads `dir`/tokenizer.json, `dir`/tokenizer_config.json (optional) and
+  // `dir`/chat_template.jinja (optional; overrides the config's template).
+  static absl::StatusOr<Tokenizer> FromDirectory(const std::string& dir);
+
+  // Loads from file contents. `config_json` may be empty ("{}").
+  // `source` names the origin in error messages.
+  static absl::StatusOr<Tokenizer> FromJson(
+      absl::string_view tokenizer_json, absl::string_view config_json = "",
+      absl::string_view chat_template_jinja = "",
+      absl::string_view source = "tokenizer.json");
+
+  // Writes tokenizer.json and tokenizer_config.json (and chat_template.jinja
+  // when loaded from one) into `dir` (created if needed), each atomically.
+  // Files loaded from disk are written back byte for byte.
+  absl::Status SaveToDirectory(const std::string& dir) const;
+
+  // Token ids of `text`. With `add_special_tokens` the post-processor's
+  // template (e.g. a BOS token) is applied, as HF's default encode does; the
+  // default (false) matches encoding an already templated chat prompt.
+  std::vector<int> Encode(absl::string_view text,
+                          bool add_special_tokens = false) const;
+
+  // Text of `ids` (ids outside the vocabulary are skipped, like HF).
+  // Applies clean_up_tokenization_spaces when the config enables it.
+  std::string Decode(absl::Span<const int> ids,
+                     bool skip_special_tokens = false) const;
+
+  // len(tokenizer) in transformers: highest id + 1, added tokens included.
+  int vocab_size() const;
+  // Number of entries of the BPE model's own vocab.
+  int base_vocab_size() const;
+
+  std::optional<int> TokenToId(absl::string_view token) const;
+  // The token string of `id` (byte-level alphabet), nullopt if unknown.
+  std::optional<std::string> IdToToken(int id) const;
+  // True for added tokens flagged special and tokens named by the config
+  // (bos/eos/pad/unk/additional_special_tokens).
+  bool IsSpecialId(int id) const;
+  const std::vector<AddedToken>& added_tokens() const;
+
+  // Special tokens from tokenizer_config.json; "" / -1 when not set.
+  const std::string& bos_token() const;
+  const std::string& eos_token() const;
+  const std::string& pad_token() const;
+  const std::string& unk_token() const;
+  int bos_token_id() const;
+  int eos_token_id() const;
+  int pad_token_id() const;
+  int unk_token_id() const;
+
+  // Chat templates by name; a plain string template is named "default".
+  const std::map<std::string, std::string>& chat_templates() const;
+  bool has_chat_template() const { return !chat_templates().empty(); }
+
+  // transformers' apply_chat_template(tokenize=False). Picks `template_name`,
+  // else "tool_use" when tools are given and it exists, else "default".
+  // Special-token variables (bos_token, eos_token, ...) are passed in.
+  absl::StatusOr<std::string> ApplyChatTemplate(
+      const ChatRequest& request, absl::string_view template_name = "") const;
+
+  // The files as they will be saved.
+  const std::string& tokenizer_json() const;
+  const std::string& tokenizer_config_json() const;
+
+ private:
+  std::shared_ptr<const tokenizer_internal::State> state_;
+};
+
+}  // namespace verl::models
+
+#endif  // VERL_MODELS_TOKENIZER_H_
