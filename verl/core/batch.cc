@@ -639,6 +639,16 @@ absl::StatusOr<std::vector<Batch>> Batch::Split(
   return parts;
 }
 
+absl::StatusOr<std::vector<Batch>> Batch::SplitEvery(int64_t part_size) const {
+  if (part_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Batch::SplitEvery: part size must be >= 1, got ", part_size));
+  }
+  std::vector<int64_t> sizes(size_ / part_size, part_size);
+  if (size_ % part_size != 0) sizes.push_back(size_ % part_size);
+  return Split(sizes);
+}
+
 absl::StatusOr<Batch> Batch::Repeat(int64_t n, bool interleave) const {
   if (n < 1 || (size_ > 0 && n > std::numeric_limits<int32_t>::max() / size_)) {
     return absl::InvalidArgumentError(absl::StrCat(

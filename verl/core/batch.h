@@ -120,6 +120,9 @@ class Batch {
   // Consecutive parts of the given sizes; they must be >= 0 and sum to size().
   absl::StatusOr<std::vector<Batch>> Split(
       const std::vector<int64_t>& sizes) const;
+  // Consecutive parts of `part_size` rows, the last one possibly smaller
+  // (verl's split(split_size), e.g. PPO mini-batches). part_size >= 1.
+  absl::StatusOr<std::vector<Batch>> SplitEvery(int64_t part_size) const;
   // Each row n times: interleave -> r0 r0 r1 r1 ..., else r0 r1 .. r0 r1 ..
   // (verl's repeat(times, interleave)). Requires n >= 1.
   absl::StatusOr<Batch> Repeat(int64_t n, bool interleave = true) const;

@@ -234,6 +234,20 @@ TEST(BatchTest, SplitBySizes) {
   EXPECT_FALSE(b.Split({std::numeric_limits<int64_t>::max(), 1}).ok());
 }
 
+TEST(BatchTest, SplitEveryLeavesARemainder) {
+  Batch b = MakeBatch(5);
+  auto parts = b.SplitEvery(2);
+  ASSERT_TRUE(parts.ok());
+  ASSERT_EQ(parts->size(), 3u);
+  EXPECT_THAT(SourceRows((*parts)[0]), ElementsAre(0, 1));
+  EXPECT_THAT(SourceRows((*parts)[1]), ElementsAre(2, 3));
+  EXPECT_THAT(SourceRows((*parts)[2]), ElementsAre(4));
+  EXPECT_EQ(b.SplitEvery(5)->size(), 1u);
+  EXPECT_EQ(b.SplitEvery(9)->size(), 1u);
+  EXPECT_TRUE(MakeBatch(0).SplitEvery(3)->empty());
+  EXPECT_FALSE(b.SplitEvery(0).ok());
+}
+
 TEST(BatchTest, RepeatInterleaveVersusTiled) {
   Batch b = MakeBatch(3);
   auto inter = b.Repeat(2, /*interleave=*/true);
