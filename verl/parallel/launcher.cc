@@ -12,10 +12,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -382,6 +383,26 @@ absl::StatusOr<int> RunWorkers(const std::string& program,
     for (const Worker& w : workers) count += w.running ? 1 : 0;
     return count;
   };
+  // One blocking waitpid per worker: exits are queued in the order they
+  // happen, so the worker that failed first is the one named, not a peer
+  // that failed milliseconds later because of it.
+  std::mutex mu;
+  std::condition_variable exited;
+  std::deque<std::pair<int, int>> exits;  // (worker index, wait status)
+  std::vector<std::thread> reapers;
+  for (int i = 0; i < n; ++i) {
+    if (!workers[i].running) continue;
+    reapers.emplace_back([&, i] {
+      int status = 0;
+      pid_t done;
+      do {
+        done = ::waitpid(workers[i].pid, &status, 0);
+      } while (done < 0 && errno == EINTR);
+      std::lock_guard<std::mutex> lock(mu);
+      exits.emplace_back(i, done == workers[i].pid ? status : -1);
+      exited.notify_one();
+    });
+  }
   while (running() > 0) {
     if (const int sig = g_pending_signal; sig != 0) {
       g_pending_signal = 0;
@@ -391,11 +412,17 @@ absl::StatusOr<int> RunWorkers(const std::string& program,
         kill_deadline = Clock::now() + options.grace_period;
       }
     }
-    for (Worker& w : workers) {
-      if (!w.running) continue;
-      pid_t done = ::waitpid(w.pid, &w.status, WNOHANG);
-      if (done != w.pid) continue;
+    std::deque<std::pair<int, int>> batch;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      exited.wait_for(lock, std::chrono::milliseconds(10),
+                      [&] { return !exits.empty(); });
+      batch.swap(exits);
+    }
+    for (const auto& [index, status] : batch) {
+      Worker& w = workers[index];
       w.running = false;
+      w.status = status;
       const bool ok = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0;
       if (!ok && !failure.has_value() && forwarded_signal == 0 &&
           start_error.ok()) {
@@ -414,8 +441,8 @@ absl::StatusOr<int> RunWorkers(const std::string& program,
     if (kill_deadline.has_value() && Clock::now() >= *kill_deadline) {
       SignalAll(workers, SIGKILL);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  for (std::thread& t : reapers) t.join();
   forwarder.Stop();
 
   if (!start_error.ok()) return start_error;
