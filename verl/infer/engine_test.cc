@@ -1,8 +1,8 @@
 // File: verl/infer/engine_test.cc
 //
-// End-to-end engine checks against a plain reference generation loop (full
-// recompute of the whole sequence every token with the model's own packed
-// forward: no paging, no batching, no cache).
+// End-to-end engine checks against a plain reference generation loop (one
+// sequence at a time, contiguous K/V cache, no paging or batching) and the
+// model's full-sequence forward (log-probs).
 #include "verl/infer/engine.h"
 
 #include <ATen/ATen.h>
@@ -35,16 +35,44 @@ at::Tensor FullLogits(CausalLM& model, const std::vector<int64_t>& tokens) {
       .logits;
 }
 
+// Reference attention: one sequence, a contiguous K/V cache per layer that
+// grows by concatenation, dense causal attention over it.
+class ContiguousCache : public models::AttentionBackend {
+ public:
+  at::Tensor Attend(int64_t layer, const at::Tensor& q, const at::Tensor& k,
+                    const at::Tensor& v) override {
+    if (static_cast<int64_t>(k_.size()) <= layer) {
+      k_.push_back(k);
+      v_.push_back(v);
+    } else {
+      k_[layer] = at::cat({k_[layer], k});
+      v_[layer] = at::cat({v_[layer], v});
+    }
+    return models::CausalAttention(q, k_[layer], v_[layer], 0);
+  }
+
+ private:
+  std::vector<at::Tensor> k_, v_;
+};
+
+// Plain greedy loop: prefill the prompt, then one token per forward.
 std::vector<int64_t> ReferenceGreedy(CausalLM& model,
-                                     std::vector<int64_t> tokens,
+                                     const std::vector<int64_t>& prompt,
                                      int64_t max_tokens) {
+  c10::InferenceMode guard;
   const auto& eos = model.config().eos_token_ids;
+  ContiguousCache cache;
+  at::Tensor ids = at::tensor(prompt, at::kLong);
+  int64_t pos = 0;
   std::vector<int64_t> out;
   while (static_cast<int64_t>(out.size()) < max_tokens) {
-    at::Tensor logits = FullLogits(model, tokens);
-    const int64_t next = logits[-1].argmax().item<int64_t>();
+    const int64_t n = ids.size(0);
+    at::Tensor hidden =
+        model.Forward(ids, at::arange(pos, pos + n, at::kLong), cache);
+    pos += n;
+    const int64_t next = model.Logits(hidden[-1]).argmax().item<int64_t>();
     out.push_back(next);
-    tokens.push_back(next);
+    ids = at::tensor({next}, at::kLong);
     if (std::find(eos.begin(), eos.end(), next) != eos.end()) break;
   }
   return out;
