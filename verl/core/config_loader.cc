@@ -526,9 +526,12 @@ absl::Status MergeTextProto(absl::string_view text, absl::string_view source,
       return absl::InvalidArgumentError(
           absl::StrCat(source, ": cannot parse text proto"));
     }
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ":", errors.line() + 1, ":", errors.column() + 1, ": ",
-        errors.message(), UnknownFieldHint(*msg, errors.message())));
+    const std::string hint = UnknownFieldHint(*msg, errors.message());
+    absl::string_view message = errors.message();
+    if (!hint.empty()) absl::ConsumeSuffix(&message, ".");
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ":", errors.line() + 1, ":", errors.column() + 1,
+                     ": ", message, hint));
   }
   ClearListsSetIn(*parsed, msg);
   msg->MergeFrom(*parsed);

@@ -401,8 +401,7 @@ TEST(PpoTrainerConfigTest, MalformedTextProtoAndOverrides) {
   const std::vector<std::pair<std::string, std::string>> files = {
       {"trainer {\n  total_epochs: 3\n  total_epoch: 4\n}\n",
        ":3:14: Message type \"verl.rl.TrainerConfig\" has no field named "
-       "\"total_epoch\""},
-      {"trainer {\n  total_epoch: 4\n}\n", "did you mean 'total_epochs'?"},
+       "\"total_epoch\"; did you mean 'total_epochs'?"},
       {"trainer { total_epochs: \"x\" }\n", ":1:"},
       {"data { truncation: both }\n", ":1:"},
       {"trainer { logger: console }\n", ":1:"},
