@@ -656,6 +656,37 @@ absl::StatusOr<std::string> GetConfigValue(const Message& msg,
   return UnknownKey(*msg.GetDescriptor(), key);
 }
 
+namespace {
+
+void FlattenImpl(const Message& msg, const std::string& prefix, int depth,
+                 std::vector<std::pair<std::string, std::string>>* out) {
+  if (depth >= kMaxDepth) return;
+  const Descriptor* d = msg.GetDescriptor();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FieldDescriptor* f = d->field(i);
+    const std::string key = absl::StrCat(prefix, f->name());
+    if (IsSection(f)) {
+      const Reflection* r = msg.GetReflection();
+      if (r->HasField(msg, f)) {
+        FlattenImpl(r->GetMessage(msg, f), key + ".", depth + 1, out);
+      } else {
+        out->emplace_back(key, "null");
+      }
+    } else if (f->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE || IsMap(f)) {
+      out->emplace_back(key, FieldText(msg, f));
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> FlattenConfig(
+    const Message& msg) {
+  std::vector<std::pair<std::string, std::string>> out;
+  FlattenImpl(msg, "", 0, &out);
+  return out;
+}
+
 std::string PrintConfig(const Message& msg) {
   google::protobuf::TextFormat::Printer printer;
   printer.SetUseShortRepeatedPrimitives(true);

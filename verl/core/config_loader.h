@@ -25,6 +25,7 @@
 #define VERL_CORE_CONFIG_LOADER_H_
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -93,6 +94,12 @@ absl::Status LoadConfig(const ConfigSources& sources,
 // InvalidArgument with the nearest valid key.
 absl::StatusOr<std::string> GetConfigValue(const google::protobuf::Message& msg,
                                            absl::string_view key);
+
+// Every leaf key (scalars, lists, maps; not sections) with its value as
+// GetConfigValue spells it, in field order: the flat hyper-parameter view
+// trackers log.
+std::vector<std::pair<std::string, std::string>> FlattenConfig(
+    const google::protobuf::Message& msg);
 
 // The tree as text proto: absent fields are null; fields that are null
 // although their default is not are listed as `#@null <key>` lines at the

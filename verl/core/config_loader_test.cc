@@ -310,6 +310,29 @@ TEST(GetConfigValueTest, SpellsValuesAsOverridesWould) {
   EXPECT_FALSE(GetConfigValue(c, "size.x").ok());
 }
 
+TEST(FlattenConfigTest, LeavesInFieldOrder) {
+  TestConfig c = Defaults();
+  ASSERT_TRUE(ApplyOverride("other=null", &c).ok());
+  ASSERT_TRUE(ApplyOverride("inner.tags=[a,b]", &c).ok());
+  const auto flat = FlattenConfig(c);
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"title", "hello"},
+      {"size", "7"},
+      {"ids", "[]"},
+      {"inner.rate", "0.5"},
+      {"inner.steps", "null"},
+      {"inner.flag", "true"},
+      {"inner.color", "green"},
+      {"inner.tags", "[a, b]"},
+      {"inner.extra", "{}"},
+      {"inner.leaf.name", "leaf"},
+      {"inner.leaf.count", "3"},
+      {"inner.leaf.scale", "null"},
+      {"other", "null"},
+  };
+  EXPECT_EQ(flat, expected);
+}
+
 TEST(KeysTest, DottedKeysAndEditDistance) {
   const std::vector<std::string> keys = DottedKeys(*TestConfig::descriptor());
   EXPECT_THAT(keys, ::testing::Contains("inner.leaf.count"));
