@@ -22,6 +22,62 @@ std::string DimsString(const DeviceMesh::Dims& dims) {
 
 }  // namespace
 
+std::vector<int> MeshCoordinates(const MeshDims& dims, int rank) {
+  int total = 1;
+  for (const auto& dim : dims) total *= dim.second;
+  CHECK(rank >= 0 && rank < total) << rank << " outside a mesh of " << total;
+  std::vector<int> coords(dims.size());
+  for (int i = static_cast<int>(dims.size()) - 1; i >= 0; --i) {
+    coords[i] = rank % dims[i].second;
+    rank /= dims[i].second;
+  }
+  return coords;
+}
+
+int MeshRank(const MeshDims& dims, const std::vector<int>& coords) {
+  CHECK_EQ(coords.size(), dims.size());
+  int rank = 0;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    CHECK(coords[i] >= 0 && coords[i] < dims[i].second) << coords[i];
+    rank = rank * dims[i].second + coords[i];
+  }
+  return rank;
+}
+
+absl::StatusOr<std::vector<int>> MeshGroupRanks(
+    const MeshDims& dims, const std::vector<std::string>& group_dims,
+    int rank) {
+  std::vector<int> indices;
+  for (const std::string& name : group_dims) {
+    auto it = std::find_if(dims.begin(), dims.end(),
+                           [&](const auto& d) { return d.first == name; });
+    if (it == dims.end()) {
+      return absl::NotFoundError(absl::StrCat("mesh (", DimsString(dims),
+                                              ") has no dim '", name, "'"));
+    }
+    const int i = static_cast<int>(it - dims.begin());
+    if (std::find(indices.begin(), indices.end(), i) != indices.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("dim '", name, "' listed twice"));
+    }
+    indices.push_back(i);
+  }
+  // Walk the sub-grid over `group_dims` keeping the other coordinates.
+  std::vector<int> coords = MeshCoordinates(dims, rank);
+  int count = 1;
+  for (int i : indices) count *= dims[i].second;
+  std::vector<int> ranks;
+  for (int linear = 0; linear < count; ++linear) {
+    int rest = linear;
+    for (int k = static_cast<int>(indices.size()) - 1; k >= 0; --k) {
+      coords[indices[k]] = rest % dims[indices[k]].second;
+      rest /= dims[indices[k]].second;
+    }
+    ranks.push_back(MeshRank(dims, coords));
+  }
+  return ranks;
+}
+
 absl::StatusOr<DeviceMesh> DeviceMesh::Create(
     std::shared_ptr<Communicator> comm, Dims dims, const std::string& name) {
   CHECK(comm != nullptr);
@@ -76,54 +132,6 @@ absl::StatusOr<int> DeviceMesh::DimSize(const std::string& dim) const {
 absl::StatusOr<int> DeviceMesh::Coordinate(const std::string& dim) const {
   VERL_ASSIGN_OR_RETURN(int i, DimIndex(dim));
   return my_coords_[i];
-}
-
-std::vector<int> DeviceMesh::CoordinatesOf(int rank) const {
-  CHECK(rank >= 0 && rank < comm_->size()) << rank;
-  std::vector<int> coords(dims_.size());
-  for (int i = ndim() - 1; i >= 0; --i) {
-    coords[i] = rank % dims_[i].second;
-    rank /= dims_[i].second;
-  }
-  return coords;
-}
-
-int DeviceMesh::RankAt(const std::vector<int>& coords) const {
-  CHECK_EQ(coords.size(), dims_.size());
-  int rank = 0;
-  for (int i = 0; i < ndim(); ++i) {
-    CHECK(coords[i] >= 0 && coords[i] < dims_[i].second) << coords[i];
-    rank = rank * dims_[i].second + coords[i];
-  }
-  return rank;
-}
-
-absl::StatusOr<std::vector<int>> DeviceMesh::GroupRanks(
-    const std::vector<std::string>& dims, int rank) const {
-  std::vector<int> indices;
-  for (const std::string& dim : dims) {
-    VERL_ASSIGN_OR_RETURN(int i, DimIndex(dim));
-    if (std::find(indices.begin(), indices.end(), i) != indices.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("dim '", dim, "' listed twice"));
-    }
-    indices.push_back(i);
-  }
-  // Walk the grid over `dims` (first listed = most significant) keeping the
-  // other coordinates of `rank`.
-  std::vector<int> coords = CoordinatesOf(rank);
-  int count = 1;
-  for (int i : indices) count *= dims_[i].second;
-  std::vector<int> ranks;
-  for (int linear = 0; linear < count; ++linear) {
-    int rest = linear;
-    for (int k = static_cast<int>(indices.size()) - 1; k >= 0; --k) {
-      coords[indices[k]] = rest % dims_[indices[k]].second;
-      rest /= dims_[indices[k]].second;
-    }
-    ranks.push_back(RankAt(coords));
-  }
-  return ranks;
 }
 
 absl::StatusOr<std::shared_ptr<Communicator>> DeviceMesh::Get(

@@ -27,9 +27,22 @@
 
 namespace verl::parallel {
 
+// Named dims of a grid, major to minor: {{"dp", 2}, {"sp", 2}}.
+using MeshDims = std::vector<std::pair<std::string, int>>;
+
+// Grid arithmetic, independent of any communicator. Coordinates of `rank`
+// (row-major, last dim fastest) and back; CHECK on out-of-range input.
+std::vector<int> MeshCoordinates(const MeshDims& dims, int rank);
+int MeshRank(const MeshDims& dims, const std::vector<int>& coords);
+// Ranks of the group over `group_dims` (first listed = most significant)
+// that contains `rank`: all ranks sharing its other coordinates, in
+// group-rank order. NotFound / InvalidArgument for unknown or repeated dims.
+absl::StatusOr<std::vector<int>> MeshGroupRanks(
+    const MeshDims& dims, const std::vector<std::string>& group_dims, int rank);
+
 class DeviceMesh {
  public:
-  using Dims = std::vector<std::pair<std::string, int>>;
+  using Dims = MeshDims;
 
   // `dims` sizes must multiply to comm->size(); names distinct, non-empty,
   // without '/' or '.'. `name` keys the groups' rendezvous: meshes created
@@ -45,9 +58,13 @@ class DeviceMesh {
   // This rank's index along `dim`.
   absl::StatusOr<int> Coordinate(const std::string& dim) const;
   // Coordinates of any rank of the communicator, in dim order.
-  std::vector<int> CoordinatesOf(int rank) const;
+  std::vector<int> CoordinatesOf(int rank) const {
+    return MeshCoordinates(dims_, rank);
+  }
   // Inverse of CoordinatesOf (CHECKs the ranges).
-  int RankAt(const std::vector<int>& coords) const;
+  int RankAt(const std::vector<int>& coords) const {
+    return MeshRank(dims_, coords);
+  }
 
   // The sub-communicator along `dim` (or a Flatten()ed name) that contains
   // this rank; its rank is this rank's coordinate along that dim.
@@ -64,7 +81,9 @@ class DeviceMesh {
   // Ranks of the communicator in the group over `dims` containing `rank`,
   // in group-rank order.
   absl::StatusOr<std::vector<int>> GroupRanks(
-      const std::vector<std::string>& dims, int rank) const;
+      const std::vector<std::string>& dims, int rank) const {
+    return MeshGroupRanks(dims_, dims, rank);
+  }
 
  private:
   DeviceMesh() = default;
