@@ -3,7 +3,8 @@
 // verl's `main_ppo`: resolves the PPO/GRPO trainer configuration from
 // --config=<file.textproto>, --flagfile=... and dotted overrides
 // (`algorithm.adv_estimator=grpo`, `--trainer.total_epochs=2`), then runs the
-// trainer. --print_config prints the resolved tree (text proto) and exits.
+// trainer. --print_config prints the resolved tree (text proto) and exits;
+// otherwise the tree is validated first (verl's start-up checks).
 // A bad command line or config prints one line on stderr and exits 2.
 #include <iostream>
 
@@ -32,6 +33,11 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_print_config)) {
     std::cout << verl::core::PrintConfig(*config);
     return 0;
+  }
+  if (absl::Status valid = verl::rl::ValidatePpoTrainerConfig(*config);
+      !valid.ok()) {
+    std::cerr << "train: " << valid.message() << std::endl;
+    return 2;
   }
   return verl::rl::RunTrainer(*config);
 }

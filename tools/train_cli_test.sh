@@ -49,4 +49,6 @@ expect_error "cannot read flagfile" --flagfile="$TMP/missing.flags"
 printf 'trainer {\n  bogus: 1\n}\n' >"$TMP/bad.textproto"
 expect_error "bad.textproto:2:" --config="$TMP/bad.textproto" --print_config
 expect_error "unexpected argument 'stray'" stray
+# verl's defaults leave the micro-batch size to the user: checked before training.
+expect_error "set 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu'"
 echo PASS

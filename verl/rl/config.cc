@@ -127,4 +127,192 @@ void ResolvePpoTrainerConfig(PpoTrainerConfig* config) {
 
 #undef VERL_INHERIT
 
+bool NeedCritic(const PpoTrainerConfig& config) {
+  if (config.critic().has_enable()) return config.critic().enable();
+  return config.algorithm().adv_estimator() == "gae";
+}
+
+bool NeedReferencePolicy(const PpoTrainerConfig& config) {
+  return config.actor_rollout_ref().actor().use_kl_loss() ||
+         config.algorithm().use_kl_in_reward();
+}
+
+namespace {
+
+absl::Status Invalid(absl::string_view message) {
+  return absl::InvalidArgumentError(message);
+}
+
+// verl's check_mutually_exclusive: exactly one of `<role>.<global>` (the
+// deprecated global size) and `<role>.<global>_per_gpu` unless dynamic
+// batching is on (then neither is needed).
+absl::Status CheckMicroBatch(absl::string_view role, absl::string_view name,
+                             bool has_global, bool has_per_gpu,
+                             bool dynamic_bsz) {
+  if (has_global && has_per_gpu) {
+    return Invalid(absl::StrCat("remove '", role, ".", name, "': only '", role,
+                                ".", name,
+                                "_per_gpu' is supported (the former is "
+                                "deprecated)"));
+  }
+  if (!has_global && !has_per_gpu && !dynamic_bsz) {
+    return Invalid(absl::StrCat("set '", role, ".", name, "_per_gpu' (or '",
+                                role, ".", name, "')"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckLossAggMode(absl::string_view key, const std::string& mode) {
+  for (const char* valid : {"token-mean", "seq-mean-token-sum",
+                            "seq-mean-token-mean", "seq-mean-token-sum-norm"}) {
+    if (mode == valid) return absl::OkStatus();
+  }
+  return Invalid(
+      absl::StrCat("bad value '", mode, "' for config key '", key,
+                   "': expected one of: token-mean, seq-mean-token-sum, "
+                   "seq-mean-token-mean, seq-mean-token-sum-norm"));
+}
+
+// Mini-batch `mini` prompts (x n trajectories) over the data-parallel ranks
+// and into micro-batches of `micro_per_gpu` (when set), as verl's workers
+// normalise them.
+absl::Status CheckMiniBatch(absl::string_view role, int64_t train_batch_size,
+                            int64_t mini, int64_t n, int64_t dp, bool has_micro,
+                            int64_t micro_per_gpu) {
+  if (mini <= 0) {
+    return Invalid(absl::StrCat("'", role, ".ppo_mini_batch_size' (", mini,
+                                ") must be > 0"));
+  }
+  if (train_batch_size < mini) {
+    return Invalid(absl::StrCat("'data.train_batch_size' (", train_batch_size,
+                                ") must be >= '", role,
+                                ".ppo_mini_batch_size' (", mini, ")"));
+  }
+  if ((mini * n) % dp != 0) {
+    return Invalid(absl::StrCat(
+        "'", role, ".ppo_mini_batch_size' x rollout.n (", mini * n,
+        ") must be divisible by the ", dp, " data-parallel ranks"));
+  }
+  if (has_micro) {
+    if (micro_per_gpu <= 0 || ((mini * n) / dp) % micro_per_gpu != 0) {
+      return Invalid(
+          absl::StrCat("the per-rank mini-batch (", (mini * n) / dp, " = ",
+                       role, ".ppo_mini_batch_size x rollout.n / ", dp,
+                       " ranks) must be divisible by '", role,
+                       ".ppo_micro_batch_size_per_gpu' (", micro_per_gpu, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidatePpoTrainerConfig(const PpoTrainerConfig& config) {
+  const ActorRolloutRefConfig& arr = config.actor_rollout_ref();
+  const ActorConfig& actor = arr.actor();
+  const RefConfig& ref = arr.ref();
+  const infer::RolloutConfig& rollout = arr.rollout();
+  const CriticConfig& critic = config.critic();
+  const TrainerConfig& trainer = config.trainer();
+  const int64_t n_gpus = trainer.nnodes() * trainer.n_gpus_per_node();
+  if (n_gpus <= 0) {
+    return Invalid("'trainer.nnodes' x 'trainer.n_gpus_per_node' must be > 0");
+  }
+  const int64_t n = rollout.n();
+  if (n <= 0) return Invalid("'actor_rollout_ref.rollout.n' must be > 0");
+  if ((config.data().train_batch_size() * n) % n_gpus != 0) {
+    return Invalid(absl::StrCat(
+        "'data.train_batch_size' x 'actor_rollout_ref.rollout.n' (",
+        config.data().train_batch_size() * n, ") must be divisible by the ",
+        n_gpus, " ranks (trainer.nnodes x trainer.n_gpus_per_node)"));
+  }
+  if (rollout.mode() != "async") {
+    return Invalid(absl::StrCat("bad value '", rollout.mode(),
+                                "' for config key 'actor_rollout_ref.rollout."
+                                "mode': only async is supported"));
+  }
+
+  VERL_RETURN_IF_ERROR(CheckMicroBatch(
+      "actor_rollout_ref.actor", "ppo_micro_batch_size",
+      actor.has_ppo_micro_batch_size(),
+      actor.has_ppo_micro_batch_size_per_gpu(), actor.use_dynamic_bsz()));
+  VERL_RETURN_IF_ERROR(
+      CheckMicroBatch("actor_rollout_ref.rollout", "log_prob_micro_batch_size",
+                      rollout.has_log_prob_micro_batch_size(),
+                      rollout.has_log_prob_micro_batch_size_per_gpu(),
+                      rollout.log_prob_use_dynamic_bsz()));
+  if (NeedReferencePolicy(config)) {
+    VERL_RETURN_IF_ERROR(
+        CheckMicroBatch("actor_rollout_ref.ref", "log_prob_micro_batch_size",
+                        ref.has_log_prob_micro_batch_size(),
+                        ref.has_log_prob_micro_batch_size_per_gpu(),
+                        ref.log_prob_use_dynamic_bsz()));
+  }
+  const int64_t actor_sp = actor.ulysses_sequence_parallel_size();
+  if (actor_sp <= 0 || n_gpus % actor_sp != 0) {
+    return Invalid(absl::StrCat(
+        "'actor_rollout_ref.actor.ulysses_sequence_parallel_size' (", actor_sp,
+        ") must divide the ", n_gpus, " ranks"));
+  }
+  if (!actor.use_dynamic_bsz()) {
+    VERL_RETURN_IF_ERROR(CheckMiniBatch(
+        "actor_rollout_ref.actor", config.data().train_batch_size(),
+        actor.ppo_mini_batch_size(), n, n_gpus / actor_sp,
+        actor.has_ppo_micro_batch_size_per_gpu(),
+        actor.ppo_micro_batch_size_per_gpu()));
+  }
+  VERL_RETURN_IF_ERROR(CheckLossAggMode("actor_rollout_ref.actor.loss_agg_mode",
+                                        actor.loss_agg_mode()));
+  if (!(actor.clip_ratio_c() > 1.0)) {
+    return Invalid(absl::StrCat("'actor_rollout_ref.actor.clip_ratio_c' (",
+                                actor.clip_ratio_c(),
+                                ") must be > 1 (dual-clip lower bound)"));
+  }
+  if ((actor_sp > 1 || ref.ulysses_sequence_parallel_size() > 1) &&
+      !actor.use_remove_padding()) {
+    return Invalid(
+        "sequence parallelism (ulysses_sequence_parallel_size > 1) needs "
+        "'actor_rollout_ref.model.use_remove_padding=true'");
+  }
+  if (NeedCritic(config)) {
+    VERL_RETURN_IF_ERROR(CheckMicroBatch(
+        "critic", "ppo_micro_batch_size", critic.has_ppo_micro_batch_size(),
+        critic.has_ppo_micro_batch_size_per_gpu(), critic.use_dynamic_bsz()));
+    const int64_t critic_sp = critic.ulysses_sequence_parallel_size();
+    if (critic_sp <= 0 || n_gpus % critic_sp != 0) {
+      return Invalid(absl::StrCat("'critic.ulysses_sequence_parallel_size' (",
+                                  critic_sp, ") must divide the ", n_gpus,
+                                  " ranks"));
+    }
+    if (!critic.use_dynamic_bsz()) {
+      VERL_RETURN_IF_ERROR(
+          CheckMiniBatch("critic", config.data().train_batch_size(),
+                         critic.ppo_mini_batch_size(), n, n_gpus / critic_sp,
+                         critic.has_ppo_micro_batch_size_per_gpu(),
+                         critic.ppo_micro_batch_size_per_gpu()));
+    }
+    VERL_RETURN_IF_ERROR(
+        CheckLossAggMode("critic.loss_agg_mode", critic.loss_agg_mode()));
+  }
+  const RewardModelConfig& rm = config.reward_model();
+  if (rm.enable()) {
+    VERL_RETURN_IF_ERROR(CheckMicroBatch(
+        "reward_model", "micro_batch_size", rm.has_micro_batch_size(),
+        rm.has_micro_batch_size_per_gpu(), rm.use_dynamic_bsz()));
+  }
+  const infer::SamplingConfig& val = rollout.val_kwargs();
+  if (val.do_sample() && !(val.temperature() > 0)) {
+    return Invalid(
+        "'actor_rollout_ref.rollout.val_kwargs.temperature' must be > 0 when "
+        "val_kwargs.do_sample is true");
+  }
+  const KlControlConfig& kl_ctrl = config.algorithm().kl_ctrl();
+  if (kl_ctrl.type() == KlControllerType::adaptive && kl_ctrl.horizon() <= 0) {
+    return Invalid(absl::StrCat("'algorithm.kl_ctrl.horizon' (",
+                                kl_ctrl.horizon(),
+                                ") must be > 0 for the adaptive controller"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace verl::rl

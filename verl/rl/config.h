@@ -33,6 +33,22 @@ absl::StatusOr<PpoTrainerConfig> LoadPpoTrainerConfig(
 // trainer.default_local_dir <- checkpoints/{project}/{experiment}, ...
 void ResolvePpoTrainerConfig(PpoTrainerConfig* config);
 
+// verl's need_critic: critic.enable if set, else adv_estimator == "gae".
+bool NeedCritic(const PpoTrainerConfig& config);
+
+// verl's need_reference_policy: actor.use_kl_loss or
+// algorithm.use_kl_in_reward.
+bool NeedReferencePolicy(const PpoTrainerConfig& config);
+
+// verl's consistency checks on a resolved config (trainer start-up, not
+// --print_config): micro-batch sizes set exactly once per role unless dynamic
+// batching (ref/critic/reward model only when used), train_batch_size >=
+// ppo_mini_batch_size, mini-batches divisible over data-parallel ranks and
+// into micro-batches, loss_agg_mode and rollout.mode values, clip_ratio_c > 1,
+// remove-padding for Ulysses, validation sampling temperature, adaptive KL
+// horizon. The first violation: InvalidArgument naming the key(s).
+absl::Status ValidatePpoTrainerConfig(const PpoTrainerConfig& config);
+
 }  // namespace verl::rl
 
 #endif  // VERL_RL_CONFIG_H_

@@ -490,6 +490,84 @@ TEST(PpoTrainerConfigTest, ExampleConfigAndFlagfileLoad) {
   EXPECT_EQ(f.trainer().total_training_steps(), 10);
 }
 
+TEST(ValidatePpoTrainerConfigTest, NeedCriticAndReference) {
+  EXPECT_TRUE(NeedCritic(Load({})));  // gae
+  EXPECT_FALSE(NeedCritic(Load({"algorithm.adv_estimator=grpo"})));
+  EXPECT_TRUE(
+      NeedCritic(Load({"algorithm.adv_estimator=grpo", "critic.enable=true"})));
+  EXPECT_FALSE(NeedCritic(Load({"critic.enable=false"})));
+  EXPECT_FALSE(NeedReferencePolicy(Load({})));
+  EXPECT_TRUE(
+      NeedReferencePolicy(Load({"actor_rollout_ref.actor.use_kl_loss=true"})));
+  EXPECT_TRUE(NeedReferencePolicy(Load({"algorithm.use_kl_in_reward=true"})));
+}
+
+TEST(ValidatePpoTrainerConfigTest, ExampleIsValidAndViolationsNameKeys) {
+  const std::string example = "examples/grpo_tiny.textproto";
+  EXPECT_TRUE(ValidatePpoTrainerConfig(Load({}, example)).ok());
+  // verl's defaults leave the micro-batch size to the user.
+  EXPECT_THAT(
+      std::string(ValidatePpoTrainerConfig(Load({})).message()),
+      HasSubstr("set 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu'"));
+  // Dynamic batching needs no micro-batch sizes.
+  EXPECT_TRUE(ValidatePpoTrainerConfig(
+                  Load({"actor_rollout_ref.actor.use_dynamic_bsz=true",
+                        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu="
+                        "null",
+                        "actor_rollout_ref.rollout.log_prob_micro_batch_size_"
+                        "per_gpu=null",
+                        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_"
+                        "gpu=null"},
+                       example))
+                  .ok());
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"actor_rollout_ref.actor.ppo_micro_batch_size=8",
+       "remove 'actor_rollout_ref.actor.ppo_micro_batch_size'"},
+      {"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=null",
+       "set 'actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu'"},
+      {"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=null",
+       "set 'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu'"},
+      {"actor_rollout_ref.actor.ppo_mini_batch_size=32",
+       "'data.train_batch_size' (16) must be >= "
+       "'actor_rollout_ref.actor.ppo_mini_batch_size' (32)"},
+      {"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=5",
+       "must be divisible by "
+       "'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu' (5)"},
+      {"trainer.n_gpus_per_node=3", "must be divisible by the 3 ranks"},
+      {"actor_rollout_ref.actor.loss_agg_mode=token-sum",
+       "'actor_rollout_ref.actor.loss_agg_mode': expected one of"},
+      {"actor_rollout_ref.actor.clip_ratio_c=1",
+       "'actor_rollout_ref.actor.clip_ratio_c' (1) must be > 1"},
+      {"actor_rollout_ref.rollout.mode=sync", "only async is supported"},
+      {"actor_rollout_ref.rollout.val_kwargs.do_sample=true",
+       "val_kwargs.temperature' must be > 0"},
+      {"critic.enable=true", "set 'critic.ppo_micro_batch_size_per_gpu'"},
+      {"reward_model.enable=true",
+       "set 'reward_model.micro_batch_size_per_gpu'"},
+      {"actor_rollout_ref.model.use_remove_padding=false",
+       ""},  // valid without sequence parallelism
+  };
+  for (const auto& [arg, expected] : cases) {
+    absl::Status s = ValidatePpoTrainerConfig(Load({arg}, example));
+    if (expected.empty()) {
+      EXPECT_TRUE(s.ok()) << arg << ": " << s;
+      continue;
+    }
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << arg;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(expected)) << arg;
+  }
+  absl::Status sp = ValidatePpoTrainerConfig(
+      Load({"actor_rollout_ref.model.use_remove_padding=false",
+            "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2"},
+           example));
+  EXPECT_THAT(std::string(sp.message()), HasSubstr("use_remove_padding=true"));
+  absl::Status kl = ValidatePpoTrainerConfig(
+      Load({"algorithm.kl_ctrl.type=adaptive", "algorithm.kl_ctrl.horizon=0"},
+           example));
+  EXPECT_THAT(std::string(kl.message()),
+              HasSubstr("'algorithm.kl_ctrl.horizon'"));
+}
+
 TEST(SftTrainerConfigTest, DefaultsAndOverrides) {
   absl::StatusOr<SftTrainerConfig> c = LoadSftTrainerConfig(
       "",

@@ -1,0 +1,58 @@
+// File: verl/rl/dapo.cc
+#include "verl/rl/dapo.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+
+namespace verl::rl {
+
+absl::StatusOr<double> OverlongBufferPenalty(int64_t valid_response_length,
+                                             int64_t max_resp_len,
+                                             int64_t buffer_len,
+                                             double penalty_factor) {
+  if (buffer_len <= 0 || max_resp_len < buffer_len) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "reward_kwargs.overlong_buffer_cfg: need 0 < len <= max_resp_len, got "
+        "len=",
+        buffer_len, " max_resp_len=", max_resp_len));
+  }
+  const double expected = static_cast<double>(max_resp_len - buffer_len);
+  const double exceed = static_cast<double>(valid_response_length) - expected;
+  return std::min(-exceed / static_cast<double>(buffer_len) * penalty_factor,
+                  0.0);
+}
+
+GroupFilterResult FilterGroupsByStd(const std::vector<std::string>& uids,
+                                    const std::vector<double>& metric) {
+  CHECK_EQ(uids.size(), metric.size());
+  std::vector<std::string> order;
+  std::unordered_map<std::string, std::vector<double>> values;
+  for (size_t i = 0; i < uids.size(); ++i) {
+    auto [it, inserted] = values.try_emplace(uids[i]);
+    if (inserted) order.push_back(uids[i]);
+    it->second.push_back(metric[i]);
+  }
+  std::unordered_map<std::string, bool> keep;
+  GroupFilterResult result;
+  result.num_groups = static_cast<int64_t>(order.size());
+  for (const std::string& uid : order) {
+    const std::vector<double>& v = values[uid];
+    double mean = 0.0;
+    for (double x : v) mean += x;
+    mean /= static_cast<double>(v.size());
+    double var = 0.0;
+    for (double x : v) var += (x - mean) * (x - mean);
+    const bool k = v.size() == 1 || std::sqrt(var / v.size()) > 0.0;
+    keep[uid] = k;
+    if (k) result.kept_uids.push_back(uid);
+  }
+  for (size_t i = 0; i < uids.size(); ++i)
+    if (keep[uids[i]]) result.kept_rows.push_back(static_cast<int64_t>(i));
+  return result;
+}
+
+}  // namespace verl::rl

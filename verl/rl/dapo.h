@@ -1,0 +1,38 @@
+// File: verl/rl/dapo.h
+//
+// DAPO pieces that are not a loss: the overlong-buffer reward penalty (reward
+// manager "dapo") and dynamic sampling's group filter
+// (algorithm.filter_groups): keep prompt groups whose metric has population
+// std > 0, or that hold a single sample.
+#ifndef VERL_RL_DAPO_H_
+#define VERL_RL_DAPO_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace verl::rl {
+
+// expected = max_resp_len − buffer_len; exceed = valid_len − expected;
+// penalty = min(−exceed/buffer_len·penalty_factor, 0). Error (naming the key)
+// if max_resp_len < buffer_len or buffer_len <= 0.
+absl::StatusOr<double> OverlongBufferPenalty(int64_t valid_response_length,
+                                             int64_t max_resp_len,
+                                             int64_t buffer_len,
+                                             double penalty_factor);
+
+struct GroupFilterResult {
+  std::vector<int64_t> kept_rows;      // row indices, in input order
+  std::vector<std::string> kept_uids;  // kept groups, first-appearance order
+  int64_t num_groups = 0;              // groups seen
+};
+
+// Groups rows by uid; keeps a group iff np.std(metric) > 0 or it has one row.
+GroupFilterResult FilterGroupsByStd(const std::vector<std::string>& uids,
+                                    const std::vector<double>& metric);
+
+}  // namespace verl::rl
+
+#endif  // VERL_RL_DAPO_H_

@@ -1,0 +1,28 @@
+// File: verl/rl/dapo_test.cc
+#include "verl/rl/dapo.h"
+
+#include <gtest/gtest.h>
+
+namespace verl::rl {
+namespace {
+
+TEST(OverlongBufferTest, LinearPenaltyInsideBuffer) {
+  // max 100, buffer 20: expected 80.
+  EXPECT_DOUBLE_EQ(*OverlongBufferPenalty(50, 100, 20, 1.0), 0.0);
+  EXPECT_DOUBLE_EQ(*OverlongBufferPenalty(80, 100, 20, 1.0), 0.0);
+  EXPECT_DOUBLE_EQ(*OverlongBufferPenalty(90, 100, 20, 1.0), -0.5);
+  EXPECT_DOUBLE_EQ(*OverlongBufferPenalty(100, 100, 20, 2.0), -2.0);
+  EXPECT_FALSE(OverlongBufferPenalty(10, 10, 20, 1.0).ok());
+  EXPECT_FALSE(OverlongBufferPenalty(10, 10, 0, 1.0).ok());
+}
+
+TEST(FilterGroupsTest, KeepsVaryingAndSingletonGroups) {
+  GroupFilterResult r = FilterGroupsByStd({"a", "b", "a", "b", "c", "d", "d"},
+                                          {1, 0, 1, 1, 5, 0, 0});
+  EXPECT_EQ(r.num_groups, 4);
+  EXPECT_EQ(r.kept_uids, (std::vector<std::string>{"b", "c"}));
+  EXPECT_EQ(r.kept_rows, (std::vector<int64_t>{1, 3, 4}));
+}
+
+}  // namespace
+}  // namespace verl::rl
