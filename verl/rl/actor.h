@@ -1,0 +1,101 @@
+// File: verl/rl/actor.h
+//
+// The policy roles (verl's DataParallelPPOActor): log-prob recomputation for
+// the actor's old_log_prob and the reference policy, and the PPO update
+//   loss = policy_loss − entropy_coeff·entropy + kl_loss_coef·kl_loss
+// over mini-batches (one optimizer step each) and micro-batches (gradient
+// accumulation), repeated ppo_epochs times.
+//
+// Normalisation is global (verl's engine path): each micro-batch's loss is
+// divided by the token / sequence count of the whole mini-batch across all
+// data-parallel ranks and multiplied by the DP size, so gradients (averaged
+// over DP) and the logged losses do not depend on the number of ranks or
+// micro-batches. Every rank calls UpdatePolicy with its own rows, in the same
+// mini-batch structure (see trainer dispatch).
+//
+// Batch keys used: input_ids, attention_mask, position_ids [B, P+R],
+// responses [B, R], response_mask [B, R]; for updates also old_log_probs,
+// advantages, and ref_log_prob (use_kl_loss) / rollout_is_weights if present.
+#ifndef VERL_RL_ACTOR_H_
+#define VERL_RL_ACTOR_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "verl/core/batch.h"
+#include "verl/models/decoder.h"
+#include "verl/parallel/process_group.h"
+#include "verl/rl/policy_loss.h"
+#include "verl/rl/train_state.h"
+
+namespace verl::rl {
+
+using MetricMap = std::map<std::string, double>;
+
+struct MicroBatchOptions {
+  int64_t micro_batch_size = 1;  // rows per micro-batch when not dynamic
+  bool use_dynamic_bsz = false;
+  int64_t max_token_len = 16384;  // token budget per micro-batch when dynamic
+};
+
+struct ActorOptions {
+  double temperature = 1.0;
+  MicroBatchOptions update_micro;  // ppo_micro_batch_size_per_gpu / dynamic
+  MicroBatchOptions
+      log_prob_micro;           // log_prob_micro_batch_size_per_gpu / dynamic
+  int64_t mini_batch_size = 1;  // trajectories per rank per optimizer step
+  int64_t ppo_epochs = 1;
+  std::string loss_mode = "vanilla";
+  PolicyLossConfig policy_loss;
+  double entropy_coeff = 0.0;
+  bool calculate_entropy = false;
+  bool use_kl_loss = false;
+  double kl_loss_coef = 0.001;
+  std::string kl_loss_type = "low_var_kl";
+};
+
+struct LogProbResult {
+  at::Tensor log_probs;  // [B, R]
+  at::Tensor entropy;    // [B, R] when requested
+};
+
+// Splits `batch` into micro-batches (fixed size, or token-budget balanced);
+// returns the row index lists in processing order.
+absl::StatusOr<std::vector<std::vector<int64_t>>> MicroBatchIndices(
+    const core::Batch& batch, const MicroBatchOptions& options);
+
+class Actor {
+ public:
+  // `train_state` may be null for a forward-only role (reference policy).
+  Actor(std::shared_ptr<models::CausalLM> model,
+        std::unique_ptr<TrainState> train_state, ActorOptions options,
+        std::shared_ptr<parallel::Communicator> dp_group);
+
+  absl::StatusOr<LogProbResult> ComputeLogProb(const core::Batch& batch,
+                                               bool with_entropy);
+  absl::StatusOr<MetricMap> UpdatePolicy(const core::Batch& batch);
+
+  models::CausalLM& model() { return *model_; }
+  std::shared_ptr<models::CausalLM> shared_model() { return model_; }
+  TrainState* train_state() { return train_state_.get(); }
+  const ActorOptions& options() const { return options_; }
+
+ private:
+  std::shared_ptr<models::CausalLM> model_;
+  std::unique_ptr<TrainState> train_state_;
+  ActorOptions options_;
+  std::shared_ptr<parallel::Communicator> dp_group_;
+};
+
+// Sums `local` (value × weight pairs) over the DP group; a helper for
+// rank-count-invariant metrics.
+absl::Status AllReduceSum(parallel::Communicator* group,
+                          std::vector<double>& values);
+
+}  // namespace verl::rl
+
+#endif  // VERL_RL_ACTOR_H_

@@ -1,0 +1,40 @@
+// File: verl/rl/model_forward.h
+//
+// Forward passes the RL roles share, on verl's sequence layout: input_ids =
+// left-padded prompt [P] + right-padded response [R], with attention_mask and
+// position_ids [B, P+R]. The model runs on packed real tokens only (verl's
+// use_remove_padding); the LM head runs only on the positions that predict a
+// response token, so logits are [response tokens, V], never [B, L, V].
+#ifndef VERL_RL_MODEL_FORWARD_H_
+#define VERL_RL_MODEL_FORWARD_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+
+#include "verl/models/decoder.h"
+
+namespace verl::rl {
+
+struct ResponseForward {
+  at::Tensor log_probs;  // [B, R] fp32, 0 at response padding
+  at::Tensor entropy;    // [B, R] fp32 when requested
+  at::Tensor values;     // [B, R] for value models (verl: positions [-R-1:-1])
+  // Keeps the attention backend alive until backward() (gradient checkpointing
+  // recomputes layers with it).
+  std::shared_ptr<models::AttentionBackend> attention;
+};
+
+// input_ids/attention_mask/position_ids [B, L]; `response_length` = R.
+// Log-probs and entropy come from logits / temperature (verl scales before
+// both). Value models return `values` instead.
+ResponseForward ForwardResponses(models::CausalLM& model,
+                                 const at::Tensor& input_ids,
+                                 const at::Tensor& attention_mask,
+                                 const at::Tensor& position_ids,
+                                 int64_t response_length, double temperature,
+                                 bool with_entropy);
+
+}  // namespace verl::rl
+
+#endif  // VERL_RL_MODEL_FORWARD_H_

@@ -1,0 +1,102 @@
+// File: verl/rl/train_state.h
+//
+// The trainable state of one role's model (actor, critic, SFT): parameters,
+// AdamW, gradient synchronisation over the data-parallel group, global
+// grad-norm clipping with verl's non-finite skip, and the LR schedule
+// stepped once per PPO step. `TrainState` is the seam where sharded training
+// plugs in: `ReplicatedTrainState` keeps a full copy of the parameters on
+// every rank and averages gradients with one all-reduce (DDP); an FSDP state
+// (verl/parallel) shards parameters, gradients and optimizer state instead.
+#ifndef VERL_RL_TRAIN_STATE_H_
+#define VERL_RL_TRAIN_STATE_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "verl/parallel/fsdp_config.pb.h"
+#include "verl/parallel/process_group.h"
+
+namespace torch::optim {
+class Optimizer;
+}
+
+namespace verl::rl {
+
+struct OptimizerOptions {
+  double lr = 1e-6;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;
+  double grad_clip =
+      1.0;  // <= 0 disables clipping (the norm is still reported)
+  // LR schedule (verl optim.*): warmup steps resolved, total steps known.
+  std::string lr_scheduler_type = "constant";  // constant | cosine
+  int64_t warmup_steps = 0;
+  int64_t total_steps = 0;
+  double min_lr_ratio = 0.0;
+  double num_cycles = 0.5;
+};
+
+// Maps verl's optim.* block (plus the role's grad_clip) to OptimizerOptions;
+// warmup = lr_warmup_steps if >= 0 else floor(ratio * total_steps).
+absl::StatusOr<OptimizerOptions> OptimizerOptionsFromConfig(
+    const parallel::OptimConfig& optim, double grad_clip, int64_t total_steps);
+
+class TrainState {
+ public:
+  virtual ~TrainState() = default;
+  virtual void ZeroGrad() = 0;
+  // Averages gradients over the data-parallel group, clips the global norm,
+  // and steps the optimizer unless the norm is non-finite (then the grads are
+  // zeroed and the step is skipped, as verl does). Returns the pre-clip norm.
+  virtual absl::StatusOr<double> Step() = 0;
+  // Advances the LR schedule by one PPO step; returns the LR used so far
+  // (verl logs actor/lr before stepping the scheduler).
+  virtual double StepSchedule() = 0;
+  virtual double lr() const = 0;
+  virtual int64_t skipped_steps() const = 0;
+  virtual int64_t schedule_step() const = 0;
+  virtual void set_schedule_step(int64_t step) = 0;
+  virtual torch::optim::Optimizer& optimizer() = 0;
+};
+
+// Full parameter copy per rank; gradients averaged with one flat all-reduce.
+class ReplicatedTrainState : public TrainState {
+ public:
+  ReplicatedTrainState(std::vector<at::Tensor> params,
+                       const OptimizerOptions& options,
+                       std::shared_ptr<parallel::Communicator> dp_group);
+  ~ReplicatedTrainState() override;
+
+  void ZeroGrad() override;
+  absl::StatusOr<double> Step() override;
+  double StepSchedule() override;
+  double lr() const override;
+  int64_t skipped_steps() const override { return skipped_steps_; }
+  int64_t schedule_step() const override { return schedule_step_; }
+  void set_schedule_step(int64_t step) override;
+  torch::optim::Optimizer& optimizer() override { return *optimizer_; }
+
+ private:
+  double LrAt(int64_t step) const;
+  void ApplyLr(double lr);
+
+  std::vector<at::Tensor> params_;
+  OptimizerOptions options_;
+  std::shared_ptr<parallel::Communicator> dp_group_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  int64_t skipped_steps_ = 0;
+  int64_t schedule_step_ = 0;
+};
+
+// L2 norm of all gradients (undefined grads count as zero).
+double GlobalGradNorm(const std::vector<at::Tensor>& params);
+
+}  // namespace verl::rl
+
+#endif  // VERL_RL_TRAIN_STATE_H_
