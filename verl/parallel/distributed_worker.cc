@@ -25,10 +25,9 @@
 #include "verl/core/status.h"
 #include "verl/parallel/batch_comm.h"
 #include "verl/parallel/device_mesh.h"
-#include "verl/parallel/dist_env.h"
+#include "verl/parallel/distributed.h"
 #include "verl/parallel/launcher_flags.h"
 #include "verl/parallel/process_group.h"
-#include "verl/parallel/threads.h"
 
 ABSL_FLAG(std::string, scenario, "all", "all | die | timeout");
 ABSL_FLAG(int, timeout_ms, 60000, "Collective timeout.");
@@ -334,29 +333,25 @@ int Main(int argc, char** argv) {
     return 1;
   }
   if (!launch->is_worker) return launch->exit_code;
-  auto env = DistEnvFromProcessEnv();
-  if (!env.ok()) {
-    std::fprintf(stderr, "%s\n", env.status().ToString().c_str());
-    return 1;
-  }
-  VERL_CHECK_OK(SetIntraOpThreads(1, env->local_world_size).status());
-  ProcessGroupOptions options;
-  options.timeout = std::chrono::milliseconds(absl::GetFlag(FLAGS_timeout_ms));
-  options.init_timeout = std::chrono::seconds(60);
-  auto world = InitProcessGroup(*env, options);
+  DistributedOptions options;
+  options.intra_op_threads = 1;
+  options.process_group.timeout =
+      std::chrono::milliseconds(absl::GetFlag(FLAGS_timeout_ms));
+  options.process_group.init_timeout = std::chrono::seconds(60);
+  auto dist = InitDistributed(options);
   const std::string scenario = absl::GetFlag(FLAGS_scenario);
+  const int rank = dist.ok() ? dist->env.rank : -1;
   absl::Status status =
-      world.ok() ? RunScenario(scenario, *world) : world.status();
+      dist.ok() ? RunScenario(scenario, dist->world) : dist.status();
   if (!status.ok()) {
-    std::fprintf(stderr, "rank %d FAILED: %s\n", env->rank,
+    std::fprintf(stderr, "rank %d FAILED: %s\n", rank,
                  status.ToString().c_str());
     return 1;
   }
-  std::printf("rank %d: %s OK (world %d)\n", env->rank, scenario.c_str(),
-              env->world_size);
+  std::printf("rank %d: %s OK (world %d)\n", rank, scenario.c_str(),
+              dist->world->size());
   return 0;
 }
-
 }  // namespace
 }  // namespace verl::parallel
 
