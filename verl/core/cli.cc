@@ -34,8 +34,12 @@ bool FlagName(const std::string& arg, std::string* name, std::string* value,
   return true;
 }
 
-// Whether `key` looks like a config key: [A-Za-z_][A-Za-z0-9_.]*.
+// Whether `key` looks like a config key: [A-Za-z_][A-Za-z0-9_.]*, after an
+// optional Hydra prefix (+, ++ or ~).
 bool IsConfigKey(absl::string_view key) {
+  if (!absl::ConsumePrefix(&key, "++") && !absl::ConsumePrefix(&key, "+")) {
+    absl::ConsumePrefix(&key, "~");
+  }
   if (key.empty() || !(absl::ascii_isalpha(key[0]) || key[0] == '_')) {
     return false;
   }
@@ -166,6 +170,11 @@ absl::StatusOr<SplitArgs> SplitCommandLine(
       continue;
     }
     const size_t eq = arg.find('=');
+    if (!arg.empty() && arg[0] == '~' && eq == std::string::npos &&
+        IsConfigKey(arg)) {  // Hydra's `~key` (delete)
+      split.overrides.push_back(arg);
+      continue;
+    }
     if (eq != std::string::npos && IsConfigKey(arg.substr(0, eq))) {
       split.overrides.push_back(arg);
       continue;

@@ -88,14 +88,15 @@ TEST(SplitCommandLineTest, OverridesFromFlagsPositionalsAndFlagfiles) {
   auto split = SplitCommandLine(
       {"prog", "--config=c.textproto", "algorithm.adv_estimator=grpo",
        "--flagfile=" + flags, "-trainer.logger=[console,jsonl]",
-       "use_remove_padding=true", "plain", "--", "data.seed=1",
-       "--not.an=override"});
+       "use_remove_padding=true", "plain", "+a.x=1", "~b.y", "--",
+       "data.seed=1", "--not.an=override"});
   ASSERT_TRUE(split.ok()) << split.status();
-  EXPECT_THAT(split->overrides,
-              ElementsAre("algorithm.adv_estimator=grpo",
-                          "actor_rollout_ref.actor.optim.lr=1e-5",
-                          "trainer.logger=[console,jsonl]",
-                          "use_remove_padding=true", "data.seed=1"));
+  EXPECT_THAT(
+      split->overrides,
+      ElementsAre("algorithm.adv_estimator=grpo",
+                  "actor_rollout_ref.actor.optim.lr=1e-5",
+                  "trainer.logger=[console,jsonl]", "use_remove_padding=true",
+                  "+a.x=1", "~b.y", "data.seed=1"));
   EXPECT_THAT(split->absl_args,
               ElementsAre("prog", "--config=c.textproto", "--x=1", "plain",
                           "--", "--not.an=override"));

@@ -550,6 +550,16 @@ absl::Status MergeTextProtoFile(const std::string& path, Message* msg) {
 }
 
 absl::Status ApplyOverride(absl::string_view override_arg, Message* msg) {
+  // Hydra spellings: `+key=v` / `++key=v` (add / force-add; every key is in
+  // the schema here, so the same as `key=v`) and `~key` (delete: null).
+  if (absl::ConsumePrefix(&override_arg, "~")) {
+    const size_t eq = override_arg.find('=');
+    return ApplyOverride(absl::StrCat(override_arg.substr(0, eq), "=null"),
+                         msg);
+  }
+  if (!absl::ConsumePrefix(&override_arg, "++")) {
+    absl::ConsumePrefix(&override_arg, "+");
+  }
   const size_t eq = override_arg.find('=');
   if (eq == absl::string_view::npos || eq == 0) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -19,6 +19,8 @@
 //                  scalar is a one-element list; [] empties it)
 //   maps           model.override_config.attn_implementation=sdpa
 //   null           clears the field; `{}` also empties a map
+// Hydra's prefixes are accepted: `+key=v` and `++key=v` mean `key=v`, `~key`
+// means `key=null`.
 // A text-proto's repeated (and map) field replaces the list it lands on
 // rather than appending to it.
 #ifndef VERL_CORE_CONFIG_LOADER_H_

@@ -124,6 +124,20 @@ TEST(ApplyOverrideTest, NullClearsScalarsListsAndSections) {
   EXPECT_EQ(c.title(), "null");
 }
 
+TEST(ApplyOverrideTest, HydraPrefixes) {
+  TestConfig c = Defaults();
+  ASSERT_TRUE(ApplyOverride("+inner.extra.new=1", &c).ok());
+  ASSERT_TRUE(ApplyOverride("++size=8", &c).ok());
+  EXPECT_EQ(c.inner().extra().at("new"), "1");
+  EXPECT_EQ(c.size(), 8);
+  ASSERT_TRUE(ApplyOverride("~size", &c).ok());
+  EXPECT_FALSE(c.has_size());
+  ASSERT_TRUE(ApplyOverride("~inner.rate=0.1", &c).ok());
+  EXPECT_FALSE(c.inner().has_rate());
+  EXPECT_THAT(std::string(ApplyOverride("+inner.raet=1", &c).message()),
+              HasSubstr("unknown config key 'inner.raet'"));
+}
+
 TEST(ApplyOverrideTest, UnknownKeySuggestsNearest) {
   TestConfig c = Defaults();
   absl::Status s = ApplyOverride("inner.raet=1", &c);
