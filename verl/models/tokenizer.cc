@@ -26,7 +26,8 @@ namespace verl::models {
 namespace tokenizer_internal {
 namespace {
 
-using Json = nlohmann::ordered_json;
+// Plain (sorted) JSON: ordered_json inserts in O(n), too slow for a 150k vocab.
+using Json = nlohmann::json;
 
 // GPT-2's reversible byte <-> printable-code-point mapping.
 struct ByteAlphabet {
