@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <ctime>
+#include <random>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -201,6 +202,44 @@ TEST(ChatTemplateTest, MatchesJinja2Goldens) {
     ++checked;
   }
   EXPECT_GE(checked, 17);
+}
+
+// Parsers of outside input must never crash: random edits of a real
+// template either parse and render or fail with a status.
+TEST(ChatTemplateTest, RandomlyMutatedTemplatesNeverCrash) {
+  auto source =
+      core::ReadFile(std::string(kTestdata) + "qwen2_5_chat_template.jinja");
+  ASSERT_TRUE(source.ok());
+  const std::string ctx =
+      R"({"messages": [{"role": "system", "content": "s"}, {"role": "user",)"
+      R"( "content": "u"}, {"role": "assistant", "content": "a", "tool_calls":)"
+      R"( [{"function": {"name": "f", "arguments": {"x": 1}}}]}, {"role":)"
+      R"( "tool", "content": "r"}], "tools": [{"name": "f"}],)"
+      R"( "add_generation_prompt": true})";
+  std::mt19937 rng(7);
+  int parsed = 0, rendered = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    std::string s = *source;
+    for (int edit = 0; edit < 3; ++edit) {
+      size_t pos = rng() % s.size();
+      switch (rng() % 3) {
+        case 0:
+          s.erase(pos, 1 + rng() % 8);
+          break;
+        case 1:
+          s.insert(pos, s.substr(rng() % s.size(), 1 + rng() % 8));
+          break;
+        default:
+          s[pos] = "{}%#-|()[]'\". \n"[rng() % 15];
+      }
+    }
+    auto t = ChatTemplate::Parse(s);
+    if (!t.ok()) continue;
+    ++parsed;
+    rendered += t->Render(ctx).ok();
+  }
+  EXPECT_GT(parsed, 0);
+  EXPECT_GT(rendered, 0);
 }
 
 }  // namespace

@@ -432,5 +432,40 @@ TEST(TokenizerTest, MalformedInputsGiveClearErrors) {
               HasSubstr("/nonexistent/model/tokenizer.json"));
 }
 
+// Random edits of a valid tokenizer.json load or fail cleanly, never crash.
+TEST(TokenizerTest, RandomlyMutatedTokenizerJsonNeverCrashes) {
+  const std::string json = BuiltinTokenizerJson();
+  const std::string config = BuiltinTokenizerConfigJson();
+  std::mt19937 rng(11);
+  int loaded = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    std::string s = json, c = config;
+    std::string* target = trial % 4 == 0 ? &c : &s;
+    for (int edit = 0; edit < 2; ++edit) {
+      size_t pos = rng() % target->size();
+      switch (rng() % 3) {
+        case 0:
+          target->erase(pos, 1 + rng() % 6);
+          break;
+        case 1:
+          target->insert(pos,
+                         target->substr(rng() % target->size(), 1 + rng() % 6));
+          break;
+        default:
+          (*target)[pos] = "{}[]\",:0- a\\"[rng() % 12];
+      }
+    }
+    auto t = Tokenizer::FromJson(s, c);
+    if (!t.ok()) {
+      EXPECT_FALSE(t.status().message().empty());
+      continue;
+    }
+    ++loaded;
+    std::vector<int> ids = t->Encode("<|im_start|>Hello 12 world\n<|im_end|>");
+    t->Decode(ids);
+  }
+  EXPECT_GT(loaded, 0);
+}
+
 }  // namespace
 }  // namespace verl::models
