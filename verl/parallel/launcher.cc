@@ -303,17 +303,20 @@ absl::StatusOr<int> PickFreePort() {
   return static_cast<int>(ntohs(addr.sin_port));
 }
 
-absl::StatusOr<int> RunWorkers(const std::string& program,
-                               const std::vector<std::string>& args,
-                               const LaunchOptions& options) {
+namespace {
+
+// RunWorkers with an explicit argv: `exec_path` is what runs, `argv_strings`
+// (argv[0] included) what it sees.
+absl::StatusOr<int> Supervise(const std::string& exec_path,
+                              std::vector<std::string> argv_strings,
+                              const LaunchOptions& options) {
+  const std::string& program = exec_path;
   VERL_RETURN_IF_ERROR(ValidateLaunchOptions(options));
   int port = options.master_port;
   if (port == 0) {
     VERL_ASSIGN_OR_RETURN(port, PickFreePort());
   }
   const int n = options.nproc_per_node;
-  std::vector<std::string> argv_strings = {program};
-  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
   std::vector<char*> argv = CStrings(argv_strings);
   auto say = [&](const std::string& line) {
     WriteAll(options.stderr_fd, "launcher: " + line + "\n");
@@ -458,6 +461,16 @@ absl::StatusOr<int> RunWorkers(const std::string& program,
   return 0;
 }
 
+}  // namespace
+
+absl::StatusOr<int> RunWorkers(const std::string& program,
+                               const std::vector<std::string>& args,
+                               const LaunchOptions& options) {
+  std::vector<std::string> argv = {program};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return Supervise(program, std::move(argv), options);
+}
+
 absl::StatusOr<LaunchResult> MaybeLaunch(int argc, char** argv,
                                          const LaunchOptions& options) {
   const bool external = LaunchedByExternalLauncher();
@@ -468,8 +481,11 @@ absl::StatusOr<LaunchResult> MaybeLaunch(int argc, char** argv,
     }
     return LaunchResult{/*is_worker=*/true, 0};
   }
-  std::vector<std::string> args(argv + 1, argv + argc);
-  VERL_ASSIGN_OR_RETURN(int code, RunWorkers("/proc/self/exe", args, options));
+  // Re-execute this very binary; workers keep the original argv[0].
+  VERL_ASSIGN_OR_RETURN(
+      int code,
+      Supervise("/proc/self/exe", std::vector<std::string>(argv, argv + argc),
+                options));
   return LaunchResult{/*is_worker=*/false, code};
 }
 
