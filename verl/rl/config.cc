@@ -13,11 +13,21 @@ namespace {
 #define VERL_INHERIT(dst, field, value) \
   if (!(dst).has_##field()) (dst).set_##field(value)
 
+// `role`'s null tool/save_path <- the global profiler's; null enable/
+// all_ranks and empty ranks <- `base` (the actor's, for the rollout) or
+// false/empty.
 void InheritProfiler(const profiler::GlobalProfilerConfig& global,
+                     const profiler::ProfilerConfig* base,
                      profiler::ProfilerConfig* role) {
   if (global.has_tool()) VERL_INHERIT(*role, tool, global.tool());
-  if (global.has_save_path())
+  if (global.has_save_path()) {
     VERL_INHERIT(*role, save_path, global.save_path());
+  }
+  VERL_INHERIT(*role, enable, base != nullptr && base->enable());
+  VERL_INHERIT(*role, all_ranks, base != nullptr && base->all_ranks());
+  if (base != nullptr && role->ranks_size() == 0) {
+    *role->mutable_ranks() = base->ranks();
+  }
 }
 
 void InheritLoadContents(ckpt::CheckpointConfig* checkpoint) {
@@ -68,7 +78,7 @@ void ResolvePpoTrainerConfig(PpoTrainerConfig* config) {
   VERL_INHERIT(actor, use_fused_kernels, model.use_fused_kernels());
   VERL_INHERIT(actor, use_remove_padding, model.use_remove_padding());
   InheritLoadContents(actor.mutable_checkpoint());
-  InheritProfiler(global, actor.mutable_profiler());
+  InheritProfiler(global, nullptr, actor.mutable_profiler());
 
   VERL_INHERIT(ref, strategy, actor.strategy());
   VERL_INHERIT(ref, use_torch_compile, actor.use_torch_compile());
@@ -77,14 +87,14 @@ void ResolvePpoTrainerConfig(PpoTrainerConfig* config) {
                actor.ppo_max_token_len_per_gpu());
   VERL_INHERIT(ref, ulysses_sequence_parallel_size,
                actor.ulysses_sequence_parallel_size());
-  InheritProfiler(global, ref.mutable_profiler());
+  InheritProfiler(global, nullptr, ref.mutable_profiler());
 
   VERL_INHERIT(rollout, prompt_length, data.max_prompt_length());
   VERL_INHERIT(rollout, response_length, data.max_response_length());
   VERL_INHERIT(rollout, log_prob_use_dynamic_bsz, actor.use_dynamic_bsz());
   VERL_INHERIT(rollout, log_prob_max_token_len_per_gpu,
                actor.ppo_max_token_len_per_gpu());
-  InheritProfiler(global, rollout.mutable_profiler());
+  InheritProfiler(global, &actor.profiler(), rollout.mutable_profiler());
 
   VERL_INHERIT(critic, rollout_n, rollout.n());
   VERL_INHERIT(critic, ppo_mini_batch_size, actor.ppo_mini_batch_size());
@@ -111,13 +121,13 @@ void ResolvePpoTrainerConfig(PpoTrainerConfig* config) {
     VERL_INHERIT(critic_model, external_lib, model.external_lib());
   }
   InheritLoadContents(critic.mutable_checkpoint());
-  InheritProfiler(global, critic.mutable_profiler());
+  InheritProfiler(global, nullptr, critic.mutable_profiler());
 
   VERL_INHERIT(*rm.mutable_model(), input_tokenizer, model.path());
   VERL_INHERIT(rm, use_dynamic_bsz, critic.use_dynamic_bsz());
   VERL_INHERIT(rm, forward_max_token_len_per_gpu,
                critic.forward_max_token_len_per_gpu());
-  InheritProfiler(global, rm.mutable_profiler());
+  InheritProfiler(global, nullptr, rm.mutable_profiler());
 
   TrainerConfig& trainer = *config->mutable_trainer();
   VERL_INHERIT(trainer, default_local_dir,

@@ -346,6 +346,18 @@ TEST(PpoTrainerConfigTest, InterpolationsFollowOverridesUnlessSet) {
               "[model, hf_model]"},
              {"critic.checkpoint.load_contents", "[model, optimizer, extra]"},
          });
+  // The rollout's profiler follows the actor's unless set.
+  c = Load({"actor_rollout_ref.actor.profiler.enable=true",
+            "actor_rollout_ref.actor.profiler.ranks=[0,1]",
+            "actor_rollout_ref.rollout.profiler.all_ranks=true"});
+  ExpectValues(c, {
+                      {"actor_rollout_ref.rollout.profiler.enable", "true"},
+                      {"actor_rollout_ref.rollout.profiler.ranks", "[0, 1]"},
+                      {"actor_rollout_ref.rollout.profiler.all_ranks", "true"},
+                      {"actor_rollout_ref.actor.profiler.all_ranks", "false"},
+                      {"critic.profiler.enable", "false"},
+                      {"actor_rollout_ref.ref.profiler.ranks", "[]"},
+                  });
   c = Load({"actor_rollout_ref.rollout.prompt_length=7",
             "trainer.default_local_dir=/ckpt"});
   EXPECT_EQ(c.actor_rollout_ref().rollout().prompt_length(), 7);
