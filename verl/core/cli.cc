@@ -1,6 +1,9 @@
 // File: verl/core/cli.cc
 #include "verl/core/cli.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 
@@ -185,6 +188,11 @@ absl::StatusOr<SplitArgs> SplitCommandLine(
 }
 
 absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
+  if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY");
+      dir != nullptr && *dir != '\0' && chdir(dir) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot change to BUILD_WORKING_DIRECTORY '", dir, "'"));
+  }
   VERL_ASSIGN_OR_RETURN(
       SplitArgs split,
       SplitCommandLine(std::vector<std::string>(argv, argv + argc)));

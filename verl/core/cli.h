@@ -43,7 +43,9 @@ struct CommandLine {
 
 // SplitCommandLine, then absl::ParseCommandLine on the rest (which handles
 // --help and exits on unknown flags, as absl does). Leftover positional
-// arguments are an error.
+// arguments are an error. Under `bazel run` (BUILD_WORKING_DIRECTORY set) it
+// first changes to the directory bazel was run from, so relative paths on
+// the command line and in configs mean what the user typed.
 absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv);
 
 }  // namespace verl::core

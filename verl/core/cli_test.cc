@@ -1,6 +1,8 @@
 // File: verl/core/cli_test.cc
 #include "verl/core/cli.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -109,7 +111,10 @@ TEST(SplitCommandLineTest, OverridesFromFlagsPositionalsAndFlagfiles) {
 TEST(ParseCommandLineTest, ConfigFlagOverridesAndAbslFlags) {
   const std::string flags =
       WriteFile("parse.flags", "--config=base.textproto\n--a.b=2\n");
-  std::vector<std::string> args = {"prog", "--flagfile=" + flags,
+  // Under `bazel run`, relative paths are relative to where bazel ran.
+  const std::string dir = TempPath("");
+  ASSERT_EQ(setenv("BUILD_WORKING_DIRECTORY", dir.c_str(), 1), 0);
+  std::vector<std::string> args = {"prog", "--flagfile=parse.flags",
                                    "--cli_test_number=7", "c.d=[1,2]"};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
@@ -118,6 +123,10 @@ TEST(ParseCommandLineTest, ConfigFlagOverridesAndAbslFlags) {
   EXPECT_EQ(cl->config_file, "base.textproto");
   EXPECT_THAT(cl->overrides, ElementsAre("a.b=2", "c.d=[1,2]"));
   EXPECT_EQ(absl::GetFlag(FLAGS_cli_test_number), 7);
+  char cwd[4096], expected[4096];
+  ASSERT_NE(getcwd(cwd, sizeof(cwd)), nullptr);
+  ASSERT_NE(realpath(dir.c_str(), expected), nullptr);
+  EXPECT_STREQ(cwd, expected);
 }
 
 }  // namespace
