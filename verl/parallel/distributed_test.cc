@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -20,11 +21,15 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "verl/parallel/launcher.h"
+
+extern char** environ;
 
 namespace verl::parallel {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct JobResult {
   int exit_code = -1;  // -1: killed at the deadline.
@@ -40,9 +45,11 @@ std::string WorkerPath() {
                       "/verl/parallel/distributed_worker");
 }
 
-// Runs the worker with `args`; kills its process group at `deadline_s`.
-JobResult RunJob(const std::vector<std::string>& args, double deadline_s) {
-  static int counter = 0;
+// Runs the worker with `args` and extra environment `env` ("NAME=value");
+// kills its process group at `deadline_s`.
+JobResult RunJob(const std::vector<std::string>& args, double deadline_s,
+                 const std::vector<std::string>& env = {}) {
+  static std::atomic<int> counter{0};
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string log = absl::StrCat(tmp ? tmp : "/tmp", "/job_", getpid(),
                                        "_", counter++, ".log");
@@ -53,6 +60,13 @@ JobResult RunJob(const std::vector<std::string>& args, double deadline_s) {
   for (std::string& s : argv_strings) argv.push_back(s.data());
   argv.push_back(nullptr);
 
+  // The child's environment is built here: after fork only exec-safe calls.
+  std::vector<std::string> env_strings(env.begin(), env.end());
+  for (char** e = environ; *e != nullptr; ++e) env_strings.push_back(*e);
+  std::vector<char*> envp;
+  for (std::string& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+
   const auto start = std::chrono::steady_clock::now();
   const pid_t pid = fork();
   if (pid == 0) {
@@ -60,7 +74,7 @@ JobResult RunJob(const std::vector<std::string>& args, double deadline_s) {
     int fd = open(log.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
     dup2(fd, 1);
     dup2(fd, 2);
-    execv(program.c_str(), argv.data());
+    execve(program.c_str(), argv.data(), envp.data());
     _exit(127);
   }
   JobResult result;
@@ -116,6 +130,30 @@ TEST(DistributedTest, FourRanksAllCollectivesMeshAndBatch) {
   ExpectAllRanksOk(
       RunJob({"--nproc_per_node=4", "--master_port=0", "--scenario=all"}, 120),
       4);
+}
+
+TEST(DistributedTest, ExternalLauncherEnvironmentIsUsedAsIs) {
+  // torchrun-style: we start both ranks with the variables set; the
+  // launcher flag is then ignored (no re-execution, no prefixes).
+  auto port = PickFreePort();
+  ASSERT_TRUE(port.ok()) << port.status();
+  std::vector<JobResult> jobs(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      jobs[r] = RunJob(
+          {"--nproc_per_node=4", "--scenario=smoke"}, 60,
+          {absl::StrCat("RANK=", r), "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
+           absl::StrCat("MASTER_PORT=", *port)});
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(jobs[r].exit_code, 0) << jobs[r].output;
+    EXPECT_THAT(jobs[r].output,
+                HasSubstr(absl::StrCat("rank ", r, ": smoke OK (world 2)")));
+    EXPECT_THAT(jobs[r].output, Not(HasSubstr("[rank ")));
+  }
 }
 
 TEST(DistributedTest, RankExitingMidRunEndsTheJobNamingIt) {

@@ -4,6 +4,7 @@
 // launches itself N times (verl::parallel::MaybeLaunch) and every rank runs
 // one scenario against closed-form expectations:
 //   all          every collective, DeviceMesh sub-groups, Batch scatter/gather
+//   smoke        one all_reduce and a barrier
 //   die          rank 1 exits with code 3 after the first collective
 //   timeout      rank 1 skips an all_reduce (and sleeps): the others time out
 // Each rank prints "rank R: <scenario> OK" or "rank R FAILED: <status>" and
@@ -29,7 +30,7 @@
 #include "verl/parallel/launcher_flags.h"
 #include "verl/parallel/process_group.h"
 
-ABSL_FLAG(std::string, scenario, "all", "all | die | timeout");
+ABSL_FLAG(std::string, scenario, "all", "all | smoke | die | timeout");
 ABSL_FLAG(int, timeout_ms, 60000, "Collective timeout.");
 
 namespace verl::parallel {
@@ -303,6 +304,11 @@ absl::Status RunScenario(const std::string& scenario,
                          std::shared_ptr<Communicator> world) {
   if (scenario == "all") return RunAll(world);
   at::Tensor t = at::ones({8}, at::kFloat);
+  if (scenario == "smoke") {
+    VERL_RETURN_IF_ERROR(world->AllReduce(t));
+    WORKER_EXPECT(Same(t, at::full({8}, world->size(), at::kFloat)), t);
+    return world->Barrier();
+  }
   if (scenario == "die") {
     VERL_RETURN_IF_ERROR(world->AllReduce(t));
     if (world->rank() == 1) {
