@@ -614,6 +614,17 @@ TEST(SftTrainerConfigTest, DefaultsAndOverrides) {
               {"trainer.default_local_dir", "checkpoints/gsm8k-sft/test"},
               {"trainer.checkpoint.load_contents", "[model, optimizer, extra]"},
           });
+  absl::StatusOr<SftTrainerConfig> example =
+      LoadSftTrainerConfig("examples/sft_tiny.textproto", {});
+  ASSERT_TRUE(example.ok()) << example.status();
+  ExpectValues(*example, {
+                             {"data.truncation", "right"},
+                             {"optim.lr_scheduler", "wsd"},
+                             {"optim.betas", "[0.9, 0.95]"},
+                             {"trainer.logger", "[console, file]"},
+                             {"trainer.default_local_dir",
+                              "checkpoints/verl_cpp_examples/sft_tiny"},
+                         });
   EXPECT_THAT(std::string(LoadSftTrainerConfig("", {"optim.lr_schedule=wsd"})
                               .status()
                               .message()),
