@@ -30,17 +30,10 @@
 #include "verl/models/decoder.h"
 #include "verl/parallel/process_group.h"
 #include "verl/rl/policy_loss.h"
+#include "verl/rl/ppo_update.h"
 #include "verl/rl/train_state.h"
 
 namespace verl::rl {
-
-using MetricMap = std::map<std::string, double>;
-
-struct MicroBatchOptions {
-  int64_t micro_batch_size = 1;  // rows per micro-batch when not dynamic
-  bool use_dynamic_bsz = false;
-  int64_t max_token_len = 16384;  // token budget per micro-batch when dynamic
-};
 
 struct ActorOptions {
   double temperature = 1.0;
@@ -62,11 +55,6 @@ struct LogProbResult {
   at::Tensor log_probs;  // [B, R]
   at::Tensor entropy;    // [B, R] when requested
 };
-
-// Splits `batch` into micro-batches (fixed size, or token-budget balanced);
-// returns the row index lists in processing order.
-absl::StatusOr<std::vector<std::vector<int64_t>>> MicroBatchIndices(
-    const core::Batch& batch, const MicroBatchOptions& options);
 
 class Actor {
  public:
@@ -90,11 +78,6 @@ class Actor {
   ActorOptions options_;
   std::shared_ptr<parallel::Communicator> dp_group_;
 };
-
-// Sums `local` (value × weight pairs) over the DP group; a helper for
-// rank-count-invariant metrics.
-absl::Status AllReduceSum(parallel::Communicator* group,
-                          std::vector<double>& values);
 
 }  // namespace verl::rl
 
