@@ -1,7 +1,9 @@
 // File: verl/parallel/batch_comm.cc
 #include "verl/parallel/batch_comm.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
 
 #include <cstring>
 #include <string>
