@@ -124,6 +124,22 @@ class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
   std::string message_;
 };
 
+// Appends "<path>." for every place (the root: "") where `target` sits in
+// `d`'s tree.
+void SectionPaths(const Descriptor& d, const Descriptor& target,
+                  const std::string& prefix, int depth,
+                  std::vector<std::string>* out) {
+  if (&d == &target) out->push_back(prefix);
+  if (depth >= kMaxDepth) return;
+  for (int i = 0; i < d.field_count(); ++i) {
+    const FieldDescriptor* f = d.field(i);
+    if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE && !f->is_map()) {
+      SectionPaths(*f->message_type(), target,
+                   absl::StrCat(prefix, f->name(), "."), depth + 1, out);
+    }
+  }
+}
+
 // For protobuf's 'Message type "T" has no field named "x".' returns a
 // "; did you mean 'y'?" hint with T's field name nearest to x.
 std::string UnknownFieldHint(const Message& root, const std::string& error) {
@@ -147,7 +163,11 @@ std::string UnknownFieldHint(const Message& root, const std::string& error) {
       best = d->field(i);
     }
   }
-  return absl::StrCat("; did you mean '", best->name(), "'?");
+  // Name the full dotted key when the message type sits at one place only.
+  std::vector<std::string> paths;
+  SectionPaths(*root.GetDescriptor(), *d, "", 0, &paths);
+  const std::string prefix = paths.size() == 1 ? paths[0] : "";
+  return absl::StrCat("; did you mean '", prefix, best->name(), "'?");
 }
 
 std::string TypeName(const FieldDescriptor* f) {

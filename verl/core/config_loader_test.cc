@@ -219,7 +219,9 @@ TEST(MergeTextProtoTest, MalformedInputsReportFileLineColumn) {
        "cfg.textproto:3:6: Message type \"verl.core.testing.TestConfig\" has "
        "no field named \"bogus\""},
       {"inner {\n  rat: 1\n}\n", "cfg.textproto:2:6:"},
-      {"inner {\n  rat: 1\n}\n", "did you mean 'rate'?"},
+      {"inner {\n  rat: 1\n}\n", "did you mean 'rate'?"},  // Inner: 2 places
+      {"inner { leaf { nme: \"x\" } }", "did you mean 'name'?"},
+      {"titl: \"x\"", "did you mean 'title'?"},
       {"size: \"abc\"\n", "cfg.textproto:1:7:"},
       {"size: 1\nsize: 2\n", "cfg.textproto:2:"},
       {"inner { rate: 1\n", "cfg.textproto:2:"},

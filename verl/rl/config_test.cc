@@ -413,7 +413,12 @@ TEST(PpoTrainerConfigTest, MalformedTextProtoAndOverrides) {
   const std::vector<std::pair<std::string, std::string>> files = {
       {"trainer {\n  total_epochs: 3\n  total_epoch: 4\n}\n",
        ":3:14: Message type \"verl.rl.TrainerConfig\" has no field named "
-       "\"total_epoch\"; did you mean 'total_epochs'?"},
+       "\"total_epoch\"; did you mean 'trainer.total_epochs'?"},
+      // FsdpConfig sits in several roles: the field name only.
+      {"critic { model { fsdp_config { param_ofload: true } } }",
+       "did you mean 'param_offload'?"},
+      {"algorithm { kl_ctrl { kl_coeff: 0.1 } }",
+       "did you mean 'algorithm.kl_ctrl.kl_coef'?"},
       {"trainer { total_epochs: \"x\" }\n", ":1:"},
       {"data { truncation: both }\n", ":1:"},
       {"trainer { logger: console }\n", ":1:"},
