@@ -124,6 +124,7 @@ class Tokenizer {
   const std::string& tokenizer_config_json() const;
 
  private:
+  Tokenizer() = default;  // Only the loaders create tokenizers.
   std::shared_ptr<const tokenizer_internal::State> state_;
 };
 
