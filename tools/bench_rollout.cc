@@ -1,0 +1,396 @@
+// File: tools/bench_rollout.cc
+//
+// Rollout throughput on a GRPO-shaped workload (default: 32 prompts x n=8,
+// prompt lengths 32-256, responses up to 256 tokens, qwen2-30m preset),
+// comparing in one run:
+//   engine     LLMEngine: paged KV, continuous batching, prefix sharing
+//   no_share   the same engine, each sample its own request, no prefix cache
+//   static     HF-generate-style static batching: a contiguous, padded KV
+//              cache per batch that decodes until the batch's longest
+//              response ends (fed the engine's tokens so the work matches)
+// then decode throughput vs batch size with its FLOP rate against the
+// measured GEMM peak of this process, and where the engine's time goes.
+// The last line is a one-line summary of the measured ratios.
+#include <ATen/ATen.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "verl/infer/engine.h"
+#include "verl/models/attention.h"
+#include "verl/models/decoder.h"
+#include "verl/models/presets.h"
+
+ABSL_FLAG(std::string, preset, "qwen2-30m", "model preset");
+ABSL_FLAG(int, threads, 2, "LibTorch intra-op threads");
+ABSL_FLAG(int, num_prompts, 32, "prompts");
+ABSL_FLAG(int, n, 8, "samples per prompt");
+ABSL_FLAG(int, min_prompt, 32, "shortest prompt");
+ABSL_FLAG(int, max_prompt, 256, "longest prompt");
+ABSL_FLAG(int, max_response, 256, "max response tokens");
+ABSL_FLAG(int, stop_ids, 128,
+          "number of stop token ids (sets the mean response length: a "
+          "random model stops with probability ~stop_ids/vocab per token)");
+ABSL_FLAG(int, static_batch, 64, "sequences per static batch");
+ABSL_FLAG(std::string, decode_batches, "1,8,32,64,128",
+          "batch sizes for the decode sweep");
+ABSL_FLAG(int, decode_steps, 32, "decode steps timed per batch size");
+
+namespace verl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using infer::EngineOptions;
+using infer::LLMEngine;
+using infer::SamplingParams;
+
+double Since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string BlasInUse() {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    if (line.find("libblas") != std::string::npos ||
+        line.find("libblis") != std::string::npos ||
+        line.find("libopenblas") != std::string::npos ||
+        line.find("libmkl") != std::string::npos) {
+      return line.substr(line.find('/'));
+    }
+  }
+  return "unknown";
+}
+
+// Best-of-3 fp32 GEMM rate (GFLOP/s) of an m x k by k x n matmul.
+double GemmGflops(int64_t m, int64_t k, int64_t n) {
+  at::Tensor a = at::randn({m, k}), b = at::randn({k, n});
+  at::Tensor c = at::matmul(a, b);  // warm-up
+  double best = 1e30;
+  for (int i = 0; i < 3; ++i) {
+    auto t0 = Clock::now();
+    at::matmul_out(c, a, b);
+    best = std::min(best, Since(t0));
+  }
+  return 2.0 * m * k * n / best / 1e9;
+}
+
+// Matmul FLOPs per token (all projections + LM head) and attention FLOPs
+// per token per context position.
+struct ModelFlops {
+  double matmul = 0, attention_per_ctx = 0;
+};
+ModelFlops CountFlops(const models::ModelConfig& c) {
+  const double h = c.hidden_size, d = c.HeadDim();
+  const double q = c.num_attention_heads * d, kv = c.num_key_value_heads * d;
+  const double per_layer =
+      h * q + 2 * h * kv + q * h + 3 * h * c.intermediate_size;
+  ModelFlops f;
+  f.matmul = 2 * (c.num_hidden_layers * per_layer + h * c.vocab_size);
+  f.attention_per_ctx = 4.0 * c.num_hidden_layers * q;
+  return f;
+}
+
+// ---- Static batching baseline (HF generate) --------------------------------
+
+// Contiguous padded KV cache for a batch of B rows: [B, max_len, kv, d] per
+// layer; every forward appends `s` tokens to every row.
+class PaddedBatchCache : public models::AttentionBackend {
+ public:
+  PaddedBatchCache(const models::ModelConfig& c, int64_t batch, int64_t max_len,
+                   at::Tensor pad_mask)
+      : batch_(batch), pad_(std::move(pad_mask)) {
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      k_.push_back(
+          at::zeros({batch, max_len, c.num_key_value_heads, c.HeadDim()}));
+      v_.push_back(at::zeros_like(k_.back()));
+    }
+  }
+  void Advance(int64_t s) { len_ += s; }
+
+  at::Tensor Attend(int64_t layer, const at::Tensor& q, const at::Tensor& k,
+                    const at::Tensor& v) override {
+    const int64_t s = q.size(0) / batch_, h = q.size(1), d = q.size(2);
+    const int64_t kvh = k.size(1), g = h / kvh, total = len_ + s;
+    k_[layer].narrow(1, len_, s).copy_(k.view({batch_, s, kvh, d}));
+    v_[layer].narrow(1, len_, s).copy_(v.view({batch_, s, kvh, d}));
+    at::Tensor kc = k_[layer].narrow(1, 0, total);
+    at::Tensor vc = v_[layer].narrow(1, 0, total);
+    at::Tensor q5 = q.view({batch_, s, kvh, g, d}).permute({0, 2, 3, 1, 4});
+    at::Tensor scores = at::matmul(q5, kc.permute({0, 2, 3, 1}).unsqueeze(2)) /
+                        std::sqrt(static_cast<double>(d));  // [B, kv, g, s, L]
+    at::Tensor qi = at::arange(len_, total).unsqueeze(1);
+    at::Tensor kj = at::arange(0, total).unsqueeze(0);
+    at::Tensor mask = (kj > qi).unsqueeze(0) |
+                      pad_.narrow(1, 0, total).unsqueeze(1);  // [B, s, L]
+    scores = scores.masked_fill(mask.view({batch_, 1, 1, s, total}), -1e9);
+    at::Tensor out = at::matmul(at::softmax(scores, -1),
+                                vc.permute({0, 2, 1, 3}).unsqueeze(2));
+    return out.permute({0, 3, 1, 2, 4}).reshape({batch_ * s, h, d});
+  }
+
+ private:
+  int64_t batch_, len_ = 0;
+  at::Tensor pad_;  // [B, max_len] true at left-padding positions
+  std::vector<at::Tensor> k_, v_;
+};
+
+// Runs rows [prompt_i, response_i] in static batches; responses are fed
+// (teacher forcing) so the work equals the engine's, while each step still
+// pays for full-batch logits and sampling. Returns seconds.
+double RunStatic(models::CausalLM& model,
+                 const std::vector<std::vector<int64_t>>& prompts,
+                 const std::vector<std::vector<int64_t>>& responses,
+                 int64_t batch_size) {
+  c10::InferenceMode guard;
+  const models::ModelConfig& c = model.config();
+  auto t0 = Clock::now();
+  for (size_t b0 = 0; b0 < prompts.size(); b0 += batch_size) {
+    const int64_t b1 = std::min<int64_t>(prompts.size(), b0 + batch_size);
+    const int64_t rows = b1 - b0;
+    int64_t lp = 0, lr = 0;
+    for (int64_t r = b0; r < b1; ++r) {
+      lp = std::max<int64_t>(lp, prompts[r].size());
+      lr = std::max<int64_t>(lr, responses[r].size());
+    }
+    at::Tensor ids = at::full({rows, lp}, c.pad_token_id, at::kLong);
+    at::Tensor pos = at::zeros({rows, lp}, at::kLong);
+    at::Tensor pad = at::zeros({rows, lp + lr}, at::kBool);
+    for (int64_t r = 0; r < rows; ++r) {
+      const auto& p = prompts[b0 + r];
+      const int64_t off = lp - static_cast<int64_t>(p.size());
+      ids[r].narrow(0, off, p.size()).copy_(at::tensor(p, at::kLong));
+      pos[r].narrow(0, off, p.size()).copy_(at::arange((int64_t)p.size()));
+      pad[r].narrow(0, 0, off).fill_(true);
+    }
+    PaddedBatchCache cache(c, rows, lp + lr, pad);
+    at::Tensor hidden = model.Forward(ids.view(-1), pos.view(-1), cache);
+    cache.Advance(lp);
+    at::Tensor next_pos = pos.select(1, lp - 1) + 1;
+    at::Tensor last = hidden.view({rows, lp, -1}).select(1, lp - 1);
+    for (int64_t t = 0;; ++t) {
+      at::Tensor probs = at::softmax(model.Logits(last), -1);
+      at::multinomial(probs, 1);  // HF's per-step sampling cost
+      if (t + 1 >= lr) break;
+      std::vector<int64_t> step(rows, c.pad_token_id);
+      for (int64_t r = 0; r < rows; ++r) {
+        const auto& resp = responses[b0 + r];
+        if (t < static_cast<int64_t>(resp.size())) step[r] = resp[t];
+      }
+      last = model.Forward(at::tensor(step, at::kLong), next_pos, cache);
+      cache.Advance(1);
+      next_pos = next_pos + 1;
+    }
+  }
+  return Since(t0);
+}
+
+// ---- Engine runs
+// -------------------------------------------------------------
+
+struct RunResult {
+  double seconds = 0;
+  int64_t tokens = 0;
+  infer::EngineStats stats;
+  std::vector<std::vector<int64_t>> responses;  // prompt-major, sample-minor
+  double TokPerS() const { return tokens / seconds; }
+};
+
+RunResult RunEngine(std::shared_ptr<models::CausalLM> model,
+                    const EngineOptions& opt,
+                    const std::vector<std::vector<int64_t>>& prompts,
+                    const SamplingParams& params, bool share_prompts) {
+  auto engine = LLMEngine::Create(model, opt);
+  CHECK(engine.ok()) << engine.status();
+  RunResult res;
+  auto t0 = Clock::now();
+  if (share_prompts) {
+    for (auto& r : (*engine)->Generate(prompts, params)) {
+      CHECK(r.ok()) << r.status();
+      for (auto& c : r->outputs) res.responses.push_back(c.token_ids);
+    }
+  } else {
+    std::vector<std::vector<int64_t>> expanded;
+    for (const auto& p : prompts) {
+      for (int64_t i = 0; i < params.n; ++i) expanded.push_back(p);
+    }
+    SamplingParams one = params;
+    one.n = 1;
+    for (auto& r : (*engine)->Generate(expanded, one)) {
+      CHECK(r.ok()) << r.status();
+      res.responses.push_back(r->outputs[0].token_ids);
+    }
+  }
+  res.seconds = Since(t0);
+  for (const auto& r : res.responses) res.tokens += r.size();
+  res.stats = (*engine)->stats();
+  return res;
+}
+
+void PrintBreakdown(const char* name, const RunResult& r) {
+  const infer::EngineStats& s = r.stats;
+  const double gemm = s.forward_s - s.attention_s + s.logits_s;
+  absl::PrintF(
+      "  %-9s time split: forward-excl-attention (GEMMs, norms) %.1f%%, "
+      "attention %.1f%%, sampling %.1f%%, scheduling+prep %.1f%%, other "
+      "%.1f%%\n",
+      name, 100 * gemm / r.seconds, 100 * s.attention_s / r.seconds,
+      100 * s.sample_s / r.seconds,
+      100 * (s.schedule_s + s.prepare_s) / r.seconds,
+      100 *
+          (r.seconds - gemm - s.attention_s - s.sample_s - s.schedule_s -
+           s.prepare_s) /
+          r.seconds);
+}
+
+int Main() {
+  const int threads = absl::GetFlag(FLAGS_threads);
+  at::set_num_threads(threads);
+  auto cfg = models::MakePreset(absl::GetFlag(FLAGS_preset));
+  CHECK(cfg.ok()) << cfg.status();
+  const int64_t max_resp = absl::GetFlag(FLAGS_max_response);
+  cfg->max_position_embeddings = std::max<int64_t>(
+      cfg->max_position_embeddings, absl::GetFlag(FLAGS_max_prompt) + max_resp);
+  auto model = models::CreateModel(*cfg, /*seed=*/1);
+  const double peak =
+      std::max(GemmGflops(2048, 2048, 2048), GemmGflops(1024, 1024, 1024));
+  absl::PrintF("threads=%d blas=%s\n", threads, BlasInUse());
+  absl::PrintF(
+      "model=%s params=%.1fM  gemm_peak=%.1f GFLOP/s (fp32, best of "
+      "2048^3 / 1024^3)\n",
+      absl::GetFlag(FLAGS_preset), models::NumParameters(*model) / 1e6, peak);
+
+  // Workload.
+  const int n = absl::GetFlag(FLAGS_n);
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int64_t> len(absl::GetFlag(FLAGS_min_prompt),
+                                             absl::GetFlag(FLAGS_max_prompt));
+  std::uniform_int_distribution<int64_t> tok(0, cfg->vocab_size - 1);
+  std::vector<std::vector<int64_t>> prompts(absl::GetFlag(FLAGS_num_prompts));
+  for (auto& p : prompts) {
+    p.resize(len(rng));
+    for (auto& t : p) t = tok(rng);
+  }
+  SamplingParams params;
+  params.n = n;
+  params.temperature = 1.0;
+  params.max_tokens = max_resp;
+  params.seed = 3;
+  for (int i = 0; i < absl::GetFlag(FLAGS_stop_ids); ++i) {
+    params.stop_token_ids.push_back(cfg->vocab_size - 2 - i);
+  }
+  EngineOptions opt;
+  opt.max_num_seqs = 256;
+  opt.max_num_batched_tokens = 8192;
+  opt.kv_cache_bytes = int64_t{2} << 30;
+  opt.max_model_len = cfg->max_position_embeddings;
+  absl::PrintF(
+      "workload: %d prompts x n=%d, prompt len %d-%d, responses <= "
+      "%d (stop ids %d)\n",
+      prompts.size(), n, absl::GetFlag(FLAGS_min_prompt),
+      absl::GetFlag(FLAGS_max_prompt), max_resp, absl::GetFlag(FLAGS_stop_ids));
+
+  RunResult eng = RunEngine(model, opt, prompts, params, true);
+  int64_t longest = 0;
+  for (auto& r : eng.responses) longest = std::max<int64_t>(longest, r.size());
+  absl::PrintF(
+      "engine:   %6d tokens in %6.2f s = %8.1f tok/s  (steps %d, "
+      "preemptions %d, prefix hit rate %.2f, mean response %.1f, "
+      "longest %d)\n",
+      eng.tokens, eng.seconds, eng.TokPerS(), eng.stats.steps,
+      eng.stats.preemptions, eng.stats.prefix_cache_hit_rate,
+      double(eng.tokens) / eng.responses.size(), longest);
+  EngineOptions no_cache = opt;
+  no_cache.enable_prefix_caching = false;
+  RunResult ns = RunEngine(model, no_cache, prompts, params, false);
+  absl::PrintF(
+      "no_share: %6d tokens in %6.2f s = %8.1f tok/s  (prefill "
+      "tokens %d vs %d with sharing)\n",
+      ns.tokens, ns.seconds, ns.TokPerS(), ns.stats.prefill_tokens,
+      eng.stats.prefill_tokens);
+  std::vector<std::vector<int64_t>> rows;
+  for (const auto& p : prompts) {
+    for (int i = 0; i < n; ++i) rows.push_back(p);
+  }
+  const double st =
+      RunStatic(*model, rows, eng.responses, absl::GetFlag(FLAGS_static_batch));
+  absl::PrintF(
+      "static:   %6d tokens in %6.2f s = %8.1f tok/s  (batch %d, "
+      "padded contiguous KV, runs to longest)\n",
+      eng.tokens, st, eng.tokens / st, absl::GetFlag(FLAGS_static_batch));
+  PrintBreakdown("engine", eng);
+  PrintBreakdown("no_share", ns);
+
+  // Decode sweep: B requests of 64-token prompts, greedy, fixed length.
+  const ModelFlops flops = CountFlops(*cfg);
+  double best_fraction = 0;
+  absl::PrintF("decode sweep (prompt 64, %d steps timed):\n",
+               absl::GetFlag(FLAGS_decode_steps));
+  for (absl::string_view b_str :
+       absl::StrSplit(absl::GetFlag(FLAGS_decode_batches), ',')) {
+    int64_t b = 0;
+    CHECK(absl::SimpleAtoi(b_str, &b));
+    EngineOptions dopt = opt;
+    dopt.enable_prefix_caching = false;
+    auto engine = LLMEngine::Create(model, dopt);
+    CHECK(engine.ok());
+    SamplingParams g;
+    g.do_sample = false;
+    g.ignore_eos = true;
+    g.max_tokens = absl::GetFlag(FLAGS_decode_steps) + 2;
+    for (int64_t i = 0; i < b; ++i) {
+      std::vector<int64_t> p(64);
+      for (auto& t : p) t = tok(rng);
+      CHECK((*engine)->AddRequest(p, g).ok());
+    }
+    (*engine)->Step();  // prefill
+    (*engine)->Step();  // first decode (warm-up)
+    const infer::EngineStats s0 = (*engine)->stats();
+    const int steps = absl::GetFlag(FLAGS_decode_steps);
+    auto t0 = Clock::now();
+    for (int i = 0; i < steps; ++i) (*engine)->Step();
+    const double secs = Since(t0);
+    const infer::EngineStats s1 = (*engine)->stats();
+    const double tps = b * steps / secs;
+    const double ctx = 64 + 2 + steps / 2.0;
+    const double rate =
+        tps * (flops.matmul + flops.attention_per_ctx * ctx) / 1e9;
+    const double fwd = s1.forward_s - s0.forward_s + s1.logits_s - s0.logits_s;
+    const double attn = s1.attention_s - s0.attention_s;
+    if (b >= 64) best_fraction = std::max(best_fraction, rate / peak);
+    absl::PrintF(
+        "  batch %4d: %9.1f tok/s  %6.1f GFLOP/s = %5.1f%% of GEMM peak  "
+        "(forward-excl-attn %.0f%%, attention %.0f%%, sampling %.0f%%, "
+        "sched+prep %.0f%%)\n",
+        b, tps, rate, 100 * rate / peak, 100 * (fwd - attn) / secs,
+        100 * attn / secs, 100 * (s1.sample_s - s0.sample_s) / secs,
+        100 * (s1.schedule_s - s0.schedule_s + s1.prepare_s - s0.prepare_s) /
+            secs);
+  }
+  absl::PrintF(
+      "rollout_speedup_vs_static=%.2f prefix_sharing_gain=%.2f "
+      "decode_gemm_fraction=%.2f\n",
+      eng.TokPerS() / (eng.tokens / st), eng.TokPerS() / ns.TokPerS(),
+      best_fraction);
+  return 0;
+}
+
+}  // namespace
+}  // namespace verl
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  return verl::Main();
+}

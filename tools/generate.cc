@@ -1,0 +1,312 @@
+// File: tools/generate.cc
+//
+// Offline batch generation with the rollout engine (verl/infer):
+//   generate --model=/path/to/hf_folder | --preset=tiny-qwen2 \
+//            --input=prompts.jsonl --output=responses.jsonl [sampling flags]
+// Each input line is one of
+//   {"prompt": "raw text"}                    encoded as is
+//   {"prompt": [{"role": ..., "content": ...}, ...]}  (verl row format) or
+//   {"messages": [...]}                       chat template applied with
+//                                             add_generation_prompt
+//   {"prompt_token_ids": [1, 2, 3]}           used as is
+// Each output line: {"index", "prompt_token_ids", "outputs": [{"index",
+// "text", "token_ids", "logprobs", "finish_reason"}]} or {"index", "error"}
+// for a bad line (the others are still served). A progress bar goes to
+// stderr, a summary (requests, tokens, tokens/s, prefix-cache hit rate,
+// preemptions) to stdout.
+#include <ATen/ATen.h>
+#include <glog/logging.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
+#include "verl/core/file_util.h"
+#include "verl/core/status.h"
+#include "verl/infer/engine.h"
+#include "verl/models/chat_template.h"
+#include "verl/models/decoder.h"
+#include "verl/models/hf_checkpoint.h"
+#include "verl/models/presets.h"
+#include "verl/models/tokenizer.h"
+#include "verl/models/tokenizer_builtin.h"
+
+ABSL_FLAG(std::string, model, "", "HF model folder (config.json, safetensors)");
+ABSL_FLAG(std::string, preset, "",
+          "built-in model preset (random weights) instead of --model");
+ABSL_FLAG(std::string, tokenizer, "",
+          "tokenizer folder (default: --model; built-in for --preset)");
+ABSL_FLAG(uint64_t, model_seed, 0, "init seed for --preset weights");
+ABSL_FLAG(std::string, input, "", "input JSONL of prompts");
+ABSL_FLAG(std::string, output, "", "output JSONL of responses");
+// Sampling.
+ABSL_FLAG(int64_t, n, 1, "samples per prompt");
+ABSL_FLAG(double, temperature, 1.0, "sampling temperature (0: greedy)");
+ABSL_FLAG(int64_t, top_k, -1, "top-k (-1: off)");
+ABSL_FLAG(double, top_p, 1.0, "top-p in (0, 1]");
+ABSL_FLAG(bool, do_sample, true, "false: greedy");
+ABSL_FLAG(int64_t, max_tokens, 256, "max new tokens (response_length)");
+ABSL_FLAG(bool, ignore_eos, false, "do not stop at EOS");
+ABSL_FLAG(std::string, stop_token_ids, "", "comma-separated extra stop ids");
+ABSL_FLAG(int64_t, seed, -1, "sampling seed (-1: per-request default)");
+// Engine.
+ABSL_FLAG(int64_t, block_size, 16, "KV block size (tokens)");
+ABSL_FLAG(double, gpu_memory_utilization, 0.5,
+          "fraction of available memory for the KV cache");
+ABSL_FLAG(int64_t, kv_cache_mb, 0, "explicit KV cache budget (MiB)");
+ABSL_FLAG(int64_t, max_num_seqs, 256, "max running sequences");
+ABSL_FLAG(int64_t, max_num_batched_tokens, 8192, "tokens per step");
+ABSL_FLAG(bool, enable_chunked_prefill, true, "chunked prefill");
+ABSL_FLAG(bool, enable_prefix_caching, true, "automatic prefix caching");
+ABSL_FLAG(int64_t, max_model_len, 0, "0: the model's context length");
+ABSL_FLAG(int, threads, 0, "LibTorch threads (0: OMP_NUM_THREADS/default)");
+ABSL_FLAG(bool, progress, true, "progress bar on stderr");
+
+namespace verl {
+namespace {
+
+using nlohmann::json;
+
+struct Loaded {
+  std::shared_ptr<models::CausalLM> model;
+  std::optional<models::Tokenizer> tokenizer;
+};
+
+absl::StatusOr<Loaded> LoadModel() {
+  const std::string dir = absl::GetFlag(FLAGS_model);
+  const std::string preset = absl::GetFlag(FLAGS_preset);
+  if (dir.empty() == preset.empty()) {
+    return absl::InvalidArgumentError(
+        "give exactly one of --model (HF folder) or --preset");
+  }
+  Loaded out;
+  std::string tok_dir = absl::GetFlag(FLAGS_tokenizer);
+  if (!dir.empty() && tok_dir.empty()) tok_dir = dir;
+  if (!tok_dir.empty()) {
+    auto tok = models::Tokenizer::FromDirectory(tok_dir);
+    if (tok.ok()) {
+      out.tokenizer = std::move(*tok);
+    } else if (!absl::GetFlag(FLAGS_tokenizer).empty()) {
+      return tok.status();
+    } else {
+      LOG(WARNING) << "no tokenizer in " << tok_dir << " ("
+                   << tok.status().message()
+                   << "); only prompt_token_ids inputs will work";
+    }
+  } else {
+    out.tokenizer = models::MakeBuiltinTokenizer();
+  }
+  if (!preset.empty()) {
+    const int64_t vocab = out.tokenizer ? out.tokenizer->vocab_size() : 0;
+    VERL_ASSIGN_OR_RETURN(models::ModelConfig cfg,
+                          models::MakePreset(preset, vocab));
+    if (out.tokenizer && out.tokenizer->eos_token_id() >= 0) {
+      cfg.eos_token_ids = {out.tokenizer->eos_token_id()};
+    }
+    out.model = models::CreateModel(cfg, absl::GetFlag(FLAGS_model_seed));
+    return out;
+  }
+  VERL_ASSIGN_OR_RETURN(models::HfCheckpoint ckpt, models::LoadHfConfigs(dir));
+  models::ModelConfig cfg = ckpt.config;
+  if (ckpt.generation && !ckpt.generation->eos_token_ids.empty()) {
+    cfg.eos_token_ids = ckpt.generation->eos_token_ids;
+  }
+  out.model = models::CreateModel(cfg, 0);
+  std::map<std::string, at::Tensor> params;
+  for (const auto& item : out.model->named_parameters()) {
+    params[item.key()] = item.value();
+  }
+  VERL_RETURN_IF_ERROR(models::LoadHfWeightsInto(dir, &params));
+  return out;
+}
+
+// Token ids of one input row.
+absl::StatusOr<std::vector<int64_t>> PromptIds(
+    const json& row, const std::optional<models::Tokenizer>& tok) {
+  if (row.contains("prompt_token_ids")) {
+    const json& ids = row["prompt_token_ids"];
+    if (!ids.is_array()) {
+      return absl::InvalidArgumentError("prompt_token_ids must be an array");
+    }
+    std::vector<int64_t> out;
+    for (const json& t : ids) {
+      if (!t.is_number_integer()) {
+        return absl::InvalidArgumentError(
+            "prompt_token_ids must hold integers");
+      }
+      out.push_back(t.get<int64_t>());
+    }
+    return out;
+  }
+  const json* messages = nullptr;
+  std::string text;
+  if (row.contains("messages")) {
+    messages = &row["messages"];
+  } else if (row.contains("prompt") && row["prompt"].is_array()) {
+    messages = &row["prompt"];
+  } else if (row.contains("prompt") && row["prompt"].is_string()) {
+    text = row["prompt"].get<std::string>();
+  } else {
+    return absl::InvalidArgumentError(
+        "row needs \"prompt\" (text or messages), \"messages\" or "
+        "\"prompt_token_ids\"");
+  }
+  if (!tok) {
+    return absl::FailedPreconditionError(
+        "no tokenizer loaded; give prompt_token_ids");
+  }
+  if (messages != nullptr) {
+    models::ChatRequest req;
+    req.messages_json = messages->dump();
+    req.add_generation_prompt = true;
+    VERL_ASSIGN_OR_RETURN(text, tok->ApplyChatTemplate(req));
+  }
+  std::vector<int64_t> out;
+  for (int id : tok->Encode(text)) out.push_back(id);
+  return out;
+}
+
+void DrawProgress(int64_t done, int64_t total, int64_t tokens, double secs) {
+  constexpr int kWidth = 30;
+  const int filled =
+      total == 0 ? kWidth : static_cast<int>(kWidth * done / total);
+  std::fprintf(stderr, "\r[%s%s] %lld/%lld requests  %lld tokens  %.1f tok/s",
+               std::string(filled, '#').c_str(),
+               std::string(kWidth - filled, '.').c_str(),
+               static_cast<long long>(done), static_cast<long long>(total),
+               static_cast<long long>(tokens), secs > 0 ? tokens / secs : 0.0);
+  std::fflush(stderr);
+}
+
+absl::Status Run() {
+  if (absl::GetFlag(FLAGS_input).empty() ||
+      absl::GetFlag(FLAGS_output).empty()) {
+    return absl::InvalidArgumentError("--input and --output are required");
+  }
+  if (absl::GetFlag(FLAGS_threads) > 0) {
+    at::set_num_threads(absl::GetFlag(FLAGS_threads));
+  }
+  VERL_ASSIGN_OR_RETURN(std::vector<json> rows,
+                        core::ReadJsonl(absl::GetFlag(FLAGS_input)));
+  VERL_ASSIGN_OR_RETURN(Loaded loaded, LoadModel());
+
+  infer::EngineOptions opt;
+  opt.block_size = absl::GetFlag(FLAGS_block_size);
+  opt.gpu_memory_utilization = absl::GetFlag(FLAGS_gpu_memory_utilization);
+  opt.kv_cache_bytes = absl::GetFlag(FLAGS_kv_cache_mb) << 20;
+  opt.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
+  opt.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
+  opt.enable_chunked_prefill = absl::GetFlag(FLAGS_enable_chunked_prefill);
+  opt.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching);
+  opt.max_model_len = absl::GetFlag(FLAGS_max_model_len);
+  VERL_ASSIGN_OR_RETURN(auto engine,
+                        infer::LLMEngine::Create(loaded.model, opt));
+
+  infer::SamplingParams params;
+  params.n = absl::GetFlag(FLAGS_n);
+  params.temperature = absl::GetFlag(FLAGS_temperature);
+  params.top_k = absl::GetFlag(FLAGS_top_k);
+  params.top_p = absl::GetFlag(FLAGS_top_p);
+  params.do_sample = absl::GetFlag(FLAGS_do_sample);
+  params.max_tokens = absl::GetFlag(FLAGS_max_tokens);
+  params.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
+  if (absl::GetFlag(FLAGS_seed) >= 0) params.seed = absl::GetFlag(FLAGS_seed);
+  for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_stop_token_ids),
+                                            ',', absl::SkipEmpty())) {
+    int64_t id;
+    if (!absl::SimpleAtoi(s, &id)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--stop_token_ids: '", s, "' is not an integer"));
+    }
+    params.stop_token_ids.push_back(id);
+  }
+  VERL_RETURN_IF_ERROR(infer::ValidateSamplingParams(params));
+
+  std::vector<json> out(rows.size());
+  std::map<int64_t, size_t> line_of;
+  int64_t bad = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    absl::StatusOr<std::vector<int64_t>> ids =
+        PromptIds(rows[i], loaded.tokenizer);
+    absl::StatusOr<int64_t> id =
+        ids.ok() ? engine->AddRequest(*ids, params) : ids.status();
+    if (!id.ok()) {
+      out[i] = {{"index", i}, {"error", std::string(id.status().message())}};
+      LOG(WARNING) << absl::GetFlag(FLAGS_input) << " line " << i + 1 << ": "
+                   << id.status().message();
+      ++bad;
+      continue;
+    }
+    line_of[*id] = i;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto secs = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+        .count();
+  };
+  const int64_t total = static_cast<int64_t>(line_of.size());
+  int64_t done = 0, tokens = 0;
+  const bool progress = absl::GetFlag(FLAGS_progress);
+  while (engine->HasUnfinished()) {
+    for (infer::RequestOutput& r : engine->Step()) {
+      json outputs = json::array();
+      for (const infer::CompletionOutput& c : r.outputs) {
+        json o = {{"index", c.index},
+                  {"token_ids", c.token_ids},
+                  {"logprobs", c.logprobs},
+                  {"finish_reason", c.finish_reason}};
+        if (loaded.tokenizer) {
+          std::vector<int> ids(c.token_ids.begin(), c.token_ids.end());
+          o["text"] = loaded.tokenizer->Decode(ids, /*skip_special=*/true);
+        }
+        tokens += static_cast<int64_t>(c.token_ids.size());
+        outputs.push_back(std::move(o));
+      }
+      const size_t line = line_of.at(r.request_id);
+      out[line] = {{"index", line},
+                   {"prompt_token_ids", r.prompt_token_ids},
+                   {"outputs", std::move(outputs)}};
+      ++done;
+    }
+    if (progress) DrawProgress(done, total, tokens, secs());
+  }
+  if (progress) std::fprintf(stderr, "\n");
+  VERL_RETURN_IF_ERROR(
+      core::WriteJsonlAtomic(absl::GetFlag(FLAGS_output), out));
+  const infer::EngineStats s = engine->stats();
+  const double elapsed = secs();
+  absl::PrintF(
+      "requests=%d failed=%d prompt_tokens=%d generated_tokens=%d "
+      "time_s=%.2f tokens_per_s=%.1f prefix_cache_hit_rate=%.3f "
+      "preemptions=%d steps=%d\n",
+      total, bad, s.prompt_tokens, tokens, elapsed,
+      elapsed > 0 ? tokens / elapsed : 0.0, s.prefix_cache_hit_rate,
+      s.preemptions, s.steps);
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace verl
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+  absl::Status st = verl::Run();
+  if (!st.ok()) {
+    std::fprintf(stderr, "generate: %s\n", std::string(st.message()).c_str());
+    return 2;
+  }
+  return 0;
+}
