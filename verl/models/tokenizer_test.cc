@@ -272,6 +272,45 @@ TEST(TokenizerTest, SplitBehaviors) {
   EXPECT_EQ(encode("Isolated", "a--b"), (V{"a", "-", "-", "b"}));
 }
 
+// The real Qwen2 and Llama 3 split patterns (PCRE2: \p{..}, (?i:..),
+// \p{N}{1,3}, \s+(?!\S)) drive where merges may apply.
+TEST(TokenizerTest, Qwen2AndLlama3SplitPatterns) {
+  const std::string kQwen2 =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  const std::string kLlama3 =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  const std::string sp = RefByteChar(' ');
+  const auto tokens = [&](const std::string& pattern, const std::string& text) {
+    Json json = BaseTokenizerJson({{"1", "2"},
+                                   {"12", "3"},
+                                   {"3", "4"},
+                                   {sp, sp},
+                                   {sp, "b"},
+                                   {"'", "L"},
+                                   {"'L", "L"},
+                                   {"a", "'"}});
+    json["pre_tokenizer"] = {
+        {"type", "Sequence"},
+        {"pretokenizers", Json::array({{{"type", "Split"},
+                                        {"pattern", {{"Regex", pattern}}},
+                                        {"behavior", "Isolated"},
+                                        {"invert", false}},
+                                       {{"type", "ByteLevel"},
+                                        {"add_prefix_space", false},
+                                        {"use_regex", false}}})}};
+    Tokenizer tok = Load(json);
+    return Tokens(tok, tok.Encode(text));
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(tokens(kQwen2, "1234"), (V{"1", "2", "3", "4"}));
+  EXPECT_EQ(tokens(kLlama3, "1234"), (V{"123", "4"}));
+  // A whitespace run gives its last space to the following word.
+  EXPECT_EQ(tokens(kQwen2, "a   b"), (V{"a", sp + sp, sp + "b"}));
+  // Case-insensitive contractions are split off ("a'" never merges).
+  EXPECT_EQ(tokens(kQwen2, "a'LL"), (V{"a", "'LL"}));
+  EXPECT_EQ(tokens(kLlama3, "a'LL"), (V{"a", "'LL"}));
+}
+
 TEST(TokenizerTest, Llama3StylePostProcessorAndIgnoreMerges) {
   const std::string h = "h", e = "e", l = "l", o = "o";
   Json json = BaseTokenizerJson({{h, e}, {l, l}});
