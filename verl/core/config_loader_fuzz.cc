@@ -6,7 +6,8 @@
 // InvalidArgument status or load; a loaded config must print to text that
 // loads back to an equal message, and every dotted key must read back. A
 // crash, sanitizer report or CHECK failure is a finding.
-// config_loader_fuzz_test runs this entry without libFuzzer.
+// config_loader_fuzz_test runs this entry without libFuzzer;
+// config_loader_fuzz.sh builds it with clang's libFuzzer and fuzzes it.
 #include <cstddef>
 #include <cstdint>
 #include <string>
