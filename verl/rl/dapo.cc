@@ -55,4 +55,19 @@ GroupFilterResult FilterGroupsByStd(const std::vector<std::string>& uids,
   return result;
 }
 
+absl::StatusOr<bool> DynamicSamplingNeedsMoreRounds(
+    int64_t num_prompts_kept, int64_t train_batch_size, int64_t num_gen_batches,
+    int64_t max_num_gen_batches) {
+  if (num_prompts_kept >= train_batch_size) return false;
+  if (max_num_gen_batches <= 0 || num_gen_batches < max_num_gen_batches) {
+    return true;
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "dynamic sampling kept ", num_prompts_kept, " of ", train_batch_size,
+      " prompts after num_gen_batches=", num_gen_batches,
+      " >= algorithm.filter_groups.max_num_gen_batches=", max_num_gen_batches,
+      "; the data may be too easy or too hard (every group has zero "
+      "variance)"));
+}
+
 }  // namespace verl::rl

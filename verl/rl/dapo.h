@@ -33,6 +33,17 @@ struct GroupFilterResult {
 GroupFilterResult FilterGroupsByStd(const std::vector<std::string>& uids,
                                     const std::vector<double>& metric);
 
+// Dynamic sampling's stopping rule (recipe dapo_ray_trainer): after
+// `num_gen_batches` generation rounds that kept `num_prompts_kept` prompt
+// groups in total, returns true if another round is needed (fewer than
+// train_batch_size prompts kept), false if the batch is full (then truncate
+// to train_batch_size·n trajectories), and an error naming
+// algorithm.filter_groups.max_num_gen_batches when the round budget (> 0) is
+// used up without filling the batch.
+absl::StatusOr<bool> DynamicSamplingNeedsMoreRounds(
+    int64_t num_prompts_kept, int64_t train_batch_size, int64_t num_gen_batches,
+    int64_t max_num_gen_batches);
+
 }  // namespace verl::rl
 
 #endif  // VERL_RL_DAPO_H_

@@ -24,5 +24,16 @@ TEST(FilterGroupsTest, KeepsVaryingAndSingletonGroups) {
   EXPECT_EQ(r.kept_rows, (std::vector<int64_t>{1, 3, 4}));
 }
 
+TEST(DynamicSamplingTest, StoppingRule) {
+  EXPECT_FALSE(*DynamicSamplingNeedsMoreRounds(32, 32, 1, 3));
+  EXPECT_FALSE(*DynamicSamplingNeedsMoreRounds(40, 32, 3, 3));
+  EXPECT_TRUE(*DynamicSamplingNeedsMoreRounds(10, 32, 2, 3));
+  EXPECT_TRUE(*DynamicSamplingNeedsMoreRounds(10, 32, 100, 0));  // unlimited
+  absl::StatusOr<bool> out = DynamicSamplingNeedsMoreRounds(10, 32, 3, 3);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("max_num_gen_batches"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace verl::rl
