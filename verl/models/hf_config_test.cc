@@ -293,7 +293,7 @@ TEST(HfConfigTest, ValueModelVariants) {
 }
 
 TEST(HfConfigTest, EveryRealConfigRoundTripsVerbatimAndFromScratch) {
-  for (const std::string text :
+  for (const std::string& text :
        {std::string(kQwen25_05B), std::string(kQwen3_06B),
         std::string(kLlama32_1B_Instruct), std::string(kMistral7B),
         std::string(kQwen15MoeA27B), std::string(kQwen3_30B_A3B),
