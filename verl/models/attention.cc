@@ -23,6 +23,14 @@ VarlenCausalAttention::VarlenCausalAttention(std::vector<int64_t> cu_seqlens,
 
 at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k,
                            const at::Tensor& v, int64_t window) {
+  // CPU bf16/fp16 batched GEMMs are far slower than fp32 ones; compute in
+  // fp32 and round the output (see layers.h UpcastGemm).
+  if (q.device().is_cpu() &&
+      (q.scalar_type() == at::kBFloat16 || q.scalar_type() == at::kHalf)) {
+    return CausalAttention(q.to(at::kFloat), k.to(at::kFloat), v.to(at::kFloat),
+                           window)
+        .to(q.scalar_type());
+  }
   const int64_t lq = q.size(0), lk = k.size(0);
   const int64_t n_heads = q.size(1), n_kv = k.size(1), d = q.size(2);
   CHECK_EQ(n_heads % n_kv, 0) << "n_heads must be a multiple of n_kv_heads";

@@ -339,7 +339,7 @@ at::Tensor CausalLM::Forward(const at::Tensor& input_ids,
 at::Tensor CausalLM::Logits(const at::Tensor& hidden) const {
   CHECK(!config_.is_value_model) << "Logits() on a value model";
   return lm_head ? lm_head->Forward(hidden)
-                 : at::linear(hidden, model->embed_tokens->weight);
+                 : LinearOp(hidden, model->embed_tokens->weight);
 }
 
 at::Tensor CausalLM::Values(const at::Tensor& hidden) const {

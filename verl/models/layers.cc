@@ -12,6 +12,19 @@ c10::ScalarType ComputeDtype(c10::ScalarType dtype) {
   return dtype == at::kDouble ? at::kDouble : at::kFloat;
 }
 
+bool UpcastGemm(const at::Tensor& t) {
+  return t.device().is_cpu() &&
+         (t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf);
+}
+
+at::Tensor LinearOp(const at::Tensor& x, const at::Tensor& w,
+                    const at::Tensor& b) {
+  if (!UpcastGemm(w)) return at::linear(x, w, b);
+  return at::linear(x.to(at::kFloat), w.to(at::kFloat),
+                    b.defined() ? b.to(at::kFloat) : b)
+      .to(x.scalar_type());
+}
+
 WeightHolder::WeightHolder(const at::Tensor& w) {
   weight = register_parameter("weight", w);
 }
@@ -23,10 +36,10 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias)
 }
 
 at::Tensor Linear::Forward(const at::Tensor& x) const {
-  at::Tensor y = at::linear(x, weight, bias);
+  at::Tensor y = LinearOp(x, weight, bias);
   if (lora.lora_A && lora.enabled && !lora.merged) {
     at::Tensor delta =
-        at::linear(at::linear(x, lora.lora_A->weight), lora.lora_B->weight);
+        LinearOp(LinearOp(x, lora.lora_A->weight), lora.lora_B->weight);
     y = y + delta * lora.scale;
   }
   return y;

@@ -84,6 +84,15 @@ at::Tensor ApplyRope(const at::Tensor& x, const at::Tensor& cos,
 // Compute dtype for norms/softmax: fp32, or double for double tensors.
 c10::ScalarType ComputeDtype(c10::ScalarType dtype);
 
+// Whether GEMMs on `t` run in fp32: CPU bf16/fp16 tensors. LibTorch 1.13's
+// CPU bf16 GEMM is ~20x slower than fp32 BLIS without AVX512-BF16, and fp32
+// accumulation with a rounded bf16 output is what GPU bf16 GEMMs compute.
+bool UpcastGemm(const at::Tensor& t);
+
+// at::linear(x, w, b) honouring UpcastGemm (result in x's dtype).
+at::Tensor LinearOp(const at::Tensor& x, const at::Tensor& w,
+                    const at::Tensor& b = at::Tensor());
+
 }  // namespace verl::models
 
 #endif  // VERL_MODELS_LAYERS_H_

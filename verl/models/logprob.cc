@@ -18,6 +18,13 @@ c10::ScalarType ComputeType(const at::Tensor& logits) {
   return logits.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
 }
 
+// Rows [s, s+m) of `logits` divided by the temperature, as a fresh tensor
+// of the compute type (safe to modify in place).
+at::Tensor ScaledChunk(const at::Tensor& logits, int64_t s, int64_t m,
+                       c10::ScalarType ct, double temperature) {
+  return at::mul(logits.narrow(0, s, m).to(ct), 1.0 / temperature);
+}
+
 // Forward and backward over row chunks of 2-D logits [N, V].
 class ChunkedLogProb : public torch::autograd::Function<ChunkedLogProb> {
  public:
@@ -32,14 +39,16 @@ class ChunkedLogProb : public torch::autograd::Function<ChunkedLogProb> {
     at::Tensor ent = with_entropy ? at::empty({n}, opts) : at::Tensor();
     for (int64_t s = 0; s < n; s += chunk) {
       const int64_t m = std::min(chunk, n - s);
-      at::Tensor z = logits.narrow(0, s, m).to(ct) / temperature;
+      at::Tensor z = ScaledChunk(logits, s, m, ct, temperature);
       at::Tensor l = at::logsumexp(z, -1);
       lse.narrow(0, s, m).copy_(l);
-      logp.narrow(0, s, m).copy_(
-          z.gather(1, labels.narrow(0, s, m).unsqueeze(1)).squeeze(1) - l);
+      at::Tensor label_z =
+          z.gather(1, labels.narrow(0, s, m).unsqueeze(1)).squeeze(1);
+      logp.narrow(0, s, m).copy_(label_z - l);
       if (with_entropy) {
+        // H = lse - sum(p * z), p = exp(z - lse).
         at::Tensor p = at::exp(z - l.unsqueeze(1));
-        ent.narrow(0, s, m).copy_(l - (p * z).sum(-1));
+        ent.narrow(0, s, m).copy_(l - p.mul_(z).sum(-1));
       }
     }
     ctx->save_for_backward({logits, labels, lse, with_entropy ? ent : lse});
@@ -65,22 +74,28 @@ class ChunkedLogProb : public torch::autograd::Function<ChunkedLogProb> {
     at::Tensor grad = at::empty_like(logits);
     for (int64_t s = 0; s < n; s += chunk) {
       const int64_t m = std::min(chunk, n - s);
-      at::Tensor z = logits.narrow(0, s, m).to(ct) / temperature;
-      at::Tensor logp = z - lse.narrow(0, s, m).unsqueeze(1);
+      // logp = z - lse (in place on the fresh chunk copy), p = exp(logp).
+      at::Tensor logp = ScaledChunk(logits, s, m, ct, temperature)
+                            .sub_(lse.narrow(0, s, m).unsqueeze(1));
       at::Tensor p = at::exp(logp);
-      at::Tensor gz = at::zeros_like(z);
-      if (g_logp.defined()) {
-        // d logp[label] / dz = onehot(label) - p.
-        at::Tensor g = g_logp.narrow(0, s, m).to(ct).unsqueeze(1);
-        gz = gz - p * g;
-        gz.scatter_add_(1, labels.narrow(0, s, m).unsqueeze(1), g);
-      }
+      // dz = -p * (g_lp + g_H * (logp + H)) + onehot(label) * g_lp, using
+      // d logp[label]/dz = onehot - p and dH/dz = -p * (logp + H).
+      at::Tensor coef;
       if (g_ent.defined()) {
-        // dH/dz = -p * (log p + H).
-        at::Tensor g = g_ent.narrow(0, s, m).to(ct).unsqueeze(1);
-        gz = gz - g * p * (logp + ent.narrow(0, s, m).unsqueeze(1));
+        coef = logp.add_(ent.narrow(0, s, m).unsqueeze(1))
+                   .mul_(g_ent.narrow(0, s, m).to(ct).unsqueeze(1));
+        if (g_logp.defined())
+          coef.add_(g_logp.narrow(0, s, m).to(ct).unsqueeze(1));
+      } else {
+        coef = g_logp.narrow(0, s, m).to(ct).unsqueeze(1);
       }
-      grad.narrow(0, s, m).copy_(gz / temperature);
+      at::Tensor gz = p.mul_(coef).neg_();
+      if (g_logp.defined()) {
+        gz.scatter_add_(1, labels.narrow(0, s, m).unsqueeze(1),
+                        g_logp.narrow(0, s, m).to(ct).unsqueeze(1));
+      }
+      if (temperature != 1.0) gz.mul_(1.0 / temperature);
+      grad.narrow(0, s, m).copy_(gz);
     }
     return {grad, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
