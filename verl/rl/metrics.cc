@@ -144,6 +144,30 @@ MetricMap ComputeThroughputMetrics(int64_t total_num_tokens, double step_time_s,
                                   (step_time_s * static_cast<double>(n_gpus))}};
 }
 
+absl::StatusOr<MetricMap> ComputeRolloutProbsDiffMetrics(
+    const at::Tensor& old_log_probs, const at::Tensor& rollout_log_probs,
+    const at::Tensor& response_mask) {
+  at::NoGradGuard no_grad;
+  at::Tensor valid = response_mask.to(at::kBool);
+  at::Tensor actor =
+      at::exp(old_log_probs.to(at::kDouble)).masked_select(valid);
+  at::Tensor rollout =
+      at::exp(rollout_log_probs.to(at::kDouble)).masked_select(valid);
+  if (actor.numel() < 2) {
+    return absl::InvalidArgumentError(
+        "rollout probs diff metrics need at least 2 response tokens");
+  }
+  at::Tensor diff = (actor - rollout).abs();
+  at::Tensor da = actor - actor.mean(), dr = rollout - rollout.mean();
+  const double corr =
+      Item((da * dr).sum() / at::sqrt((da * da).sum() * (dr * dr).sum()));
+  return MetricMap{{"training/rollout_probs_diff_valid", 1.0},
+                   {"training/rollout_probs_diff_max", Item(diff.max())},
+                   {"training/rollout_probs_diff_mean", Item(diff.mean())},
+                   {"training/rollout_probs_diff_std", Item(at::std(diff))},
+                   {"training/rollout_actor_probs_pearson_corr", corr}};
+}
+
 MetricMap ReduceMetrics(
     const std::map<std::string, std::vector<double>>& lists) {
   MetricMap m;

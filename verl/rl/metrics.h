@@ -50,6 +50,14 @@ MetricMap ComputeTimingMetrics(const std::map<std::string, double>& timing_raw,
 MetricMap ComputeThroughputMetrics(int64_t total_num_tokens, double step_time_s,
                                    int64_t n_gpus);
 
+// Debug comparison of rollout-engine vs recomputed log-probs over response
+// tokens (verl/utils/debug/metrics.py): training/rollout_probs_diff_valid (1),
+// _max, _mean, _std (unbiased) of |p_actor − p_rollout|, and
+// training/rollout_actor_probs_pearson_corr. Needs ≥ 2 valid tokens.
+absl::StatusOr<MetricMap> ComputeRolloutProbsDiffMetrics(
+    const at::Tensor& old_log_probs, const at::Tensor& rollout_log_probs,
+    const at::Tensor& response_mask);
+
 // reduce_metrics: keys containing "max" → max, "min" → min, else mean.
 MetricMap ReduceMetrics(
     const std::map<std::string, std::vector<double>>& lists);

@@ -73,6 +73,28 @@ TEST(ThroughputMetricsTest, Values) {
   EXPECT_DOUBLE_EQ(m["perf/throughput"], 250.0);
 }
 
+TEST(RolloutProbsDiffTest, HandComputed) {
+  // Valid probs: actor (0.5, 0.25, 1.0), rollout (0.25, 0.25, 0.5).
+  at::Tensor actor = at::log(Mat({{0.5, 0.25}, {1.0, 0.9}}));
+  at::Tensor rollout = at::log(Mat({{0.25, 0.25}, {0.5, 0.1}}));
+  at::Tensor mask = Mat({{1, 1}, {1, 0}});
+  MetricMap m = *ComputeRolloutProbsDiffMetrics(actor, rollout, mask);
+  EXPECT_DOUBLE_EQ(m["training/rollout_probs_diff_valid"], 1.0);
+  EXPECT_NEAR(m["training/rollout_probs_diff_max"], 0.5, 1e-12);
+  EXPECT_NEAR(m["training/rollout_probs_diff_mean"], 0.25, 1e-12);
+  // |diff| = (0.25, 0, 0.5): unbiased std = 0.25.
+  EXPECT_NEAR(m["training/rollout_probs_diff_std"], 0.25, 1e-12);
+  // Pearson of (0.5, 0.25, 1) and (0.25, 0.25, 0.5): deviations
+  // (−1/12, −1/3, 5/12) and (−1/12, −1/12, 1/6) → r = 0.2917/0.2999.
+  const double num = (1.0 / 144 + 1.0 / 36 + 5.0 / 72);
+  const double den = std::sqrt((1.0 / 144 + 1.0 / 9 + 25.0 / 144) *
+                               (1.0 / 144 + 1.0 / 144 + 1.0 / 36));
+  EXPECT_NEAR(m["training/rollout_actor_probs_pearson_corr"], num / den, 1e-12);
+  EXPECT_FALSE(
+      ComputeRolloutProbsDiffMetrics(actor, rollout, Mat({{1, 0}, {0, 0}}))
+          .ok());
+}
+
 TEST(ReduceMetricsTest, MaxMinMean) {
   MetricMap m = ReduceMetrics({{"actor/pg_clipfrac", {1, 2, 3}},
                                {"x/max_y", {1, 5}},
