@@ -1,0 +1,157 @@
+// File: verl/ckpt/checkpoint_manager.h
+//
+// verl's checkpoint layout with a crash-safe commit protocol:
+//
+//   {default_local_dir}/latest_checkpointed_iteration.txt   "N"
+//   {default_local_dir}/global_step_{N}/data.json           dataloader state
+//   {default_local_dir}/global_step_{N}/{actor,critic}/
+//       model_world_size_{W}_rank_{R}.pt        {HF name: rank R's chunk}
+//       optim_world_size_{W}_rank_{R}.pt        {state name: tensor}
+//       extra_state_world_size_{W}_rank_{R}.pt  lr scheduler, RNG, JSON
+//       fsdp_config.json                        world size + shard layout
+//       huggingface/  config.json, generation_config.json, tokenizer files,
+//                     full safetensors weights with save_contents hf_model
+//
+// Save (SPMD, every rank runs the same sequence; `Save` does it all):
+//   rank 0  BeginSave: deletes leftover `global_step_*.tmp-*` folders and
+//           creates `global_step_N.tmp-save/`           -- all-ok barrier --
+//   all     SaveShard: own files per role, each fsynced  -- all-ok barrier --
+//   rank 0  SaveRoleMeta / SaveDataState, then CommitSave: fsyncs the temp
+//           tree, renames it to `global_step_N` (atomically exchanging an
+//           existing one), fsyncs the parent, then atomically replaces the
+//           tracker, then applies retention              -- all-ok barrier --
+// A crash at any point leaves the previous checkpoint intact and the tracker
+// pointing at it; the temp folder is ignored and removed by the next save.
+//
+// Resume needs the same world size as the save (no resharding): a mismatch is
+// FailedPrecondition naming both sizes. Use //tools:model_merger to turn a
+// checkpoint into a full HF folder instead.
+#ifndef VERL_CKPT_CHECKPOINT_MANAGER_H_
+#define VERL_CKPT_CHECKPOINT_MANAGER_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "verl/ckpt/checkpoint_layout.h"
+#include "verl/ckpt/checkpoint_pt.h"
+
+namespace verl::ckpt {
+
+inline constexpr char kTrackerFileName[] = "latest_checkpointed_iteration.txt";
+inline constexpr char kFsdpConfigFileName[] = "fsdp_config.json";
+inline constexpr char kHfSubdir[] = "huggingface";
+inline constexpr char kDataStateFileName[] = "data.json";
+
+// "global_step_12".
+std::string StepDirName(int64_t step);
+// "model_world_size_4_rank_1.pt" for kind "model" ("optim", "extra_state").
+std::string RankFileName(const std::string& kind, int rank, int world_size);
+// The step of a folder named ".../global_step_N" (trailing '/' allowed).
+absl::StatusOr<int64_t> StepFromDir(const std::string& dir);
+
+enum class ResumeMode { kAuto, kDisable, kResumePath };
+// "auto", "disable", "resume_path"; anything else is InvalidArgument.
+absl::StatusOr<ResumeMode> ParseResumeMode(const std::string& mode);
+
+struct CheckpointManagerOptions {
+  std::string default_local_dir;
+  // Subset of model, optimizer, extra, hf_model (must contain model).
+  std::set<std::string> save_contents = {"model", "optimizer", "extra"};
+  // Empty: same as save_contents.
+  std::set<std::string> load_contents;
+  // Role -> how many of its checkpoints to keep (absent or <= 0: all).
+  std::map<std::string, int> max_ckpt_to_keep;
+};
+
+// What one rank saves for one role.
+struct RoleShard {
+  std::map<std::string, at::Tensor> model;      // HF name -> this rank's chunk
+  std::map<std::string, at::Tensor> optimizer;  // state name -> tensor
+  ExtraState extra;
+};
+
+// What rank 0 writes once per role.
+struct RoleMeta {
+  FsdpLayout layout;  // world size and the layout of every model tensor
+  nlohmann::json hf_config;          // config.json; null: not written
+  nlohmann::json generation_config;  // generation_config.json; null: none
+  std::vector<std::string> hf_files;  // copied into huggingface/ (tokenizer)
+  // Full weights for huggingface/ (only with save_contents hf_model).
+  std::map<std::string, at::Tensor> hf_model;
+  uint64_t hf_max_shard_size = 5'000'000'000;
+};
+
+struct RoleSave {
+  RoleShard shard;
+  RoleMeta meta;  // used on rank 0 only
+};
+
+// Called by every rank with its local status; returns OK only if every rank
+// passed OK (e.g. an all-reduce of a failure flag). A single process that
+// simulates all ranks, or a world of one, can pass `LocalAllOk`.
+using AllOkFn = std::function<absl::Status(const absl::Status& local)>;
+absl::Status LocalAllOk(const absl::Status& local);
+
+class CheckpointManager {
+ public:
+  explicit CheckpointManager(CheckpointManagerOptions options);
+
+  const CheckpointManagerOptions& options() const { return options_; }
+  std::string StepDir(int64_t step) const;
+  std::string TempStepDir(int64_t step) const;  // global_step_N.tmp-save
+  std::string TrackerPath() const;
+
+  // --- save protocol steps (see the file comment) ---
+  absl::Status BeginSave(int64_t step);
+  absl::Status SaveShard(int64_t step, const std::string& role, int rank,
+                         int world_size, const RoleShard& shard);
+  absl::Status SaveRoleMeta(int64_t step, const std::string& role,
+                            const RoleMeta& meta);
+  absl::Status SaveDataState(int64_t step, const nlohmann::json& state);
+  absl::Status CommitSave(int64_t step);
+
+  // The whole protocol for one SPMD rank. `data_state` (rank 0; null: none)
+  // is the dataloader state.
+  absl::Status Save(int64_t step, int rank, int world_size,
+                    const std::map<std::string, RoleSave>& roles,
+                    const nlohmann::json& data_state, const AllOkFn& all_ok);
+
+  // --- resume ---
+  // The tracker's step; NotFound when there is no tracker file.
+  absl::StatusOr<int64_t> LatestStep() const;
+  // The step folder to resume from, or nullopt to start from scratch
+  // (disable, or auto without tracker). Errors: resume_path without
+  // "global_step_" or missing; a tracker naming a missing folder.
+  absl::StatusOr<std::optional<std::string>> ResolveResumeDir(
+      ResumeMode mode, const std::string& resume_from_path = "") const;
+  // Reads `role`'s fsdp_config.json in `step_dir`.
+  absl::StatusOr<FsdpLayout> LoadLayout(const std::string& step_dir,
+                                        const std::string& role) const;
+  // This rank's files per load_contents (parts not loaded stay empty).
+  absl::StatusOr<RoleShard> LoadShard(const std::string& step_dir,
+                                      const std::string& role, int rank,
+                                      int world_size) const;
+  // data.json, or nullopt when the step has none.
+  absl::StatusOr<std::optional<nlohmann::json>> LoadDataState(
+      const std::string& step_dir) const;
+
+ private:
+  absl::Status ApplyRetention(int64_t just_saved);
+  std::set<std::string> LoadContents() const;
+
+  CheckpointManagerOptions options_;
+};
+
+}  // namespace verl::ckpt
+
+#endif  // VERL_CKPT_CHECKPOINT_MANAGER_H_

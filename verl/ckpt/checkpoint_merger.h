@@ -1,0 +1,80 @@
+// File: verl/ckpt/checkpoint_merger.h
+//
+// The model merger as a library: turns one role folder of a sharded
+// checkpoint (`.../global_step_N/actor`) into a HuggingFace folder, and
+// compares two HF folders tensor by tensor (the merger's `test` mode).
+//
+// Merge: the world size and mesh come from `fsdp_config.json`, each tensor's
+// placement from its stored shard layout (verl-written files without a layout:
+// dim-0 concatenation, scalars replicated). Shard files are loaded by a
+// thread pool; output safetensors shards are then built one at a time (each
+// full tensor is assembled, cast to the output dtype and its chunks are freed
+// at once), so peak memory is the loaded shards plus one output shard.
+// Everything is written into `<target_dir>.tmp-merge-<pid>` and renamed to
+// `target_dir` only on success: on any error nothing is left at target_dir.
+// LoRA checkpoints (keys with "lora_") also get a PEFT adapter folder.
+#ifndef VERL_CKPT_CHECKPOINT_MERGER_H_
+#define VERL_CKPT_CHECKPOINT_MERGER_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "verl/ckpt/safetensors_sharded.h"
+
+namespace verl::ckpt {
+
+struct MergeOptions {
+  std::string local_dir;   // the role folder (holds fsdp_config.json)
+  std::string target_dir;  // HF folder to create
+  // Config/tokenizer source when local_dir/huggingface has no config.json.
+  std::string hf_model_path;
+  bool tie_word_embedding = false;  // leave lm_head.weight out
+  // Override of fsdp_config.json's mesh_dim_names ("fsdp" or "ddp,fsdp").
+  std::vector<std::string> mesh_dim_names;
+  at::ScalarType dtype = at::kBFloat16;
+  uint64_t max_shard_size = kDefaultMaxShardSize;
+  // Files copied from the HF source folder when present (config.json and
+  // generation_config.json are always copied).
+  std::vector<std::string> extra_hf_files;
+  int num_threads = 8;  // shard loading (at most 32, at most one per file)
+};
+
+struct MergeStats {
+  int world_size = 0;
+  int num_shard_files = 0;
+  int64_t num_tensors = 0;
+  uint64_t bytes_read = 0;     // size of the shard files
+  uint64_t bytes_written = 0;  // tensor bytes in the output
+  int64_t num_lora_tensors = 0;
+};
+
+// Merges `options.local_dir` into `options.target_dir`. Errors name the file.
+absl::StatusOr<MergeStats> MergeFsdpCheckpoint(const MergeOptions& options);
+
+struct CompareReport {
+  std::vector<std::string> mismatches;  // one line each
+  double max_abs_diff = 0;
+  int64_t num_tensors = 0;
+  bool ok() const { return mismatches.empty(); }
+};
+
+// Compares the tensors of two HF folders: same names, shapes, dtypes and
+// |a - b| <= atol + rtol * |b| everywhere.
+absl::StatusOr<CompareReport> CompareHfFolders(const std::string& merged,
+                                               const std::string& reference,
+                                               double atol = 1e-6,
+                                               double rtol = 1e-6);
+
+// "5GB", "500MB", "2GiB", "1024" (bytes) -> bytes.
+absl::StatusOr<uint64_t> ParseByteSize(const std::string& text);
+// "bf16"/"bfloat16", "fp16"/"float16", "fp32"/"float32".
+absl::StatusOr<at::ScalarType> ParseMergeDtype(const std::string& text);
+
+}  // namespace verl::ckpt
+
+#endif  // VERL_CKPT_CHECKPOINT_MERGER_H_

@@ -1,0 +1,59 @@
+// File: verl/ckpt/checkpoint_pt.h
+//
+// PyTorch `.pt` files (zip archive + pickle, the format of torch.save) for
+// checkpoint shards, written and read with LibTorch's pickler
+// (torch::pickle_save / torch::pickle_load), so Python's `torch.load` reads
+// what we write and we read plain-tensor files PyTorch wrote.
+//
+// Supported content: a dict str -> tensor (model / optimizer shards), and the
+// extra-state dict below (nested dicts of str, int, float, tensors). Files
+// holding other Python objects (e.g. DTensor pickles of FSDP2, which need
+// torch.distributed classes) are reported as unreadable with the file name.
+// Writes are atomic (temp + fsync + rename + folder fsync).
+#ifndef VERL_CKPT_CHECKPOINT_PT_H_
+#define VERL_CKPT_CHECKPOINT_PT_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <random>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace verl::ckpt {
+
+using PtTensorDict = std::map<std::string, at::Tensor>;
+
+// Writes `tensors` as a pickled dict {name: tensor}.
+absl::Status SavePtTensorDict(const std::string& path,
+                              const PtTensorDict& tensors);
+// Reads a pickled dict of tensors. Errors name `path`: missing, truncated or
+// corrupted (CRC) archives, and values that are not plain tensors.
+absl::StatusOr<PtTensorDict> LoadPtTensorDict(const std::string& path);
+
+// `extra_state_world_size_{W}_rank_{R}.pt`, as verl's layout:
+// {"lr_scheduler": {"last_epoch": step} | None,
+//  "rng": {name: uint8 tensor, ...}, "extra_json": "<JSON text>"}.
+struct ExtraState {
+  int64_t lr_scheduler_step = -1;         // -1: no scheduler (None)
+  std::map<std::string, at::Tensor> rng;  // "cpu": LibTorch generator, ...
+  nlohmann::json user = nlohmann::json::object();  // free-form
+};
+
+absl::Status SavePtExtraState(const std::string& path,
+                              const ExtraState& state);
+absl::StatusOr<ExtraState> LoadPtExtraState(const std::string& path);
+
+// RNG states as uint8 tensors (what torch.get_rng_state returns for "cpu").
+at::Tensor CpuRngState();  // LibTorch's default CPU generator
+absl::Status RestoreCpuRngState(const at::Tensor& state);
+at::Tensor Mt19937State(const std::mt19937& engine);
+absl::Status RestoreMt19937State(const at::Tensor& state, std::mt19937* engine);
+
+}  // namespace verl::ckpt
+
+#endif  // VERL_CKPT_CHECKPOINT_PT_H_
