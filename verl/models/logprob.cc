@@ -47,7 +47,7 @@ class ChunkedLogProb : public torch::autograd::Function<ChunkedLogProb> {
       logp.narrow(0, s, m).copy_(label_z - l);
       if (with_entropy) {
         // H = lse - sum(p * z), p = exp(z - lse).
-        at::Tensor p = at::exp(z - l.unsqueeze(1));
+        at::Tensor p = at::softmax(z, -1);
         ent.narrow(0, s, m).copy_(l - p.mul_(z).sum(-1));
       }
     }

@@ -196,6 +196,31 @@ TEST(LoraTest, BaseFrozenOnlyAdaptersTrain) {
   EXPECT_EQ(lora_params, 28);
 }
 
+TEST(LoraTest, GradientCheckpointingWithFrozenBase) {
+  // The first layer's input does not require grad (frozen embeddings); the
+  // checkpointed backward must still reach the adapters.
+  ModelConfig c = Tiny("tiny-qwen2");
+  auto m = CreateModel(c, 6, 0.05);
+  ASSERT_TRUE(ApplyLora(*m, Config({"all-linear"}), 2).ok());
+  RandomizeB(*m);
+  Input in = MakeInput(c.vocab_size);
+  auto grads = [&]() {
+    m->zero_grad();
+    m->ForwardPacked(in.ids, in.pos, in.cu).logits.pow(2).sum().backward();
+    std::map<std::string, at::Tensor> g;
+    for (auto& [n, t] : LoraNamedParameters(*m)) g[n] = t.grad().clone();
+    return g;
+  };
+  auto plain = grads();
+  m->enable_gradient_checkpointing();
+  auto ckpt = grads();
+  ASSERT_EQ(plain.size(), 28u);
+  for (const auto& [n, g] : plain) {
+    EXPECT_GT(g.abs().sum().item<double>(), 0) << n;
+    EXPECT_TRUE(at::allclose(g, ckpt.at(n), 1e-5, 1e-7)) << n;
+  }
+}
+
 TEST(LoraTest, SaveLoadRoundTripAndConfigJson) {
   ModelConfig c = Tiny("tiny-qwen2");
   auto m = CreateModel(c, 4, 0.05);
