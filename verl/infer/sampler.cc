@@ -26,24 +26,44 @@ bool FilterTokens(const float* w, int64_t vocab, const SamplingParams& p,
   auto heavier = [w](int64_t a, int64_t b) {
     return w[a] > w[b] || (w[a] == w[b] && a < b);
   };
-  if (use_k) {
-    std::nth_element(kept->begin(), kept->begin() + (p.top_k - 1), kept->end(),
-                     heavier);
-    kept->resize(p.top_k);
-  }
-  std::sort(kept->begin(), kept->end(), heavier);
+  const int64_t limit = use_k ? p.top_k : vocab;
+  double total = 0.0;  // mass of the top-k candidates (or of everything)
   if (use_p) {
-    double total = 0.0;
-    for (int64_t i : *kept) total += w[i];
-    double cum = 0.0;
-    size_t keep = 0;
-    while (keep < kept->size()) {
-      cum += w[(*kept)[keep++]];
-      if (cum >= p.top_p * total) break;
+    if (use_k) {
+      std::nth_element(kept->begin(), kept->begin() + (limit - 1), kept->end(),
+                       heavier);
+      kept->resize(limit);
     }
-    kept->resize(std::max<size_t>(keep, 1));
+    for (int64_t i : *kept) total += w[i];
   }
-  return true;
+  // Select the heaviest m tokens in sorted order; for top-p grow m
+  // geometrically until they hold top_p of the mass, so the nucleus costs
+  // O(V) rather than a full sort of the vocabulary.
+  int64_t m = use_p ? std::min<int64_t>(limit, 64) : limit;
+  while (true) {
+    if (m < static_cast<int64_t>(kept->size())) {
+      std::nth_element(kept->begin(), kept->begin() + (m - 1), kept->end(),
+                       heavier);
+    }
+    std::sort(kept->begin(), kept->begin() + m, heavier);
+    if (!use_p) {
+      kept->resize(m);
+      return true;
+    }
+    double cum = 0.0;
+    for (int64_t i = 0; i < m; ++i) {
+      cum += w[(*kept)[i]];
+      if (cum >= p.top_p * total) {
+        kept->resize(i + 1);
+        return true;
+      }
+    }
+    if (m >= limit) {  // rounding: keep all candidates
+      kept->resize(m);
+      return true;
+    }
+    m = std::min<int64_t>(limit, m * 8);
+  }
 }
 
 double Uniform01(SeqRng& rng) {
