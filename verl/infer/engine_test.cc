@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include <random>
+#include <set>
 
 #include "verl/models/presets.h"
 
@@ -164,6 +165,18 @@ void ExpectGreedyMatchesReference(const EngineOptions& o, int64_t n,
   *stats = engine->stats();
   EXPECT_EQ(stats->requests_finished, 64);
   EXPECT_EQ(engine->num_kv_blocks(), o.num_kv_blocks);
+}
+
+TEST(EngineTest, ReferenceOutputsAreNonTrivial) {
+  // Guards the comparisons below against a degenerate model.
+  std::set<int64_t> distinct;
+  std::set<std::vector<int64_t>> distinct_outputs;
+  for (const auto& r : Shared().reference) {
+    distinct.insert(r.begin(), r.end());
+    distinct_outputs.insert(r);
+  }
+  EXPECT_GT(distinct.size(), 50u);
+  EXPECT_GT(distinct_outputs.size(), 48u);
 }
 
 TEST(EngineTest, GreedyMatchesReferenceWithPrefixCaching) {
