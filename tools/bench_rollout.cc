@@ -221,15 +221,21 @@ RunResult RunEngine(std::shared_ptr<models::CausalLM> model,
       for (auto& c : r->outputs) res.responses.push_back(c.token_ids);
     }
   } else {
-    std::vector<std::vector<int64_t>> expanded;
+    // One request per sample, each with its own seed (sample i of a shared
+    // request would draw from (seed, i); here every request is sample 0).
+    std::vector<int64_t> ids;
     for (const auto& p : prompts) {
-      for (int64_t i = 0; i < params.n; ++i) expanded.push_back(p);
+      for (int64_t i = 0; i < params.n; ++i) {
+        SamplingParams one = params;
+        one.n = 1;
+        one.seed = params.seed.value_or(0) * 1000003 + ids.size();
+        auto id = (*engine)->AddRequest(p, one);
+        CHECK(id.ok()) << id.status();
+        ids.push_back(*id);
+      }
     }
-    SamplingParams one = params;
-    one.n = 1;
-    for (auto& r : (*engine)->Generate(expanded, one)) {
-      CHECK(r.ok()) << r.status();
-      res.responses.push_back(r->outputs[0].token_ids);
+    for (auto& r : (*engine)->RunUntilDone()) {
+      res.responses.push_back(r.outputs[0].token_ids);
     }
   }
   res.seconds = Since(t0);
