@@ -1,0 +1,162 @@
+// File: tools/model_merger.cc
+//
+// verl's `python -m verl.model_merger {merge|test}` for this project's (and
+// plain-tensor PyTorch) FSDP checkpoints:
+//
+//   model_merger merge --backend fsdp --target_dir out/hf
+//       --local_dir ckpts/global_step_10/actor [--dtype bf16]
+//   model_merger test --backend fsdp --local_dir ... --test_hf_dir ref/hf
+//
+// verl's dashed spellings (--tie-word-embedding, --is-value-model,
+// --use-cpu-initialization, --trust-remote-code) are accepted. Errors print
+// one line naming the file and exit 1; a bad command line exits 2; `test`
+// exits 1 when the merged tensors differ from the reference.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "verl/ckpt/checkpoint_merger.h"
+#include "verl/models/hf_checkpoint.h"
+
+ABSL_FLAG(std::string, backend, "", "fsdp or megatron (required).");
+ABSL_FLAG(std::string, local_dir, "",
+          "The role folder of a checkpoint: .../global_step_N/actor.");
+ABSL_FLAG(std::string, target_dir, "tmp", "HF folder to write (merge).");
+ABSL_FLAG(std::string, hf_model_path, "",
+          "Config/tokenizer source when local_dir/huggingface has none.");
+ABSL_FLAG(bool, tie_word_embedding, false,
+          "Leave lm_head.weight out (tied to the embeddings).");
+ABSL_FLAG(bool, is_value_model, false,
+          "Value model (Megatron option in verl; no effect for fsdp).");
+ABSL_FLAG(bool, use_cpu_initialization, false,
+          "Accepted for verl compatibility (merging always runs on CPU).");
+ABSL_FLAG(bool, trust_remote_code, false, "Accepted for verl compatibility.");
+ABSL_FLAG(std::string, mesh_dim_names, "",
+          "Override fsdp_config.json's mesh dim names: 'fsdp' or 'ddp,fsdp'.");
+ABSL_FLAG(std::string, dtype, "bf16", "Output dtype: bf16, fp16 or fp32.");
+ABSL_FLAG(std::string, max_shard_size, "5GB",
+          "Largest safetensors shard (e.g. 5GB, 500MB, 2GiB).");
+ABSL_FLAG(std::string, test_hf_dir, "", "Reference HF folder (test mode).");
+ABSL_FLAG(int, num_threads, 8, "Threads loading shard files.");
+ABSL_FLAG(std::string, hf_upload_path, "",
+          "Not supported (no network access).");
+
+namespace {
+
+// verl spells some flags with dashes; absl flag names cannot have them.
+std::vector<char*> Undash(int argc, char** argv,
+                          std::vector<std::string>& own) {
+  own.assign(argv, argv + argc);
+  std::vector<char*> out;
+  for (std::string& arg : own) {
+    if (arg.rfind("--", 0) == 0) {
+      const size_t eq = arg.find('=');
+      for (size_t i = 2; i < std::min(eq, arg.size()); ++i) {
+        if (arg[i] == '-') arg[i] = '_';
+      }
+    }
+    out.push_back(arg.data());
+  }
+  return out;
+}
+
+int Fail(const std::string& message, int code = 1) {
+  std::cerr << "model_merger: " << message << std::endl;
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "model_merger merge|test --backend fsdp --local_dir DIR "
+      "[--target_dir DIR | --test_hf_dir DIR] [flags]");
+  std::vector<std::string> own;
+  std::vector<char*> args = Undash(argc, argv, own);
+  std::vector<char*> positional =
+      absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  if (positional.size() != 2 || (std::string(positional[1]) != "merge" &&
+                                 std::string(positional[1]) != "test")) {
+    return Fail("expected one command, merge or test", 2);
+  }
+  const std::string command = positional[1];
+  const std::string backend = absl::GetFlag(FLAGS_backend);
+  if (backend == "megatron") {
+    return Fail(
+        "--backend megatron is not available: no Megatron backend in this "
+        "build");
+  }
+  if (backend != "fsdp") return Fail("--backend must be fsdp or megatron", 2);
+  if (absl::GetFlag(FLAGS_local_dir).empty()) {
+    return Fail("--local_dir is required", 2);
+  }
+  if (!absl::GetFlag(FLAGS_hf_upload_path).empty()) {
+    return Fail("--hf_upload_path is not supported (no network access)", 2);
+  }
+
+  verl::ckpt::MergeOptions options;
+  options.local_dir = absl::GetFlag(FLAGS_local_dir);
+  options.target_dir = absl::GetFlag(FLAGS_target_dir);
+  options.hf_model_path = absl::GetFlag(FLAGS_hf_model_path);
+  options.tie_word_embedding = absl::GetFlag(FLAGS_tie_word_embedding);
+  options.num_threads = absl::GetFlag(FLAGS_num_threads);
+  options.extra_hf_files = verl::models::HfTokenizerFiles();
+  if (!absl::GetFlag(FLAGS_mesh_dim_names).empty()) {
+    std::vector<std::string> names =
+        absl::StrSplit(absl::GetFlag(FLAGS_mesh_dim_names), ',');
+    options.mesh_dim_names = names;
+  }
+  auto dtype = verl::ckpt::ParseMergeDtype(absl::GetFlag(FLAGS_dtype));
+  if (!dtype.ok()) return Fail(std::string(dtype.status().message()), 2);
+  options.dtype = *dtype;
+  auto shard = verl::ckpt::ParseByteSize(absl::GetFlag(FLAGS_max_shard_size));
+  if (!shard.ok()) return Fail(std::string(shard.status().message()), 2);
+  options.max_shard_size = *shard;
+
+  std::string merged_dir = options.target_dir;
+  if (command == "test") {
+    if (absl::GetFlag(FLAGS_test_hf_dir).empty()) {
+      return Fail("test needs --test_hf_dir", 2);
+    }
+    char tmpl[] = "/tmp/model_merger_test_XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) return Fail("cannot create a temp folder");
+    merged_dir = std::string(tmpl) + "/merged";
+    options.target_dir = merged_dir;
+  }
+  absl::StatusOr<verl::ckpt::MergeStats> stats =
+      verl::ckpt::MergeFsdpCheckpoint(options);
+  if (!stats.ok()) return Fail(std::string(stats.status().message()));
+  std::cerr << "merged " << stats->num_tensors << " tensors from "
+            << stats->num_shard_files << " shard files (world size "
+            << stats->world_size << ") into " << options.target_dir
+            << (stats->num_lora_tensors > 0
+                    ? absl::StrCat(" (+", stats->num_lora_tensors,
+                                   " LoRA tensors in lora_adapter/)")
+                    : "")
+            << std::endl;
+  if (command == "merge") return 0;
+
+  auto report = verl::ckpt::CompareHfFolders(merged_dir,
+                                             absl::GetFlag(FLAGS_test_hf_dir));
+  std::error_code ec;
+  std::filesystem::remove_all(std::filesystem::path(merged_dir).parent_path(),
+                              ec);
+  if (!report.ok()) return Fail(std::string(report.status().message()));
+  for (const std::string& line : report->mismatches) {
+    std::cerr << "mismatch: " << line << std::endl;
+  }
+  std::cout << (report->ok() ? "PASS" : "FAIL") << ": " << report->num_tensors
+            << " tensors compared, " << report->mismatches.size()
+            << " mismatches, max abs diff " << report->max_abs_diff
+            << std::endl;
+  return report->ok() ? 0 : 1;
+}

@@ -1,0 +1,318 @@
+// File: tools/model_merger_test.cc
+//
+// The merger on checkpoints of a tiny preset model written by the
+// CheckpointManager: bit-identical fp32 merges for 2 and 4 ranks, dtype
+// conversion, shard splitting, LoRA extraction, the CLI (verl's dashed flags,
+// test mode, megatron) and a table of bad inputs.
+#include <gtest/gtest.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include "glog/logging.h"
+
+#include "verl/ckpt/checkpoint_manager.h"
+#include "verl/ckpt/checkpoint_merger.h"
+#include "verl/ckpt/safetensors_sharded.h"
+#include "verl/core/file_util.h"
+#include "verl/core/status.h"
+#include "verl/models/decoder.h"
+#include "verl/models/hf_checkpoint.h"
+#include "verl/models/hf_config.h"
+#include "verl/models/presets.h"
+
+namespace verl::ckpt {
+namespace {
+namespace fs = std::filesystem;
+
+std::string Tmp(const std::string& name) {
+  const char* t = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(t ? t : "/tmp") + "/merger_" + name;
+  fs::remove_all(dir);
+  return dir;
+}
+
+struct Model {
+  models::ModelConfig config;
+  std::map<std::string, at::Tensor> full;
+};
+
+const Model& TinyModel() {
+  static const Model* model = [] {
+    auto* m = new Model;
+    m->config = *models::MakePreset("tiny-qwen2");
+    auto net = models::CreateModel(m->config, 7);
+    for (const auto& p : net->named_parameters()) {
+      m->full[p.key()] = p.value().detach().clone();
+    }
+    // Norm weights are all ones at init: make every value distinct.
+    for (auto& [name, t] : m->full) t.add_(torch::randn_like(t) * 0.1);
+    return m;
+  }();
+  return *model;
+}
+
+// Writes global_step_1/actor for `world` ranks; returns the actor folder.
+std::string SaveCheckpoint(const std::string& root, int world,
+                           const std::map<std::string, at::Tensor>& full) {
+  CheckpointManagerOptions opt{root};
+  opt.save_contents = {"model"};
+  CheckpointManager mgr(opt);
+  const FsdpLayout layout = MakeFsdpLayout(full, world);
+  RoleMeta meta;
+  meta.layout = layout;
+  meta.hf_config = *models::ModelConfigToHfJson(TinyModel().config);
+  meta.generation_config = {{"eos_token_id", 2}, {"bos_token_id", 1}};
+  VERL_CHECK_OK(mgr.BeginSave(1));
+  for (int r = 0; r < world; ++r) {
+    RoleShard shard;
+    shard.model = ShardStateDict(full, layout, r);
+    VERL_CHECK_OK(mgr.SaveShard(1, "actor", r, world, shard));
+  }
+  VERL_CHECK_OK(mgr.SaveRoleMeta(1, "actor", meta));
+  VERL_CHECK_OK(mgr.CommitSave(1));
+  return root + "/global_step_1/actor";
+}
+
+MergeOptions Options(const std::string& local, const std::string& target) {
+  MergeOptions o;
+  o.local_dir = local;
+  o.target_dir = target;
+  o.dtype = at::kFloat;
+  o.extra_hf_files = models::HfTokenizerFiles();
+  return o;
+}
+
+TEST(ModelMergerTest, MergesBitIdenticalFp32For2And4Ranks) {
+  for (int world : {2, 4}) {
+    const std::string root = Tmp("rt" + std::to_string(world));
+    const std::string actor = SaveCheckpoint(root, world, TinyModel().full);
+    std::ofstream(actor + "/huggingface/tokenizer.json") << "{}";
+    auto stats = MergeFsdpCheckpoint(Options(actor, root + "/hf"));
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    EXPECT_EQ(stats->world_size, world);
+    // The project's HF loader reads the result.
+    auto hf = models::LoadHfCheckpoint(root + "/hf");
+    ASSERT_TRUE(hf.ok()) << hf.status();
+    EXPECT_EQ(hf->config.hidden_size, TinyModel().config.hidden_size);
+    EXPECT_TRUE(fs::exists(root + "/hf/generation_config.json"));
+    EXPECT_TRUE(fs::exists(root + "/hf/tokenizer.json"));
+    ASSERT_EQ(hf->tensors.size(), TinyModel().full.size());
+    for (const auto& [name, t] : TinyModel().full) {
+      ASSERT_TRUE(hf->tensors.count(name)) << name;
+      EXPECT_EQ(hf->tensors.at(name).scalar_type(), at::kFloat);
+      EXPECT_TRUE(at::equal(hf->tensors.at(name), t)) << name;
+    }
+    EXPECT_FALSE(
+        fs::exists(root + "/hf.tmp-merge-" + std::to_string(getpid())));
+  }
+}
+
+TEST(ModelMergerTest, DtypeShardingAndTiedEmbeddings) {
+  const std::string root = Tmp("dtype");
+  const std::string actor = SaveCheckpoint(root, 2, TinyModel().full);
+  MergeOptions o = Options(actor, root + "/hf");
+  o.dtype = at::kBFloat16;
+  o.max_shard_size = 20000;
+  o.tie_word_embedding = true;
+  ASSERT_TRUE(MergeFsdpCheckpoint(o).ok());
+  EXPECT_TRUE(fs::exists(root + "/hf/" + std::string(kSafetensorsIndexFile)));
+  auto tensors = LoadSafetensorsFolder(root + "/hf");
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  EXPECT_FALSE(tensors->count("lm_head.weight"));
+  for (const auto& [name, t] : *tensors) {
+    EXPECT_EQ(t.scalar_type(), at::kBFloat16);
+    EXPECT_TRUE(at::equal(t, TinyModel().full.at(name).to(at::kBFloat16)))
+        << name;
+  }
+}
+
+TEST(ModelMergerTest, LoraKeysGoToAPeftAdapter) {
+  std::map<std::string, at::Tensor> full;
+  full["base_model.model.model.layers.0.self_attn.q_proj.base_layer.weight"] =
+      torch::randn({8, 8});
+  full["base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"] =
+      torch::randn({4, 8});
+  full["base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight"] =
+      torch::randn({8, 4});
+  const std::string root = Tmp("lora");
+  const std::string actor = SaveCheckpoint(root, 2, full);
+  auto stats = MergeFsdpCheckpoint(Options(actor, root + "/hf"));
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->num_lora_tensors, 2);
+  auto base = LoadSafetensorsFolder(root + "/hf");
+  ASSERT_TRUE(base.ok());
+  EXPECT_TRUE(at::equal(
+      base->at("model.layers.0.self_attn.q_proj.weight"),
+      full.at("base_model.model.model.layers.0.self_attn.q_proj.base_layer."
+              "weight")));
+  auto adapter =
+      core::ReadJsonFile(root + "/hf/lora_adapter/adapter_config.json");
+  ASSERT_TRUE(adapter.ok());
+  EXPECT_EQ((*adapter)["r"], 4);
+  EXPECT_EQ((*adapter)["target_modules"], nlohmann::json({"q_proj"}));
+  EXPECT_TRUE(fs::exists(root + "/hf/lora_adapter/adapter_model.safetensors"));
+}
+
+TEST(ModelMergerTest, PlainVerlStyleCheckpointWithoutLayout) {
+  // As verl writes it: fsdp_config.json without shard layout, one rank.
+  const std::string root = Tmp("plain");
+  const std::string actor = SaveCheckpoint(root, 1, TinyModel().full);
+  ASSERT_TRUE(core::WriteFileAtomic(actor + "/fsdp_config.json",
+                                    R"({"FSDP_version": 1, "world_size": 1})")
+                  .ok());
+  auto stats = MergeFsdpCheckpoint(Options(actor, root + "/hf"));
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  auto tensors = LoadSafetensorsFolder(root + "/hf");
+  ASSERT_TRUE(tensors.ok());
+  for (const auto& [name, t] : TinyModel().full) {
+    EXPECT_TRUE(at::equal(tensors->at(name), t)) << name;
+  }
+}
+
+struct BadInput {
+  std::string name;
+  std::function<void(const std::string& actor)> damage;
+  std::string expect;  // substring of the error
+};
+
+TEST(ModelMergerTest, BadInputsNameTheFileAndLeaveNothing) {
+  const std::vector<BadInput> cases = {
+      {"no_fsdp_config",
+       [](const std::string& a) { fs::remove(a + "/fsdp_config.json"); },
+       "fsdp_config.json not found: expected"},
+      {"missing_shard",
+       [](const std::string& a) {
+         fs::remove(a + "/model_world_size_2_rank_1.pt");
+       },
+       "missing shard file"},
+      {"extra_shard",
+       [](const std::string& a) {
+         fs::copy_file(a + "/model_world_size_2_rank_1.pt",
+                       a + "/model_world_size_4_rank_3.pt");
+       },
+       "model_world_size_4_rank_3.pt: fsdp_config.json says world size 2"},
+      {"world_mismatch",
+       [](const std::string& a) {
+         VERL_CHECK_OK(
+             core::WriteFileAtomic(a + "/fsdp_config.json",
+                                   R"({"FSDP_version": 2, "world_size": 1})"));
+       },
+       "unexpected shard file"},
+      {"truncated",
+       [](const std::string& a) {
+         const std::string p = a + "/model_world_size_2_rank_1.pt";
+         fs::resize_file(p, fs::file_size(p) / 2);
+       },
+       "model_world_size_2_rank_1.pt: not a readable PyTorch"},
+      {"corrupted",
+       [](const std::string& a) {
+         const std::string p = a + "/model_world_size_2_rank_0.pt";
+         std::string b = *core::ReadFile(p);
+         b[b.size() / 3] ^= 0x10;
+         VERL_CHECK_OK(core::WriteFileAtomic(p, b));
+       },
+       "model_world_size_2_rank_0.pt: not a readable PyTorch"},
+      {"shape_mismatch",
+       [](const std::string& a) {
+         const std::string p = a + "/model_world_size_2_rank_1.pt";
+         auto d = *LoadPtTensorDict(p);
+         d["model.norm.weight"] = torch::zeros({1});
+         VERL_CHECK_OK(SavePtTensorDict(p, d));
+       },
+       "'model.norm.weight' rank 1: chunk shape [1]"},
+      {"no_config",
+       [](const std::string& a) { fs::remove(a + "/huggingface/config.json"); },
+       "no --hf_model_path"},
+  };
+  for (const BadInput& c : cases) {
+    const std::string root = Tmp("bad_" + c.name);
+    const std::string actor = SaveCheckpoint(root, 2, TinyModel().full);
+    c.damage(actor);
+    auto stats = MergeFsdpCheckpoint(Options(actor, root + "/hf"));
+    ASSERT_FALSE(stats.ok()) << c.name;
+    EXPECT_NE(stats.status().message().find(c.expect), std::string::npos)
+        << c.name << ": " << stats.status();
+    EXPECT_FALSE(fs::exists(root + "/hf")) << c.name;
+    for (const auto& e : fs::directory_iterator(root)) {
+      EXPECT_EQ(e.path().filename().string().find("hf.tmp"), std::string::npos)
+          << c.name;
+    }
+  }
+}
+
+// Runs the merger binary; returns its exit code and fills `out`.
+int RunMerger(const std::string& args, std::string* out) {
+  const std::string cmd = "tools/model_merger " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  out->clear();
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out->append(buf, n);
+  const int status = pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(ModelMergerTest, CommandLine) {
+  const std::string root = Tmp("cli");
+  const std::string actor = SaveCheckpoint(root, 4, TinyModel().full);
+  std::string out;
+  ASSERT_EQ(RunMerger("merge --backend fsdp --local_dir " + actor +
+                          " --target_dir " + root + "/ref --dtype=fp32",
+                      &out),
+            0)
+      << out;
+  // Test mode against the fp32 reference: pass; bf16 or a changed tensor: fail.
+  EXPECT_EQ(RunMerger("test --backend fsdp --local_dir " + actor +
+                          " --test_hf_dir " + root + "/ref --dtype fp32",
+                      &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("PASS"), std::string::npos) << out;
+  EXPECT_EQ(RunMerger("test --backend fsdp --local_dir " + actor +
+                          " --test_hf_dir " + root + "/ref",
+                      &out),
+            1);
+  EXPECT_NE(out.find("dtype bfloat16 vs float32"), std::string::npos) << out;
+  auto ref = *LoadSafetensorsFolder(root + "/ref");
+  ref["model.norm.weight"] = ref["model.norm.weight"].clone() + 1e-3;
+  fs::create_directories(root + "/ref2");
+  VERL_CHECK_OK(SaveSafetensorsFolder(root + "/ref2", ref));
+  EXPECT_EQ(RunMerger("test --backend fsdp --local_dir " + actor +
+                          " --test_hf_dir " + root + "/ref2 --dtype fp32",
+                      &out),
+            1);
+  EXPECT_NE(out.find("model.norm.weight: values differ"), std::string::npos)
+      << out;
+  // verl's dashed flag spelling.
+  EXPECT_EQ(RunMerger("merge --backend fsdp --local_dir " + actor +
+                          " --target_dir " + root +
+                          "/tied --tie-word-embedding"
+                          " --use_cpu_initialization --max_shard_size 10KB",
+                      &out),
+            0)
+      << out;
+  auto tied = LoadSafetensorsFolder(root + "/tied");
+  ASSERT_TRUE(tied.ok()) << tied.status();
+  EXPECT_FALSE(tied->count("lm_head.weight"));
+  EXPECT_EQ(RunMerger("merge --backend megatron --local_dir " + actor, &out),
+            1);
+  EXPECT_NE(out.find("no Megatron backend in this build"), std::string::npos);
+  EXPECT_EQ(RunMerger("merge --backend fsdp --local_dir " + actor +
+                          " --target_dir " + root + "/x --dtype int3",
+                      &out),
+            2);
+  EXPECT_EQ(RunMerger("merge --backend fsdp --local_dir " + root +
+                          " --target_dir " + root + "/x",
+                      &out),
+            1);
+  EXPECT_NE(out.find("fsdp_config.json not found"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(root + "/x"));
+}
+
+}  // namespace
+}  // namespace verl::ckpt
