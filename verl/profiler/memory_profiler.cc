@@ -1,0 +1,89 @@
+// File: verl/profiler/memory_profiler.cc
+#include "verl/profiler/memory_profiler.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "verl/core/status.h"
+#include "verl/profiler/memory_snapshot.h"
+#include "verl/profiler/memory_tracker.h"
+
+namespace verl::profiler {
+
+MemoryProfiler::MemoryProfiler(const GlobalProfilerConfig& global,
+                               const ProfilerConfig& role, int64_t rank,
+                               int64_t pid)
+    : global_(global),
+      role_(role),
+      rank_(rank),
+      pid_(pid >= 0 ? pid : static_cast<int64_t>(getpid())) {
+  save_path_ = role.has_save_path() ? role.save_path() : global.save_path();
+  const bool has_tool = role.has_tool() || global.has_tool();
+  const ProfilerTool::Value tool =
+      role.has_tool() ? role.tool() : global.tool();
+  recording_ = has_tool && tool == ProfilerTool::torch_memory;
+  if (!recording_) return;
+  MemoryTrackerOptions options;
+  if (role.tool_config().has_torch_memory()) {
+    options.trace_alloc_max_entries =
+        role.tool_config().torch_memory().trace_alloc_max_entries();
+    options.stack_depth = role.tool_config().torch_memory().stack_depth();
+  } else {
+    options.trace_alloc_max_entries =
+        global.global_tool_config().torch_memory().trace_alloc_max_entries();
+    options.stack_depth =
+        global.global_tool_config().torch_memory().stack_depth();
+  }
+  MemoryTracker::Global().Enable(options);
+}
+
+MemoryProfiler::~MemoryProfiler() {
+  if (recording_) MemoryTracker::Global().Disable();
+}
+
+bool MemoryProfiler::ProfilesStep(int64_t step) const {
+  if (!recording_ || !role_.enable()) return false;
+  const auto& steps = global_.steps();
+  if (std::find(steps.begin(), steps.end(), step) == steps.end()) return false;
+  if (role_.all_ranks()) return true;
+  if (role_.ranks_size() == 0) return rank_ == 0;
+  return std::find(role_.ranks().begin(), role_.ranks().end(), rank_) !=
+         role_.ranks().end();
+}
+
+std::string MemoryProfiler::StepSnapshotPath(int64_t step) const {
+  return absl::StrCat(save_path_, "/step", step, "/torch_memory_rank", rank_,
+                      "_pid", pid_, ".pickle");
+}
+
+std::string MemoryProfiler::PostUpdatePath(int64_t step) const {
+  return absl::StrCat(save_path_, "/step", step, "/post_update_step", step,
+                      "_rank", rank_, "_pid", pid_, ".pickle");
+}
+
+absl::Status MemoryProfiler::StartStep(int64_t step) {
+  current_step_ = ProfilesStep(step) ? step : -1;
+  return absl::OkStatus();
+}
+
+absl::Status MemoryProfiler::StopStep() {
+  if (current_step_ < 0) return absl::OkStatus();
+  const int64_t step = current_step_;
+  current_step_ = -1;
+  return Annotate(
+      WriteMemorySnapshot(MemoryTracker::Global().Snapshot(),
+                          StepSnapshotPath(step)),
+      absl::StrCat("torch_memory snapshot of step ", step, " on rank ", rank_));
+}
+
+absl::Status MemoryProfiler::DumpPostUpdate(int64_t step) {
+  if (!recording_) return absl::OkStatus();
+  return Annotate(WriteMemorySnapshot(MemoryTracker::Global().Snapshot(),
+                                      PostUpdatePath(step)),
+                  absl::StrCat("post-update memory snapshot of step ", step,
+                               " on rank ", rank_));
+}
+
+}  // namespace verl::profiler
