@@ -1,0 +1,64 @@
+// File: verl/rl/fsdp_train_state.h
+//
+// TrainState over verl::parallel::FsdpModule (ZeRO-3 sharding of parameters,
+// gradients and AdamW state over the data-parallel group). A drop-in for
+// ReplicatedTrainState: the actor/critic run forward/backward on the model's
+// own parameters, which this state keeps gathered between steps (the model
+// has no per-layer FSDP hooks yet); Step() reduce-scatters the gradients
+// unit by unit into fp32 shard gradients, clips by the global norm across
+// shards, skips non-finite steps, runs AdamW on the local shards only and
+// re-gathers the updated parameters.
+#ifndef VERL_RL_FSDP_TRAIN_STATE_H_
+#define VERL_RL_FSDP_TRAIN_STATE_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "verl/parallel/fsdp.h"
+#include "verl/rl/train_state.h"
+
+namespace verl::rl {
+
+class FsdpTrainState : public TrainState {
+ public:
+  // Shards the units' parameters over `groups` and gathers them back for
+  // compute. Collective over the groups.
+  static absl::StatusOr<std::unique_ptr<FsdpTrainState>> Create(
+      std::vector<parallel::FsdpUnitSpec> units,
+      const OptimizerOptions& options, parallel::FsdpGroups groups,
+      parallel::FsdpOptions fsdp_options);
+  ~FsdpTrainState() override;
+
+  void ZeroGrad() override;
+  absl::StatusOr<double> Step() override;
+  double StepSchedule() override;
+  double lr() const override;
+  int64_t skipped_steps() const override { return skipped_steps_; }
+  int64_t schedule_step() const override { return schedule_step_; }
+  void set_schedule_step(int64_t step) override;
+  torch::optim::Optimizer& optimizer() override { return *optimizer_; }
+
+  parallel::FsdpModule& fsdp() { return *fsdp_; }
+  // Bytes of AdamW state (exp_avg, exp_avg_sq) held by this rank.
+  int64_t OptimizerStateBytes() const;
+
+ private:
+  FsdpTrainState(std::unique_ptr<parallel::FsdpModule> fsdp,
+                 const OptimizerOptions& options);
+  void ApplyLr(double lr);
+
+  std::unique_ptr<parallel::FsdpModule> fsdp_;
+  OptimizerOptions options_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  int64_t skipped_steps_ = 0;
+  int64_t schedule_step_ = 0;
+};
+
+// verl's LR at schedule step `step` (constant or cosine, with warmup).
+double ScheduledLr(const OptimizerOptions& options, int64_t step);
+
+}  // namespace verl::rl
+
+#endif  // VERL_RL_FSDP_TRAIN_STATE_H_
