@@ -14,7 +14,6 @@
 #include <functional>
 
 #include "glog/logging.h"
-
 #include "verl/ckpt/checkpoint_manager.h"
 #include "verl/ckpt/checkpoint_merger.h"
 #include "verl/ckpt/safetensors_sharded.h"

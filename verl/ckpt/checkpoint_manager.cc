@@ -33,8 +33,7 @@ std::string Join(const std::string& a, const std::string& b) {
 
 absl::Status FsError(const std::string& what, const std::string& path,
                      const std::error_code& ec) {
-  return absl::InternalError(
-      absl::StrCat(what, " ", path, ": ", ec.message()));
+  return absl::InternalError(absl::StrCat(what, " ", path, ": ", ec.message()));
 }
 
 absl::Status RemoveAll(const std::string& path) {
@@ -83,7 +82,9 @@ std::map<int64_t, std::string> CommittedSteps(const std::string& dir) {
 
 }  // namespace
 
-std::string StepDirName(int64_t step) { return absl::StrCat(kStepPrefix, step); }
+std::string StepDirName(int64_t step) {
+  return absl::StrCat(kStepPrefix, step);
+}
 
 std::string RankFileName(const std::string& kind, int rank, int world_size) {
   return absl::StrCat(kind, "_world_size_", world_size, "_rank_", rank, ".pt");
@@ -168,8 +169,7 @@ absl::Status CheckpointManager::SaveShard(int64_t step, const std::string& role,
   }
   if (contents.count("extra")) {
     VERL_RETURN_IF_ERROR(SavePtExtraState(
-        Join(dir, RankFileName("extra_state", rank, world_size)),
-        shard.extra));
+        Join(dir, RankFileName("extra_state", rank, world_size)), shard.extra));
   }
   return absl::OkStatus();
 }
@@ -179,16 +179,16 @@ absl::Status CheckpointManager::SaveRoleMeta(int64_t step,
                                              const RoleMeta& meta) {
   const std::string dir = Join(TempStepDir(step), role);
   VERL_RETURN_IF_ERROR(core::MakeDirs(dir));
-  VERL_RETURN_IF_ERROR(WriteJson(Join(dir, kFsdpConfigFileName),
-                                 FsdpLayoutToJson(meta.layout)));
+  VERL_RETURN_IF_ERROR(
+      WriteJson(Join(dir, kFsdpConfigFileName), FsdpLayoutToJson(meta.layout)));
   const std::string hf = Join(dir, kHfSubdir);
   VERL_RETURN_IF_ERROR(core::MakeDirs(hf));
   if (!meta.hf_config.is_null()) {
     VERL_RETURN_IF_ERROR(WriteJson(Join(hf, "config.json"), meta.hf_config));
   }
   if (!meta.generation_config.is_null()) {
-    VERL_RETURN_IF_ERROR(WriteJson(Join(hf, "generation_config.json"),
-                                   meta.generation_config));
+    VERL_RETURN_IF_ERROR(
+        WriteJson(Join(hf, "generation_config.json"), meta.generation_config));
   }
   for (const std::string& file : meta.hf_files) {
     VERL_RETURN_IF_ERROR(
@@ -196,9 +196,10 @@ absl::Status CheckpointManager::SaveRoleMeta(int64_t step,
   }
   if (options_.save_contents.count("hf_model")) {
     if (meta.hf_model.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "role ", role, ": save_contents has hf_model but no full weights "
-          "were given"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("role ", role,
+                       ": save_contents has hf_model but no full weights "
+                       "were given"));
     }
     VERL_RETURN_IF_ERROR(
         SaveSafetensorsFolder(hf, meta.hf_model, meta.hf_max_shard_size));
@@ -276,10 +277,10 @@ absl::Status CheckpointManager::Save(
     const std::map<std::string, RoleSave>& roles,
     const nlohmann::json& data_state, const AllOkFn& all_ok) {
   auto annotate = [&](const absl::Status& s, const char* phase) {
-    return s.ok() ? s
-                  : Annotate(s, absl::StrCat("checkpoint save of step ", step,
-                                             " (", phase, ", rank ", rank,
-                                             ")"));
+    return s.ok()
+               ? s
+               : Annotate(s, absl::StrCat("checkpoint save of step ", step,
+                                          " (", phase, ", rank ", rank, ")"));
   };
   VERL_RETURN_IF_ERROR(annotate(
       all_ok(rank == 0 ? BeginSave(step) : absl::OkStatus()), "begin"));
@@ -325,9 +326,9 @@ absl::StatusOr<std::optional<std::string>> CheckpointManager::ResolveResumeDir(
       return std::optional<std::string>();
     case ResumeMode::kResumePath: {
       if (!absl::StrContains(resume_from_path, kStepPrefix)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "trainer.resume_from_path '", resume_from_path,
-            "' must name a global_step_<N> folder"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("trainer.resume_from_path '", resume_from_path,
+                         "' must name a global_step_<N> folder"));
       }
       VERL_RETURN_IF_ERROR(StepFromDir(resume_from_path).status());
       if (!fs::is_directory(resume_from_path, ec)) {
@@ -346,9 +347,9 @@ absl::StatusOr<std::optional<std::string>> CheckpointManager::ResolveResumeDir(
       VERL_RETURN_IF_ERROR(step.status());
       const std::string dir = StepDir(*step);
       if (!fs::is_directory(dir, ec)) {
-        return absl::DataLossError(absl::StrCat(
-            TrackerPath(), " names step ", *step, " but ", dir,
-            " does not exist"));
+        return absl::DataLossError(absl::StrCat(TrackerPath(), " names step ",
+                                                *step, " but ", dir,
+                                                " does not exist"));
       }
       return std::optional<std::string>(dir);
     }
@@ -400,9 +401,9 @@ absl::StatusOr<RoleShard> CheckpointManager::LoadShard(
         LoadPtTensorDict(Join(dir, RankFileName("optim", rank, world_size))));
   }
   if (contents.count("extra")) {
-    VERL_ASSIGN_OR_RETURN(shard.extra,
-                          LoadPtExtraState(Join(
-                              dir, RankFileName("extra_state", rank, world_size))));
+    VERL_ASSIGN_OR_RETURN(
+        shard.extra, LoadPtExtraState(Join(
+                         dir, RankFileName("extra_state", rank, world_size))));
   }
   return shard;
 }

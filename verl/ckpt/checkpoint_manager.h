@@ -82,9 +82,9 @@ struct RoleShard {
 
 // What rank 0 writes once per role.
 struct RoleMeta {
-  FsdpLayout layout;  // world size and the layout of every model tensor
-  nlohmann::json hf_config;          // config.json; null: not written
-  nlohmann::json generation_config;  // generation_config.json; null: none
+  FsdpLayout layout;         // world size and the layout of every model tensor
+  nlohmann::json hf_config;  // config.json; null: not written
+  nlohmann::json generation_config;   // generation_config.json; null: none
   std::vector<std::string> hf_files;  // copied into huggingface/ (tokenizer)
   // Full weights for huggingface/ (only with save_contents hf_model).
   std::map<std::string, at::Tensor> hf_model;

@@ -86,7 +86,8 @@ TEST(CheckpointManagerTest, LayoutMatchesVerl) {
   for (const std::string role : {"actor", "critic"}) {
     const std::string d = root + "/global_step_5/" + role + "/";
     for (int r = 0; r < 2; ++r) {
-      const std::string suffix = "_world_size_2_rank_" + std::to_string(r) + ".pt";
+      const std::string suffix =
+          "_world_size_2_rank_" + std::to_string(r) + ".pt";
       EXPECT_TRUE(fs::exists(d + "model" + suffix)) << d;
       EXPECT_TRUE(fs::exists(d + "optim" + suffix)) << d;
       EXPECT_TRUE(fs::exists(d + "extra_state" + suffix)) << d;
@@ -99,11 +100,12 @@ TEST(CheckpointManagerTest, LayoutMatchesVerl) {
     EXPECT_EQ((*json)["FSDP_version"], 2);
     EXPECT_EQ((*json)["shard_layout"]["model.embed_tokens.weight"]["shape"],
               nlohmann::json({11, 6}));
-    EXPECT_EQ((*json)["shard_layout"]["model.embed_tokens.weight"]["padding"], 1);
+    EXPECT_EQ((*json)["shard_layout"]["model.embed_tokens.weight"]["padding"],
+              1);
     auto hf = LoadSafetensorsFolder(d + "huggingface");
     ASSERT_TRUE(hf.ok()) << hf.status();
-    EXPECT_TRUE(at::equal(hf->at("lm_head.weight"),
-                          FullModel(1).at("lm_head.weight")));
+    EXPECT_TRUE(
+        at::equal(hf->at("lm_head.weight"), FullModel(1).at("lm_head.weight")));
   }
   EXPECT_EQ(*core::ReadFile(root + "/global_step_5/data.json"),
             "{\n  \"cursor\": 50\n}\n");
@@ -155,8 +157,8 @@ TEST(CheckpointManagerTest, SpmdSaveWithLocalAllOk) {
   const std::string root = FreshDir("spmd");
   CheckpointManager mgr({root});
   auto saves = MakeRoleSaves(FullModel(3), 1);
-  ASSERT_TRUE(mgr.Save(9, 0, 1, {{"actor", saves[0]}}, {{"c", 1}}, LocalAllOk)
-                  .ok());
+  ASSERT_TRUE(
+      mgr.Save(9, 0, 1, {{"actor", saves[0]}}, {{"c", 1}}, LocalAllOk).ok());
   EXPECT_EQ(*mgr.LatestStep(), 9);
   // A failing rank fails the save and the tracker is unchanged.
   CheckpointManagerOptions bad{root};
@@ -174,8 +176,8 @@ TEST(CheckpointManagerTest, RetentionKeepsNewest) {
   opt.max_ckpt_to_keep = {{"actor", 2}, {"critic", 1}};
   CheckpointManager mgr(opt);
   for (int step = 1; step <= 4; ++step) {
-    ASSERT_TRUE(SaveAllRanks(mgr, step, FullModel(step), 1, {"actor", "critic"})
-                    .ok());
+    ASSERT_TRUE(
+        SaveAllRanks(mgr, step, FullModel(step), 1, {"actor", "critic"}).ok());
   }
   EXPECT_FALSE(fs::exists(root + "/global_step_1"));
   EXPECT_FALSE(fs::exists(root + "/global_step_2"));
@@ -210,12 +212,13 @@ TEST(CheckpointManagerTest, ResumeModes) {
   ASSERT_TRUE(core::WriteFileAtomic(mgr.TrackerPath(), "7").ok());
   auto missing = mgr.ResolveResumeDir(ResumeMode::kAuto);
   ASSERT_FALSE(missing.ok());
-  EXPECT_NE(missing.status().message().find("global_step_7"), std::string::npos);
+  EXPECT_NE(missing.status().message().find("global_step_7"),
+            std::string::npos);
   // load_contents: model only.
   CheckpointManagerOptions opt{root};
   opt.load_contents = {"model"};
-  auto shard = CheckpointManager(opt).LoadShard(root + "/global_step_4",
-                                                "actor", 0, 1);
+  auto shard =
+      CheckpointManager(opt).LoadShard(root + "/global_step_4", "actor", 0, 1);
   ASSERT_TRUE(shard.ok());
   EXPECT_FALSE(shard->model.empty());
   EXPECT_TRUE(shard->optimizer.empty());
@@ -297,8 +300,8 @@ TEST(CheckpointManagerTest, KilledSavesNeverCorruptTheLatestCheckpoint) {
       }
     }
     for (const auto& e : fs::directory_iterator(root)) {
-      killed_mid_save += e.path().filename().string().find(".tmp-") !=
-                         std::string::npos;
+      killed_mid_save +=
+          e.path().filename().string().find(".tmp-") != std::string::npos;
     }
     committed = latest;
   }

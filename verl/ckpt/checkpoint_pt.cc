@@ -1,9 +1,9 @@
 // File: verl/ckpt/checkpoint_pt.cc
 #include "verl/ckpt/checkpoint_pt.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/empty.h>
 #include <caffe2/serialize/inline_container.h>
 #include <fcntl.h>
@@ -43,7 +43,9 @@ absl::Status SaveIValue(const std::string& path, const c10::IValue& value) {
   try {
     std::vector<char> pickle;
     torch::jit::Pickler pickler(
-        [&](const char* buf, size_t n) { pickle.insert(pickle.end(), buf, buf + n); },
+        [&](const char* buf, size_t n) {
+          pickle.insert(pickle.end(), buf, buf + n);
+        },
         nullptr, nullptr, nullptr, nullptr, /*tag_aggregates=*/false);
     pickler.protocol();
     pickler.pushIValue(value);
@@ -55,8 +57,12 @@ absl::Status SaveIValue(const std::string& path, const c10::IValue& value) {
           while (write_ok && left > 0) {
             const ssize_t w = ::write(fd, p, left);
             if (w < 0 && errno == EINTR) continue;
-            if (w <= 0) write_ok = false;
-            else { p += w; left -= w; }
+            if (w <= 0)
+              write_ok = false;
+            else {
+              p += w;
+              left -= w;
+            }
           }
           return n;
         });
@@ -84,7 +90,7 @@ absl::Status SaveIValue(const std::string& path, const c10::IValue& value) {
                                                     : path.substr(0, slash));
 }
 
-uint64_t Le(const std::string& b, size_t at, int bytes) {
+uint64_t Le(absl::string_view b, size_t at, int bytes) {
   uint64_t v = 0;
   for (int i = bytes - 1; i >= 0; --i) {
     v = (v << 8) | static_cast<unsigned char>(b[at + i]);
@@ -94,19 +100,25 @@ uint64_t Le(const std::string& b, size_t at, int bytes) {
 
 // Checks the zip structure of a .pt file and every record's CRC-32 (LibTorch's
 // reader skips CRC checks, so flipped bits would load silently).
-absl::Status VerifyZip(const std::string& b, const std::string& path) {
+absl::Status VerifyZip(absl::string_view b, const std::string& path) {
   auto corrupt = [&](const std::string& what) {
-    return absl::DataLossError(absl::StrCat(
-        path, ": not a readable PyTorch zip/pickle file (truncated or "
-              "corrupted?): ", what));
+    return absl::DataLossError(
+        absl::StrCat(path,
+                     ": not a readable PyTorch zip/pickle file (truncated or "
+                     "corrupted?): ",
+                     what));
   };
   if (b.size() < 22) return corrupt("file too short");
   size_t eocd = std::string::npos;
   const size_t lowest = b.size() > 65557 ? b.size() - 65557 : 0;
   for (size_t i = b.size() - 22 + 1; i-- > lowest;) {
-    if (Le(b, i, 4) == 0x06054b50) { eocd = i; break; }
+    if (Le(b, i, 4) == 0x06054b50) {
+      eocd = i;
+      break;
+    }
   }
-  if (eocd == std::string::npos) return corrupt("no zip end-of-directory record");
+  if (eocd == std::string::npos)
+    return corrupt("no zip end-of-directory record");
   uint64_t entries = Le(b, eocd + 10, 2);
   uint64_t cd_offset = Le(b, eocd + 16, 4);
   if (entries == 0xFFFF || cd_offset == 0xFFFFFFFF) {  // zip64
@@ -132,13 +144,17 @@ absl::Status VerifyZip(const std::string& b, const std::string& path) {
                    comment_len = Le(b, p + 32, 2);
     uint64_t local = Le(b, p + 42, 4);
     if (p + 46 + name_len + extra_len > b.size()) return corrupt("bad entry");
-    const std::string name = b.substr(p + 46, name_len);
+    const std::string name(b.substr(p + 46, name_len));
     // zip64 extra field: sizes / offset that did not fit 32 bits.
-    for (size_t x = p + 46 + name_len; x + 4 <= p + 46 + name_len + extra_len;) {
+    for (size_t x = p + 46 + name_len;
+         x + 4 <= p + 46 + name_len + extra_len;) {
       const uint64_t id = Le(b, x, 2), len = Le(b, x + 2, 2);
       if (id == 1) {
         size_t q = x + 4;
-        if (size == 0xFFFFFFFF) { size = Le(b, q, 8); q += 8; }
+        if (size == 0xFFFFFFFF) {
+          size = Le(b, q, 8);
+          q += 8;
+        }
         if (Le(b, p + 20, 4) == 0xFFFFFFFF) q += 8;
         if (local == 0xFFFFFFFF) local = Le(b, q, 8);
       }
@@ -148,8 +164,10 @@ absl::Status VerifyZip(const std::string& b, const std::string& path) {
     if (local + 30 > b.size() || Le(b, local, 4) != 0x04034b50) {
       return corrupt("bad local header of " + name);
     }
-    const uint64_t data = local + 30 + Le(b, local + 26, 2) + Le(b, local + 28, 2);
-    if (data + size > b.size()) return corrupt("record " + name + " is cut off");
+    const uint64_t data =
+        local + 30 + Le(b, local + 26, 2) + Le(b, local + 28, 2);
+    if (data + size > b.size())
+      return corrupt("record " + name + " is cut off");
     uLong c = crc32(0L, Z_NULL, 0);
     for (uint64_t off = 0; off < size; off += (1u << 30)) {
       const uint64_t n = std::min<uint64_t>(size - off, 1u << 30);
@@ -172,20 +190,31 @@ std::string FirstLine(const char* what) {
 }
 
 absl::StatusOr<c10::IValue> LoadIValue(const std::string& path) {
-  VERL_ASSIGN_OR_RETURN(std::string contents, core::ReadFile(path));
+  // Read straight into the buffer pickle_load takes (no second copy).
+  std::vector<char> bytes;
+  {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (!in) {
+      return absl::NotFoundError(absl::StrCat("cannot open ", path));
+    }
+    bytes.resize(static_cast<size_t>(in.tellg()));
+    in.seekg(0);
+    if (!in.read(bytes.data(), bytes.size())) {
+      return absl::DataLossError(absl::StrCat("cannot read ", path));
+    }
+  }
+  const absl::string_view contents(bytes.data(), bytes.size());
   VERL_RETURN_IF_ERROR(VerifyZip(contents, path));
   const bool ordered_dict =
-      contents.find("collections\nOrderedDict") != std::string::npos;
-  std::vector<char> bytes(contents.begin(), contents.end());
-  contents.clear();
-  contents.shrink_to_fit();
+      contents.find("collections\nOrderedDict") != absl::string_view::npos;
   try {
     return torch::jit::pickle_load(bytes);
   } catch (const std::exception& e) {
     std::string msg = FirstLine(e.what());
     if (ordered_dict) {
-      msg += " (the file pickles a collections.OrderedDict, which LibTorch "
-             "1.13's unpickler cannot rebuild; save dict(state_dict))";
+      msg +=
+          " (the file pickles a collections.OrderedDict, which LibTorch "
+          "1.13's unpickler cannot rebuild; save dict(state_dict))";
     }
     if (msg.find("unknown type") != std::string::npos ||
         msg.find("Unknown type") != std::string::npos) {
@@ -196,18 +225,19 @@ absl::StatusOr<c10::IValue> LoadIValue(const std::string& path) {
           "shards must be saved as local tensors): ",
           msg));
     }
-    return absl::DataLossError(absl::StrCat(
-        path, ": not a readable PyTorch zip/pickle file (truncated or "
-              "corrupted?): ",
-        msg));
+    return absl::DataLossError(
+        absl::StrCat(path,
+                     ": not a readable PyTorch zip/pickle file (truncated or "
+                     "corrupted?): ",
+                     msg));
   }
 }
 
 absl::StatusOr<c10::impl::GenericDict> AsDict(const c10::IValue& value,
                                               const std::string& what) {
   if (!value.isGenericDict()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": expected a dict, found ", value.tagKind()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": expected a dict, found ", value.tagKind()));
   }
   return value.toGenericDict();
 }
@@ -249,15 +279,15 @@ absl::StatusOr<PtTensorDict> LoadPtTensorDict(const std::string& path) {
   PtTensorDict out;
   for (const auto& entry : dict) {
     if (!entry.key().isString()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": dict key of type ", entry.key().tagKind(),
-          ", expected a string"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": dict key of type ", entry.key().tagKind(),
+                       ", expected a string"));
     }
     const std::string name = entry.key().toStringRef();
     if (!entry.value().isTensor()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": entry '", name, "' holds ", entry.value().tagKind(),
-          ", expected a plain tensor"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": entry '", name, "' holds ",
+                       entry.value().tagKind(), ", expected a plain tensor"));
     }
     out[name] = entry.value().toTensor();
   }
@@ -289,8 +319,8 @@ absl::StatusOr<ExtraState> LoadPtExtraState(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
   };
   if (top.contains("lr_scheduler") && !top.at("lr_scheduler").isNone()) {
-    VERL_ASSIGN_OR_RETURN(auto sched,
-                          AsDict(top.at("lr_scheduler"), path + " lr_scheduler"));
+    VERL_ASSIGN_OR_RETURN(
+        auto sched, AsDict(top.at("lr_scheduler"), path + " lr_scheduler"));
     if (!sched.contains("last_epoch") || !sched.at("last_epoch").isInt()) {
       return bad("lr_scheduler has no integer last_epoch");
     }

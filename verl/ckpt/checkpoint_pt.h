@@ -44,8 +44,7 @@ struct ExtraState {
   nlohmann::json user = nlohmann::json::object();  // free-form
 };
 
-absl::Status SavePtExtraState(const std::string& path,
-                              const ExtraState& state);
+absl::Status SavePtExtraState(const std::string& path, const ExtraState& state);
 absl::StatusOr<ExtraState> LoadPtExtraState(const std::string& path);
 
 // RNG states as uint8 tensors (what torch.get_rng_state returns for "cpu").

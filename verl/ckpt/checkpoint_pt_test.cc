@@ -78,11 +78,10 @@ print(json.dumps(Stub(io.BytesIO(data)).load()))
 
 TEST(CheckpointPtTest, PythonReadsWhatWeWrite) {
   const std::string path = TmpDir() + "/py.pt";
-  PtTensorDict dict = {
-      {"model.w", at::randn({3, 4})},
-      {"model.ids", at::arange(5, at::kLong)},
-      {"empty", at::zeros({0, 4})},
-      {"half", at::randn({2, 2}).to(at::kBFloat16)}};
+  PtTensorDict dict = {{"model.w", at::randn({3, 4})},
+                       {"model.ids", at::arange(5, at::kLong)},
+                       {"empty", at::zeros({0, 4})},
+                       {"half", at::randn({2, 2}).to(at::kBFloat16)}};
   ASSERT_TRUE(SavePtTensorDict(path, dict).ok());
   const std::string out = RunPython(kDecodeScript, path);
   nlohmann::json json = nlohmann::json::parse(out, nullptr, false);
@@ -154,7 +153,9 @@ void WritePythonArchive(const std::string& path, const std::string& pickle) {
   const std::string script =
       "import sys, zipfile\n"
       "z = zipfile.ZipFile(sys.argv[1], 'w')\n"
-      "z.writestr('archive/data.pkl', " + pickle + ")\n"
+      "z.writestr('archive/data.pkl', " +
+      pickle +
+      ")\n"
       "z.writestr('archive/version', '3\\n')\n"
       "z.close()\nprint('ok')\n";
   ASSERT_EQ(RunPython(script, path), "ok\n");
@@ -193,10 +194,10 @@ TEST(CheckpointPtTest, MalformedFilesGiveClearErrors) {
        "truncated or corrupted"},
       {"dtensor",
        [&](auto&, auto& p) {
-         WritePythonArchive(
-             p, "b'\\x80\\x02}q\\x00X\\x01\\x00\\x00\\x00wq\\x01"
-                "ctorch.distributed._tensor.api\\nDTensor\\nq\\x02)"
-                "\\x81q\\x03s.'");
+         WritePythonArchive(p,
+                            "b'\\x80\\x02}q\\x00X\\x01\\x00\\x00\\x00wq\\x01"
+                            "ctorch.distributed._tensor.api\\nDTensor\\nq\\x02)"
+                            "\\x81q\\x03s.'");
        },
        "cannot load"},
       {"not_a_dict",
