@@ -9,7 +9,8 @@
 // dim-0 concatenation, scalars replicated). Shard files are loaded by a
 // thread pool; output safetensors shards are then built one at a time (each
 // full tensor is assembled, cast to the output dtype and its chunks are freed
-// at once), so peak memory is the loaded shards plus one output shard.
+// at once). Peak memory is therefore the loaded shards (plus, while loading,
+// each file's read buffer) and one output shard -- not a streaming merge.
 // Everything is written into `<target_dir>.tmp-merge-<pid>` and renamed to
 // `target_dir` only on success: on any error nothing is left at target_dir.
 // LoRA checkpoints (keys with "lora_") also get a PEFT adapter folder.
