@@ -1,7 +1,8 @@
 // File: verl/profiler/memory_tracker.cc
 #include "verl/profiler/memory_tracker.h"
 
-#include <execinfo.h>
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
 
 #include <algorithm>
 #include <atomic>
@@ -166,6 +167,9 @@ void MemoryTracker::Enable(const MemoryTrackerOptions& options) {
     s_->stats.num_frees = 0;
     s_->ResetPeakLocked();
     if (!s_->installed) {
+      // libunwind's per-thread cache makes a capture ~10x cheaper than
+      // glibc's backtrace(), which searches the unwind tables per frame.
+      unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
       s_->allocator->set_inner(c10::GetCPUAllocator());
       c10::SetCPUAllocator(s_->allocator, kAllocatorPriority);
       s_->installed = true;
@@ -206,7 +210,7 @@ void MemoryTracker::OnAlloc(void* ptr, int64_t size, void* ctx,
                             void (*deleter)(void*)) {
   void* frames[kMaxStackDepth + kSkipFrames];
   const int depth = s_->options.stack_depth;
-  int n = depth > 0 ? backtrace(frames, depth + kSkipFrames) : 0;
+  int n = depth > 0 ? unw_backtrace(frames, depth + kSkipFrames) : 0;
   const int skip = std::min(n, kSkipFrames);
   const int32_t phase = CurrentPhaseId();
   const MemoryCategory cat = tls_category;
@@ -240,29 +244,36 @@ void MemoryTracker::OnAlloc(void* ptr, int64_t size, void* ctx,
 }
 
 void MemoryTracker::TrackedDelete(void* ptr) {
+  if (ptr == nullptr) return;  // deleters may run on empty DataPtrs
   State& s = *Global().s_;
-  void* ctx = nullptr;
+  void* ctx = ptr;
   c10::DeleterFnPtr deleter = nullptr;
   {
     std::lock_guard<std::mutex> lock(s.mu);
     auto it = s.blocks.find(ptr);
-    CHECK(it != s.blocks.end()) << "MemoryTracker: free of untracked " << ptr;
-    ctx = it->second.ctx;
-    deleter = it->second.deleter;
-    const LiveBlock& b = it->second.info;
-    MemoryStats& st = s.stats;
-    st.live_bytes -= b.size;
-    --st.live_blocks;
-    st.live_by_category[static_cast<int>(b.category)] -= b.size;
-    s.live_by_phase[b.phase] -= b.size;
-    if (s.enabled.load(std::memory_order_relaxed)) {
-      ++st.num_frees;
-      // The free is attributed to the freeing thread's phase, like the
-      // caching allocator's trace; the block keeps its own category.
-      s.Push(MemoryEvent{MemoryEvent::Action::kFree, b.category, b.addr, b.size,
-                         s.NowUs(), CurrentPhaseId(), b.stack});
+    if (it == s.blocks.end()) {
+      // Memory of the wrapped allocator's raw path handed to our
+      // raw_deleter(): free it as that allocator would.
+      deleter = s.allocator->inner()->raw_deleter();
+      CHECK(deleter != nullptr) << "MemoryTracker: free of untracked " << ptr;
+    } else {
+      ctx = it->second.ctx;
+      deleter = it->second.deleter;
+      const LiveBlock& b = it->second.info;
+      MemoryStats& st = s.stats;
+      st.live_bytes -= b.size;
+      --st.live_blocks;
+      st.live_by_category[static_cast<int>(b.category)] -= b.size;
+      s.live_by_phase[b.phase] -= b.size;
+      if (s.enabled.load(std::memory_order_relaxed)) {
+        ++st.num_frees;
+        // The free is attributed to the freeing thread's phase, like the
+        // caching allocator's trace; the block keeps its own category.
+        s.Push(MemoryEvent{MemoryEvent::Action::kFree, b.category, b.addr,
+                           b.size, s.NowUs(), CurrentPhaseId(), b.stack});
+      }
+      s.blocks.erase(it);
     }
-    s.blocks.erase(it);
   }
   if (deleter != nullptr) deleter(ctx);
 }

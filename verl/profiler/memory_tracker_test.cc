@@ -233,5 +233,16 @@ TEST_F(MemoryTrackerTest, RawAllocateStillWorks) {
   EXPECT_EQ(tracker.Stats().live_bytes, before);
 }
 
+TEST_F(MemoryTrackerTest, RawDeleterFreesUntrackedInnerMemory) {
+  // raw_allocate'd before tracking, freed through the wrapper's raw_deleter.
+  void* p = c10::GetCPUAllocator()->raw_allocate(256);
+  MemoryTracker& tracker = MemoryTracker::Global();
+  tracker.Enable();
+  const int64_t before = tracker.Stats().live_bytes;
+  c10::GetCPUAllocator()->raw_deleter()(p);
+  c10::GetCPUAllocator()->raw_deleter()(nullptr);
+  EXPECT_EQ(tracker.Stats().live_bytes, before);
+}
+
 }  // namespace
 }  // namespace verl::profiler
