@@ -127,6 +127,10 @@ double ReplicatedTrainState::LrAt(int64_t step) const {
     factor = CosineScheduleWithWarmup(
         step, options_.warmup_steps, options_.total_steps,
         options_.min_lr_ratio, options_.num_cycles);
+  } else if (options_.lr_scheduler_type == "wsd") {
+    factor = WsdScheduleWithWarmup(step, options_.warmup_steps,
+                                   options_.total_steps, options_.min_lr_ratio,
+                                   options_.num_cycles);
   } else {
     factor = ConstantScheduleWithWarmup(step, options_.warmup_steps);
   }

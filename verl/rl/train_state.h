@@ -35,7 +35,7 @@ struct OptimizerOptions {
   double grad_clip =
       1.0;  // <= 0 disables clipping (the norm is still reported)
   // LR schedule (verl optim.*): warmup steps resolved, total steps known.
-  std::string lr_scheduler_type = "constant";  // constant | cosine
+  std::string lr_scheduler_type = "constant";  // constant | cosine | wsd
   int64_t warmup_steps = 0;
   int64_t total_steps = 0;
   double min_lr_ratio = 0.0;

@@ -1,0 +1,56 @@
+#!/bin/bash
+# File: tools/sft_cli_test.sh
+#
+# //tools:sft end to end: bad keys, values and files print one line on stderr
+# and exit 2; a 2-process run on the built-in arithmetic task (data from
+# //tools:prepare_data) writes verl's metrics file and an HF folder.
+set -u
+SFT=tools/sft
+TMP="${TEST_TMPDIR:-$(mktemp -d)}"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# expect_error <needle> <args...>: exit code 2 and exactly one stderr line.
+expect_error() {
+  local needle="$1"; shift
+  "$SFT" trainer.n_gpus_per_node=1 "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  [[ $rc -eq 2 ]] || fail "'$*' exited $rc, want 2: $(cat "$TMP/err")"
+  [[ $(wc -l <"$TMP/err") -eq 1 ]] || fail "'$*' stderr is not one line: $(cat "$TMP/err")"
+  grep -qF -- "$needle" "$TMP/err" || fail "'$*' stderr lacks '$needle': $(cat "$TMP/err")"
+}
+
+"$SFT" --config=examples/sft_tiny.textproto --print_config >"$TMP/cfg.txt" ||
+  fail "--print_config exited $?"
+grep -q 'lr_scheduler: "wsd"' "$TMP/cfg.txt" || fail "config not applied"
+
+tools/prepare_data --task=arithmetic --output_dir="$TMP/data" --train_size=64 \
+  --val_size=16 >/dev/null || fail "prepare_data exited $?"
+
+expect_error "data.nope" data.nope=1
+expect_error "data.train_files" --config=examples/sft_tiny.textproto \
+  "data.train_files=[$TMP/missing.jsonl]"
+expect_error "optim.lr_scheduler" --config=examples/sft_tiny.textproto \
+  "data.train_files=[$TMP/data/train.jsonl]" data.val_files=[] \
+  optim.lr_scheduler=linear
+expect_error "missing key 'question'" --config=examples/sft_tiny.textproto \
+  "data.train_files=[$TMP/data/train.jsonl]" data.val_files=[] \
+  data.prompt_key=question
+expect_error "exceeds max_length 8" --config=examples/sft_tiny.textproto \
+  "data.train_files=[$TMP/data/train.jsonl]" data.val_files=[] \
+  data.max_length=8 data.truncation=error
+
+export VERL_FILE_LOGGER_PATH="$TMP/metrics.jsonl"
+"$SFT" --config=examples/sft_tiny.textproto \
+  "data.train_files=[$TMP/data/train.jsonl]" "data.val_files=[$TMP/data/test.jsonl]" \
+  trainer.n_gpus_per_node=2 trainer.total_training_steps=3 \
+  "trainer.default_local_dir=$TMP/ckpt" "trainer.logger=[file]" \
+  >"$TMP/run.out" 2>"$TMP/run.err" || fail "sft run exited $?: $(cat "$TMP/run.err")"
+grep -q "sft: 3 steps" "$TMP/run.out" || fail "no summary: $(cat "$TMP/run.out")"
+[[ $(wc -l <"$TMP/metrics.jsonl") -eq 3 ]] || fail "want 3 metric lines"
+grep -q '"train/loss"' "$TMP/metrics.jsonl" || fail "no train/loss"
+grep -q '"train/lr(1e-3)"' "$TMP/metrics.jsonl" || fail "no train/lr(1e-3)"
+tail -1 "$TMP/metrics.jsonl" | grep -q '"val/loss"' || fail "no val/loss at the last step"
+for f in config.json model.safetensors tokenizer.json tokenizer_config.json; do
+  [[ -f "$TMP/ckpt/global_step_3/huggingface/$f" ]] || fail "missing $f"
+done
+echo PASS
