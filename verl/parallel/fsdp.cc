@@ -189,7 +189,7 @@ absl::StatusOr<at::Tensor> GatherFlat(Communicator& group,
   std::vector<at::Tensor> flat;
   for (const at::Tensor& s : shards) flat.push_back(s.detach().reshape(-1));
   at::Tensor local = at::cat(flat).to(dtype);
-  *bytes += Bytes(local);
+  *bytes += Bytes(local) * group.size();
   auto all = group.AllGatherCat(local);
   if (!all.ok()) return all.status();
   return all->view({group.size(), shard_numel});

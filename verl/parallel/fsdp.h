@@ -172,7 +172,10 @@ class FsdpModule {
   absl::Status LoadShardedStateDict(const std::vector<ShardedTensor>& shards);
 
   FsdpMemory Memory() const;
-  // Bytes this rank sent into collectives so far (payload, not wire).
+  // Bytes of collective buffers this rank took part in so far: the full
+  // gathered buffer of an all-gather, the full input of a reduce-scatter,
+  // the buffer of an all-reduce (ZeRO-3 expects ~3x the parameter bytes per
+  // step: gather for forward, re-gather for backward, reduce-scatter).
   int64_t bytes_communicated() const { return bytes_communicated_; }
 
  private:

@@ -74,6 +74,7 @@ TEST(FsdpModuleTest, SingleRankGatherReduceAndAccounting) {
   EXPECT_EQ(m.gathered_bytes, 0);
 
   ASSERT_TRUE(fsdp.GatherAll().ok());
+  EXPECT_EQ(fsdp.bytes_communicated(), (12 + 3) * 4);
   EXPECT_TRUE(at::equal(w, w0));
   EXPECT_TRUE(at::equal(b, b0));
   EXPECT_EQ(fsdp.Memory().gathered_bytes, (12 + 3) * 4);
@@ -82,6 +83,7 @@ TEST(FsdpModuleTest, SingleRankGatherReduceAndAccounting) {
   loss.backward();
   const at::Tensor gw = w.grad().clone(), gb = b.grad().clone();
   ASSERT_TRUE(fsdp.ReduceAllGradients().ok());
+  EXPECT_EQ(fsdp.bytes_communicated(), 2 * (12 + 3) * 4);
   EXPECT_FALSE(w.grad().defined());  // full grads freed
   std::vector<at::Tensor> shards = fsdp.shard_params();
   EXPECT_TRUE(at::allclose(shards[0].grad(), gw));

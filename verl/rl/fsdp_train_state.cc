@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
 #include "verl/rl/torch_functional.h"
 
@@ -26,6 +27,41 @@ absl::StatusOr<std::unique_ptr<FsdpTrainState>> FsdpTrainState::Create(
   VERL_RETURN_IF_ERROR(fsdp->GatherAll());
   return std::unique_ptr<FsdpTrainState>(
       new FsdpTrainState(std::move(fsdp), options));
+}
+
+absl::StatusOr<at::ScalarType> DtypeFromName(const std::string& name) {
+  if (name == "bf16" || name == "bfloat16") return at::kBFloat16;
+  if (name == "fp16" || name == "float16") return at::kHalf;
+  if (name == "fp32" || name == "float32") return at::kFloat;
+  return absl::InvalidArgumentError(
+      absl::StrCat("fsdp_config.dtype: \"", name,
+                   "\" (expected bf16, bfloat16, fp16, float16, fp32 or "
+                   "float32)"));
+}
+
+absl::StatusOr<std::unique_ptr<FsdpTrainState>> FsdpTrainState::ForModule(
+    torch::nn::Module& model, const parallel::FsdpConfig& config,
+    const OptimizerOptions& options,
+    std::shared_ptr<parallel::Communicator> dp_group) {
+  if (config.ulysses_sequence_parallel_size() > 1) {
+    return absl::UnimplementedError(
+        "fsdp_config.ulysses_sequence_parallel_size > 1 is not supported by "
+        "the FSDP train state yet");
+  }
+  parallel::FsdpOptions fsdp_options;
+  VERL_ASSIGN_OR_RETURN(fsdp_options.compute_dtype,
+                        DtypeFromName(config.dtype()));
+  fsdp_options.param_offload = config.param_offload();
+  fsdp_options.optimizer_offload = config.optimizer_offload();
+  VERL_ASSIGN_OR_RETURN(
+      parallel::FsdpGroups groups,
+      parallel::MakeFsdpGroups(std::move(dp_group), config.fsdp_size()));
+  parallel::NamedTensors params;
+  for (const auto& item : model.named_parameters(/*recurse=*/true)) {
+    params.emplace_back(item.key(), item.value());
+  }
+  return Create(parallel::UnitsByLayer(params), options, std::move(groups),
+                fsdp_options);
 }
 
 FsdpTrainState::FsdpTrainState(std::unique_ptr<parallel::FsdpModule> fsdp,

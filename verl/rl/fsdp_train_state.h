@@ -13,13 +13,22 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "verl/parallel/fsdp.h"
+#include "verl/parallel/fsdp_config.pb.h"
 #include "verl/rl/train_state.h"
 
+namespace torch::nn {
+class Module;
+}
+
 namespace verl::rl {
+
+// fsdp_config dtype names: bf16/bfloat16, fp16/float16, fp32/float32.
+absl::StatusOr<at::ScalarType> DtypeFromName(const std::string& name);
 
 class FsdpTrainState : public TrainState {
  public:
@@ -29,6 +38,14 @@ class FsdpTrainState : public TrainState {
       std::vector<parallel::FsdpUnitSpec> units,
       const OptimizerOptions& options, parallel::FsdpGroups groups,
       parallel::FsdpOptions fsdp_options);
+  // The state for `model` under verl's `<role>.fsdp_config`: one unit per
+  // decoder layer plus embed/head (HF parameter names), hybrid groups from
+  // fsdp_size, compute dtype from `dtype`, offload flags. Collective over
+  // `dp_group`.
+  static absl::StatusOr<std::unique_ptr<FsdpTrainState>> ForModule(
+      torch::nn::Module& model, const parallel::FsdpConfig& config,
+      const OptimizerOptions& options,
+      std::shared_ptr<parallel::Communicator> dp_group);
   ~FsdpTrainState() override;
 
   void ZeroGrad() override;

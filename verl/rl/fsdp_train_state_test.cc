@@ -5,6 +5,10 @@
 // worker compares losses, grad norms, the gathered full state dict and the
 // per-rank memory against its in-process reference and exits non-zero on a
 // mismatch), with offload, gradient checkpointing and hybrid sharding.
+#include "verl/rl/fsdp_train_state.h"
+
+#include <torch/torch.h>
+
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -45,6 +49,35 @@ TEST(FsdpTrainStateTest, TwoRanksOffloadAndCheckpointing) {
 TEST(FsdpTrainStateTest, FourRanksFullyShardedAndHybrid) {
   EXPECT_EQ(RunWorker(4, {}), 0);
   EXPECT_EQ(RunWorker(4, {"--fsdp_size=2"}), 0);
+}
+
+TEST(FsdpTrainStateTest, ForModuleMixedPrecisionKeepsFp32Masters) {
+  torch::nn::Sequential net(torch::nn::Linear(4, 3), torch::nn::Linear(3, 2));
+  const at::Tensor w0 = net->parameters()[0].detach().clone();
+  parallel::FsdpConfig config;
+  config.set_dtype("bfloat16");
+  OptimizerOptions options;
+  options.lr = 0.1;
+  options.weight_decay = 0;
+  options.grad_clip = 0;
+  auto state = FsdpTrainState::ForModule(*net, config, options,
+                                         parallel::SingleProcessCommunicator());
+  ASSERT_TRUE(state.ok()) << state.status();
+  at::Tensor w = net->parameters()[0];
+  EXPECT_EQ(w.scalar_type(), at::kBFloat16);  // gathered for compute
+  (*state)->ZeroGrad();
+  net->forward(torch::ones({2, 4}, at::kBFloat16)).sum().backward();
+  ASSERT_TRUE((*state)->Step().ok());
+  // AdamW's first step moves every weight with a non-zero gradient by lr in
+  // the fp32 master; the compute copy is its bf16 rounding.
+  at::Tensor master = (*state)->fsdp().shard_params()[0];
+  EXPECT_EQ(master.scalar_type(), at::kFloat);
+  EXPECT_NEAR((master - w0).abs().max().item<double>(), 0.1, 1e-4);
+  EXPECT_TRUE(at::equal(w, master.detach().to(at::kBFloat16)));
+  EXPECT_EQ(DtypeFromName("fp16").value(), at::kHalf);
+  EXPECT_FALSE(DtypeFromName("int8").ok());
+  config.set_ulysses_sequence_parallel_size(2);
+  EXPECT_FALSE(FsdpTrainState::ForModule(*net, config, options, nullptr).ok());
 }
 
 }  // namespace
