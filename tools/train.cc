@@ -11,6 +11,8 @@
 #include "absl/flags/flag.h"
 #include "verl/core/cli.h"
 #include "verl/core/config_loader.h"
+#include "verl/parallel/launcher.h"
+#include "verl/parallel/launcher_flags.h"
 #include "verl/rl/config.h"
 #include "verl/rl/train_main.h"
 
@@ -39,5 +41,20 @@ int main(int argc, char** argv) {
     std::cerr << "train: " << valid.message() << std::endl;
     return 2;
   }
+  // Spawn trainer.n_gpus_per_node local workers (or --nproc_per_node) unless
+  // an external launcher already set RANK/WORLD_SIZE.
+  verl::parallel::LaunchOptions launch =
+      verl::parallel::LaunchOptionsFromFlags();
+  if (launch.nproc_per_node == 1)
+    launch.nproc_per_node = config->trainer().n_gpus_per_node();
+  if (launch.nnodes == 1) launch.nnodes = config->trainer().nnodes();
+  if (launch.nnodes == 1 && launch.master_port == 29500) launch.master_port = 0;
+  absl::StatusOr<verl::parallel::LaunchResult> launched =
+      verl::parallel::MaybeLaunch(argc, argv, launch);
+  if (!launched.ok()) {
+    std::cerr << "train: " << launched.status().message() << std::endl;
+    return 2;
+  }
+  if (!launched->is_worker) return launched->exit_code;
   return verl::rl::RunTrainer(*config);
 }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "verl/core/file_util.h"
+#include "verl/rl/synthetic_tasks.h"
 
 namespace verl::rl {
 namespace {
@@ -42,6 +43,38 @@ std::vector<int64_t> Permutation(int64_t n, uint64_t seed) {
   return order;
 }
 
+// "builtin:<task>/<split>" names a generated dataset (no file needed).
+absl::StatusOr<std::vector<nlohmann::json>> ReadRows(const std::string& file) {
+  constexpr absl::string_view kBuiltin = "builtin:";
+  if (file.rfind(std::string(kBuiltin), 0) != 0) return core::ReadJsonl(file);
+  const std::string spec = file.substr(kBuiltin.size());
+  const size_t slash = spec.find('/');
+  const std::string task = spec.substr(0, slash);
+  const std::string split =
+      slash == std::string::npos ? "train" : spec.substr(slash + 1);
+  if (split != "train" && split != "test") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        file, ": split must be train or test, e.g. builtin:arithmetic/train"));
+  }
+  const bool train = split == "train";
+  if (task == "arithmetic") {
+    ArithmeticTaskOptions o;
+    o.num_rows = train ? kBuiltinTrainRows : kBuiltinTestRows;
+    o.seed = train ? 0 : 1000003;
+    o.split = split;
+    return MakeArithmeticRows(o);
+  }
+  if (task == "countdown") {
+    CountdownTaskOptions o;
+    o.num_rows = train ? kBuiltinTrainRows : kBuiltinTestRows;
+    o.seed = train ? 0 : 1000003;
+    o.split = split;
+    return MakeCountdownRows(o);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      file, ": unknown built-in task \"", task, "\" (arithmetic, countdown)"));
+}
+
 }  // namespace
 
 absl::StatusOr<RLDataset> RLDataset::Load(const RLDatasetOptions& options) {
@@ -49,7 +82,7 @@ absl::StatusOr<RLDataset> RLDataset::Load(const RLDatasetOptions& options) {
     return absl::InvalidArgumentError("no data files given");
   std::vector<nlohmann::json> rows;
   for (const auto& file : options.files) {
-    auto part = core::ReadJsonl(file);
+    auto part = ReadRows(file);
     if (!part.ok()) return part.status();
     for (size_t i = 0; i < part->size(); ++i) {
       absl::Status s = ValidateRow((*part)[i], options.prompt_key);

@@ -19,7 +19,13 @@
 
 namespace verl::rl {
 
+// Sizes of the built-in datasets ("builtin:arithmetic/train", ".../test"):
+// the same rows `//tools:prepare_data` writes with its defaults.
+inline constexpr int64_t kBuiltinTrainRows = 2000;
+inline constexpr int64_t kBuiltinTestRows = 200;
+
 struct RLDatasetOptions {
+  // JSONL paths, or "builtin:<arithmetic|countdown>/<train|test>".
   std::vector<std::string> files;
   std::string prompt_key = "prompt";
   int64_t max_samples = -1;  // data.train_max_samples; -1 = all

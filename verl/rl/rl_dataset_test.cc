@@ -140,3 +140,29 @@ TEST(DataLoaderTest, NoShuffleNoDropLastKeepsTail) {
 
 }  // namespace
 }  // namespace verl::rl
+
+namespace verl::rl {
+namespace {
+
+TEST(RLDatasetTest, BuiltinTasksNeedNoFiles) {
+  RLDatasetOptions o;
+  o.files = {"builtin:arithmetic/train"};
+  auto train = RLDataset::Load(o);
+  ASSERT_TRUE(train.ok()) << train.status();
+  EXPECT_EQ(train->size(), kBuiltinTrainRows);
+  EXPECT_EQ(train->rows(), MakeArithmeticRows({.num_rows = kBuiltinTrainRows}));
+  o.files = {"builtin:countdown/test"};
+  auto test = RLDataset::Load(o);
+  ASSERT_TRUE(test.ok());
+  EXPECT_EQ(test->size(), kBuiltinTestRows);
+  EXPECT_EQ(test->row(0)["extra_info"]["split"], "test");
+  o.files = {"builtin:sudoku/train"};
+  EXPECT_NE(RLDataset::Load(o).status().message().find("unknown built-in task"),
+            std::string::npos);
+  o.files = {"builtin:arithmetic/dev"};
+  EXPECT_NE(RLDataset::Load(o).status().message().find("split"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace verl::rl

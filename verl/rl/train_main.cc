@@ -1,17 +1,37 @@
 // File: verl/rl/train_main.cc
 //
-// Placeholder until the PPO trainer lands in verl/rl: says so and fails.
+// RunTrainer: joins the process group (torchrun-style environment; a single
+// process when unset) and runs the PPO/GRPO trainer. Errors are one line on
+// stderr naming the rank; the exit code is non-zero.
 #include "verl/rl/train_main.h"
 
 #include <iostream>
 
+#include "verl/parallel/distributed.h"
+#include "verl/rl/ppo_trainer.h"
+
 namespace verl::rl {
 
 int RunTrainer(const PpoTrainerConfig& config) {
-  std::cerr << "train: the PPO trainer is not built yet (config resolved; "
-               "use --print_config to see it)"
-            << std::endl;
-  return 2;
+  parallel::DistributedOptions options;
+  options.process_group.timeout =
+      std::chrono::seconds(config.actor_rollout_ref().nccl_timeout());
+  absl::StatusOr<parallel::DistributedContext> ctx =
+      parallel::InitDistributed(options);
+  if (!ctx.ok()) {
+    std::cerr << "train: " << ctx.status().message() << std::endl;
+    return 1;
+  }
+  absl::StatusOr<FitResult> result = RunPpo(config, ctx->world);
+  if (!result.ok()) {
+    std::cerr << "train: rank " << ctx->env.rank << ": "
+              << result.status().message() << std::endl;
+    return 1;
+  }
+  if (ctx->env.rank == 0) {
+    std::cout << "train: finished " << result->steps << " steps" << std::endl;
+  }
+  return 0;
 }
 
 }  // namespace verl::rl

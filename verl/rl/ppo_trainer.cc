@@ -1,0 +1,858 @@
+#include "verl/rl/ppo_trainer.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "verl/core/batch.h"
+#include "verl/core/status.h"
+#include "verl/models/hf_checkpoint.h"
+#include "verl/models/presets.h"
+#include "verl/models/tokenizer.h"
+#include "verl/models/tokenizer_builtin.h"
+#include "verl/parallel/batch_comm.h"
+#include "verl/profiler/tracking.h"
+#include "verl/rl/actor.h"
+#include "verl/rl/advantage.h"
+#include "verl/rl/agg_loss.h"
+#include "verl/rl/config.h"
+#include "verl/rl/critic.h"
+#include "verl/rl/kl.h"
+#include "verl/rl/metrics.h"
+#include "verl/rl/model_forward.h"
+#include "verl/rl/prompt_encoder.h"
+#include "verl/rl/reward_manager.h"
+#include "verl/rl/rl_dataset.h"
+#include "verl/rl/rollout.h"
+#include "verl/rl/seqlen_balancing.h"
+#include "verl/rl/value_loss.h"
+
+namespace verl::rl {
+namespace {
+
+using core::Batch;
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Accumulates seconds into timing_raw[name] for the enclosing scope
+// (marked_timer).
+class Timer {
+ public:
+  Timer(std::map<std::string, double>* timing, std::string name)
+      : timing_(timing), name_(std::move(name)), start_(Clock::now()) {}
+  ~Timer() { (*timing_)[name_] += Since(start_); }
+
+ private:
+  std::map<std::string, double>* timing_;
+  std::string name_;
+  Clock::time_point start_;
+};
+
+std::vector<std::string> ToStrings(const std::vector<nlohmann::json>& v) {
+  std::vector<std::string> out;
+  for (const auto& j : v)
+    out.push_back(j.is_string() ? j.get<std::string>() : j.dump());
+  return out;
+}
+
+// ---- Model and tokenizer ----------------------------------------------------
+
+struct LoadedPolicy {
+  models::ModelConfig config;
+  std::shared_ptr<models::CausalLM> model;
+  std::string hf_dir;  // source folder when loaded from HF
+};
+
+absl::StatusOr<models::Tokenizer> LoadTokenizer(
+    const models::ModelSettings& m) {
+  const std::string dir =
+      m.has_tokenizer_path() ? m.tokenizer_path() : m.path();
+  if (dir.empty()) return models::MakeBuiltinTokenizer();
+  return models::Tokenizer::FromDirectory(dir);
+}
+
+void CopyParameters(const torch::nn::Module& from, torch::nn::Module& to,
+                    bool skip_heads) {
+  torch::NoGradGuard no_grad;
+  auto src = from.named_parameters();
+  for (auto& item : to.named_parameters()) {
+    if (skip_heads && (item.key() == "lm_head.weight" ||
+                       item.key().rfind("score.", 0) == 0)) {
+      continue;
+    }
+    const at::Tensor* s = src.find(item.key());
+    if (s) item.value().copy_(*s);
+  }
+}
+
+absl::StatusOr<LoadedPolicy> LoadPolicy(const models::ModelSettings& m,
+                                        const models::Tokenizer& tokenizer,
+                                        uint64_t seed) {
+  LoadedPolicy p;
+  if (!m.path().empty()) {
+    VERL_ASSIGN_OR_RETURN(models::HfCheckpoint hf,
+                          models::LoadHfConfigs(m.path()));
+    p.config = hf.config;
+    if (hf.generation) {
+      for (int64_t id : hf.generation->eos_token_ids)
+        p.config.eos_token_ids.push_back(id);
+    }
+    p.model = models::CreateModel(p.config, seed);
+    std::map<std::string, at::Tensor> dst;
+    for (auto& item : p.model->named_parameters())
+      dst[item.key()] = item.value();
+    VERL_RETURN_IF_ERROR(models::LoadHfWeightsInto(m.path(), &dst));
+    p.hf_dir = m.path();
+  } else {
+    VERL_ASSIGN_OR_RETURN(
+        p.config, models::MakePreset(m.preset(), tokenizer.vocab_size()));
+    p.model = models::CreateModel(p.config, seed);
+  }
+  if (tokenizer.eos_token_id() >= 0)
+    p.config.eos_token_ids.push_back(tokenizer.eos_token_id());
+  if (tokenizer.pad_token_id() >= 0)
+    p.config.pad_token_id = tokenizer.pad_token_id();
+  // The model keeps its own copy of the config: rebuild with the stop ids.
+  auto with_ids = models::CreateModel(p.config, seed);
+  CopyParameters(*p.model, *with_ids, /*skip_heads=*/false);
+  p.model = with_ids;
+  return p;
+}
+
+std::shared_ptr<models::CausalLM> CloneModel(const models::CausalLM& src,
+                                             bool value_head, uint64_t seed) {
+  models::ModelConfig config = src.config();
+  config.is_value_model = value_head;
+  auto model = models::CreateModel(config, seed);
+  CopyParameters(src, *model, /*skip_heads=*/value_head);
+  return model;
+}
+
+// ---- Sharded worker-group calls ---------------------------------------------
+
+// Runs `fn` on this rank's chunk of `batch` and gathers the results (verl's
+// DP dispatch: pad to a multiple of the group size, chunk, compute, gather,
+// unpad).
+absl::StatusOr<Batch> ShardedCall(
+    parallel::Communicator& comm, const Batch& batch,
+    const std::function<absl::StatusOr<Batch>(const Batch&)>& fn) {
+  if (comm.size() == 1) return fn(batch);
+  VERL_ASSIGN_OR_RETURN(auto padded, batch.PadToDivisor(comm.size()));
+  VERL_ASSIGN_OR_RETURN(Batch local, parallel::LocalChunk(comm, padded.first));
+  VERL_ASSIGN_OR_RETURN(Batch out, fn(local));
+  VERL_ASSIGN_OR_RETURN(Batch gathered, parallel::GatherBatch(comm, out));
+  return gathered.Unpad(padded.second);
+}
+
+// This rank's rows for an update: the global batch is cut into mini-batches
+// first, then each mini-batch is split over ranks, so mini-batch i holds the
+// same trajectories for any number of ranks.
+absl::StatusOr<Batch> UpdateShard(const parallel::Communicator& comm,
+                                  const Batch& batch, int64_t global_mini) {
+  const int64_t dp = comm.size();
+  if (global_mini % dp != 0 || batch.size() % global_mini != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mini-batch of ", global_mini, " trajectories does not split over ", dp,
+        " ranks / a batch of ", batch.size()));
+  }
+  std::vector<Batch> parts;
+  for (int64_t start = 0; start < batch.size(); start += global_mini) {
+    VERL_ASSIGN_OR_RETURN(Batch mini, batch.Slice(start, start + global_mini));
+    VERL_ASSIGN_OR_RETURN(auto chunks, mini.Chunk(dp));
+    parts.push_back(chunks[comm.rank()]);
+  }
+  return Batch::Concat(parts);
+}
+
+// ---- The trainer ------------------------------------------------------------
+
+class PpoTrainer {
+ public:
+  PpoTrainer(PpoTrainerConfig config,
+             std::shared_ptr<parallel::Communicator> world)
+      : config_(std::move(config)), world_(std::move(world)) {}
+
+  absl::Status Init();
+  absl::StatusOr<FitResult> Fit();
+
+ private:
+  const ActorConfig& actor_cfg() const {
+    return config_.actor_rollout_ref().actor();
+  }
+  const infer::RolloutConfig& rollout_cfg() const {
+    return config_.actor_rollout_ref().rollout();
+  }
+  int64_t n() const { return rollout_cfg().n(); }
+
+  absl::Status SftWarmup();
+  absl::StatusOr<Batch> GenerateSequences(const Batch& prompts, int64_t step,
+                                          bool validate);
+  absl::StatusOr<std::vector<RewardRequest>> RewardRequests(
+      const Batch& batch) const;
+  absl::StatusOr<MetricMap> Validate();
+  absl::StatusOr<MetricMap> TrainStep(const std::vector<nlohmann::json>& rows,
+                                      int64_t step);
+  absl::Status Log(const MetricMap& metrics, int64_t step);
+
+  PpoTrainerConfig config_;
+  std::shared_ptr<parallel::Communicator> world_;
+  uint64_t seed_ = 1;
+  std::unique_ptr<models::Tokenizer> tokenizer_;
+  std::unique_ptr<PromptEncoder> encoder_;
+  std::unique_ptr<RLDataset> train_set_, val_set_;
+  std::unique_ptr<DataLoader> train_loader_;
+  std::unique_ptr<Actor> actor_, ref_;
+  std::unique_ptr<Critic> critic_;
+  std::unique_ptr<Rollout> rollout_;
+  std::unique_ptr<RewardManager> reward_, val_reward_;
+  std::unique_ptr<KlController> kl_ctrl_;
+  std::unique_ptr<profiler::Tracker> tracker_;
+  int64_t total_steps_ = 0;
+  int64_t uid_counter_ = 0;
+};
+
+absl::Status PpoTrainer::Init() {
+  const DataConfig& data = config_.data();
+  const auto& model_settings = config_.actor_rollout_ref().model();
+  seed_ = data.has_seed() ? data.seed() : 1;
+  torch::manual_seed(seed_);
+
+  VERL_ASSIGN_OR_RETURN(models::Tokenizer tok, LoadTokenizer(model_settings));
+  tokenizer_ = std::make_unique<models::Tokenizer>(std::move(tok));
+  PromptEncoderOptions enc;
+  enc.prompt_key = data.prompt_key();
+  enc.max_prompt_length = data.max_prompt_length();
+  enc.truncation = TruncationMode::Value_Name(data.truncation());
+  encoder_ = std::make_unique<PromptEncoder>(tokenizer_.get(), enc);
+
+  // Datasets.
+  auto load =
+      [&](const google::protobuf::RepeatedPtrField<std::string>& files,
+          int64_t max_samples) -> absl::StatusOr<std::unique_ptr<RLDataset>> {
+    RLDatasetOptions o;
+    o.files.assign(files.begin(), files.end());
+    o.prompt_key = data.prompt_key();
+    o.max_samples = max_samples;
+    o.shuffle = data.shuffle();
+    o.seed = seed_;
+    o.filter_overlong_prompts = data.filter_overlong_prompts();
+    o.max_prompt_length = data.max_prompt_length();
+    o.prompt_length = [this](const nlohmann::json& row) -> int64_t {
+      auto ids = encoder_->EncodeRow(row);
+      return ids.ok() ? static_cast<int64_t>(ids->size()) : INT64_MAX;
+    };
+    VERL_ASSIGN_OR_RETURN(RLDataset ds, RLDataset::Load(o));
+    return std::make_unique<RLDataset>(std::move(ds));
+  };
+  VERL_ASSIGN_OR_RETURN(train_set_,
+                        load(data.train_files(), data.train_max_samples()));
+  if (data.val_files_size() > 0) {
+    VERL_ASSIGN_OR_RETURN(val_set_,
+                          load(data.val_files(), data.val_max_samples()));
+  }
+  const int64_t gen_batch = data.has_gen_batch_size() ? data.gen_batch_size()
+                                                      : data.train_batch_size();
+  train_loader_ = std::make_unique<DataLoader>(train_set_.get(), gen_batch,
+                                               data.shuffle(), seed_,
+                                               /*drop_last=*/true);
+  if (train_loader_->num_batches() == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data.train_batch_size=", gen_batch, " exceeds the ",
+                     train_set_->size(), " training rows"));
+  }
+  total_steps_ =
+      train_loader_->num_batches() * config_.trainer().total_epochs();
+  if (config_.trainer().has_total_training_steps()) {
+    total_steps_ = config_.trainer().total_training_steps();
+  }
+
+  // Roles.
+  VERL_ASSIGN_OR_RETURN(LoadedPolicy policy,
+                        LoadPolicy(model_settings, *tokenizer_, seed_));
+  policy.model->enable_gradient_checkpointing(
+      model_settings.enable_gradient_checkpointing());
+  const int64_t dp = world_->size();
+  const int64_t global_mini = actor_cfg().ppo_mini_batch_size() * n();
+  ActorOptions ao;
+  ao.temperature = rollout_cfg().temperature();
+  ao.update_micro.micro_batch_size =
+      actor_cfg().has_ppo_micro_batch_size_per_gpu()
+          ? actor_cfg().ppo_micro_batch_size_per_gpu()
+          : global_mini / dp;
+  ao.update_micro.use_dynamic_bsz = actor_cfg().use_dynamic_bsz();
+  ao.update_micro.max_token_len = actor_cfg().ppo_max_token_len_per_gpu();
+  ao.log_prob_micro = ao.update_micro;
+  if (rollout_cfg().has_log_prob_micro_batch_size_per_gpu()) {
+    ao.log_prob_micro.micro_batch_size =
+        rollout_cfg().log_prob_micro_batch_size_per_gpu();
+  }
+  ao.mini_batch_size = global_mini / dp;
+  ao.ppo_epochs = actor_cfg().ppo_epochs();
+  ao.loss_mode = actor_cfg().policy_loss().loss_mode();
+  PolicyLossConfig& pl = ao.policy_loss;
+  pl.clip_ratio = actor_cfg().clip_ratio();
+  if (actor_cfg().has_clip_ratio_low())
+    pl.clip_ratio_low = actor_cfg().clip_ratio_low();
+  if (actor_cfg().has_clip_ratio_high())
+    pl.clip_ratio_high = actor_cfg().clip_ratio_high();
+  pl.clip_ratio_c = actor_cfg().clip_ratio_c();
+  pl.loss_agg_mode = actor_cfg().loss_agg_mode();
+  if (actor_cfg().has_loss_scale_factor())
+    pl.agg.loss_scale_factor = actor_cfg().loss_scale_factor();
+  pl.clip_cov_ratio = actor_cfg().policy_loss().clip_cov_ratio();
+  pl.clip_cov_lb = actor_cfg().policy_loss().clip_cov_lb();
+  pl.clip_cov_ub = actor_cfg().policy_loss().clip_cov_ub();
+  pl.clip_cov_seed = seed_;
+  pl.kl_cov_ratio = actor_cfg().policy_loss().kl_cov_ratio();
+  pl.ppo_kl_coef = actor_cfg().policy_loss().ppo_kl_coef();
+  pl.tau_pos = actor_cfg().policy_loss().tau_pos();
+  pl.tau_neg = actor_cfg().policy_loss().tau_neg();
+  ao.entropy_coeff = actor_cfg().entropy_coeff();
+  ao.calculate_entropy = actor_cfg().calculate_entropy();
+  ao.use_kl_loss = actor_cfg().use_kl_loss();
+  ao.kl_loss_coef = actor_cfg().kl_loss_coef();
+  ao.kl_loss_type = actor_cfg().kl_loss_type();
+
+  if (NeedReferencePolicy(config_)) {
+    ActorOptions ref_options = ao;
+    ref_ = std::make_unique<Actor>(CloneModel(*policy.model, false, seed_),
+                                   nullptr, ref_options, world_);
+  }
+  if (NeedCritic(config_)) {
+    const CriticConfig& c = config_.critic();
+    VERL_ASSIGN_OR_RETURN(
+        OptimizerOptions copt,
+        OptimizerOptionsFromConfig(c.optim(), c.grad_clip(), total_steps_));
+    auto critic_model =
+        CloneModel(*policy.model, /*value_head=*/true, seed_ + 1);
+    critic_model->enable_gradient_checkpointing(
+        c.model().enable_gradient_checkpointing());
+    CriticOptions co;
+    const int64_t critic_mini =
+        (c.has_ppo_mini_batch_size() ? c.ppo_mini_batch_size()
+                                     : actor_cfg().ppo_mini_batch_size()) *
+        n();
+    co.mini_batch_size = critic_mini / dp;
+    co.update_micro.micro_batch_size = c.has_ppo_micro_batch_size_per_gpu()
+                                           ? c.ppo_micro_batch_size_per_gpu()
+                                           : ao.update_micro.micro_batch_size;
+    co.update_micro.use_dynamic_bsz = c.has_use_dynamic_bsz()
+                                          ? c.use_dynamic_bsz()
+                                          : actor_cfg().use_dynamic_bsz();
+    co.update_micro.max_token_len = c.ppo_max_token_len_per_gpu();
+    co.forward_micro = co.update_micro;
+    if (c.has_forward_micro_batch_size_per_gpu()) {
+      co.forward_micro.micro_batch_size = c.forward_micro_batch_size_per_gpu();
+    }
+    co.ppo_epochs =
+        c.has_ppo_epochs() ? c.ppo_epochs() : actor_cfg().ppo_epochs();
+    co.cliprange_value = c.cliprange_value();
+    co.loss_agg_mode =
+        c.has_loss_agg_mode() ? c.loss_agg_mode() : actor_cfg().loss_agg_mode();
+    auto critic_state = std::make_unique<ReplicatedTrainState>(
+        critic_model->parameters(), copt, world_);
+    critic_ = std::make_unique<Critic>(critic_model, std::move(critic_state),
+                                       co, world_);
+  }
+  VERL_ASSIGN_OR_RETURN(
+      OptimizerOptions aopt,
+      OptimizerOptionsFromConfig(actor_cfg().optim(), actor_cfg().grad_clip(),
+                                 total_steps_));
+  auto actor_state = std::make_unique<ReplicatedTrainState>(
+      policy.model->parameters(), aopt, world_);
+  actor_ =
+      std::make_unique<Actor>(policy.model, std::move(actor_state), ao, world_);
+
+  // Rollout engine with its own copy of the weights (synced after updates).
+  const infer::RolloutConfig& r = rollout_cfg();
+  RolloutOptions ro;
+  ro.train_params.n = r.n();
+  ro.train_params.temperature = r.temperature();
+  ro.train_params.top_k = r.top_k();
+  ro.train_params.top_p = r.top_p();
+  ro.train_params.do_sample = r.do_sample();
+  ro.train_params.ignore_eos = r.ignore_eos();
+  ro.val_params.n = r.val_kwargs().n();
+  ro.val_params.temperature = r.val_kwargs().temperature();
+  ro.val_params.top_k = r.val_kwargs().top_k();
+  ro.val_params.top_p = r.val_kwargs().top_p();
+  ro.val_params.do_sample = r.val_kwargs().do_sample();
+  ro.response_length = data.max_response_length();
+  ro.pad_token_id = std::max(tokenizer_->pad_token_id(), 0);
+  ro.calculate_log_probs = r.calculate_log_probs();
+  ro.free_cache_engine = r.free_cache_engine();
+  ro.seed = seed_;
+  infer::EngineOptions eo;
+  eo.gpu_memory_utilization = r.gpu_memory_utilization();
+  eo.max_num_seqs = r.max_num_seqs();
+  eo.max_num_batched_tokens = r.max_num_batched_tokens();
+  eo.enable_chunked_prefill = r.enable_chunked_prefill();
+  eo.enable_prefix_caching = r.enable_prefix_caching();
+  eo.max_model_len = r.has_max_model_len() ? r.max_model_len()
+                                           : data.max_prompt_length() +
+                                                 data.max_response_length();
+  eo.seed = seed_;
+  VERL_ASSIGN_OR_RETURN(
+      rollout_,
+      Rollout::Create(CloneModel(*policy.model, false, seed_), eo, ro));
+
+  // Rewards.
+  RewardManagerConfig rm;
+  rm.name = config_.reward_model().reward_manager();
+  const RewardKwargs& rk = config_.reward_model().reward_kwargs();
+  rm.overlong_buffer_enable = rk.overlong_buffer_cfg().enable();
+  rm.overlong_buffer_len = rk.overlong_buffer_cfg().len();
+  rm.overlong_penalty_factor = rk.overlong_buffer_cfg().penalty_factor();
+  rm.overlong_log = rk.overlong_buffer_cfg().log();
+  rm.max_resp_len =
+      rk.has_max_resp_len() ? rk.max_resp_len() : data.max_response_length();
+  rm.eos_text = tokenizer_->eos_token();
+  BatchComputeScoreFn batch_fn;
+  if (config_.custom_reward_function().has_path()) {
+    // Not Python: `path` is a command reading/writing JSON lines (see docs).
+    batch_fn =
+        ExternalCommandScoreFn(config_.custom_reward_function().path(), 300.0);
+    if (rm.name == "naive") rm.name = "batch";
+  }
+  VERL_ASSIGN_OR_RETURN(reward_,
+                        RewardManager::Create(rm, DefaultScoreFn(), batch_fn));
+  RewardManagerConfig val_rm = rm;
+  val_rm.overlong_buffer_enable = false;
+  VERL_ASSIGN_OR_RETURN(
+      val_reward_, RewardManager::Create(val_rm, DefaultScoreFn(), batch_fn));
+  const AlgorithmConfig& alg = config_.algorithm();
+  VERL_ASSIGN_OR_RETURN(
+      kl_ctrl_,
+      MakeKlController(KlControllerType::Value_Name(alg.kl_ctrl().type()),
+                       alg.kl_ctrl().kl_coef(), alg.kl_ctrl().target_kl(),
+                       alg.kl_ctrl().horizon()));
+  VERL_RETURN_IF_ERROR(GetAdvantageEstimator(alg.adv_estimator()).status());
+
+  if (world_->rank() == 0) {
+    profiler::TrackingOptions t;
+    t.project_name = config_.trainer().project_name();
+    t.experiment_name = config_.trainer().experiment_name();
+    t.backends.assign(config_.trainer().logger().begin(),
+                      config_.trainer().logger().end());
+    t.total_steps = total_steps_;
+    VERL_ASSIGN_OR_RETURN(tracker_, profiler::Tracker::Create(t));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PpoTrainer::Log(const MetricMap& metrics, int64_t step) {
+  if (!tracker_) return absl::OkStatus();
+  return tracker_->Log(metrics, step);
+}
+
+// Supervised warm start on the rows' reference answers: maximise the
+// log-likelihood of answer + EOS after the templated prompt.
+absl::Status PpoTrainer::SftWarmup() {
+  const SftWarmupConfig& w = config_.actor_rollout_ref().sft_warmup();
+  if (w.steps() <= 0) return absl::OkStatus();
+  const int64_t P = config_.data().max_prompt_length();
+  const int64_t R = config_.data().max_response_length();
+  OptimizerOptions o;
+  o.lr = w.lr();
+  o.weight_decay = 0;
+  ReplicatedTrainState state(actor_->model().parameters(), o, world_);
+  DataLoader loader(train_set_.get(), w.batch_size(), /*shuffle=*/true,
+                    seed_ + 17, true);
+  actor_->model().train();
+  for (int64_t step = 0; step < w.steps(); ++step) {
+    auto rows = loader.Next();
+    if (!rows) rows = loader.Next();
+    std::vector<std::string> uids(rows->size(), "");
+    VERL_ASSIGN_OR_RETURN(Batch prompts, encoder_->Encode(*rows, uids));
+    const int64_t B = rows->size();
+    at::Tensor responses = torch::full(
+        {B, R}, std::max(tokenizer_->pad_token_id(), 0), torch::kLong);
+    at::Tensor rmask = torch::zeros({B, R}, torch::kLong);
+    for (int64_t b = 0; b < B; ++b) {
+      VERL_ASSIGN_OR_RETURN(nlohmann::json answer,
+                            GetDotted((*rows)[b], w.response_key()));
+      std::vector<int> ids = tokenizer_->Encode(answer.get<std::string>());
+      ids.push_back(tokenizer_->eos_token_id());
+      const int64_t len = std::min<int64_t>(ids.size(), R);
+      for (int64_t k = 0; k < len; ++k) responses[b][k] = ids[k];
+      rmask[b].narrow(0, 0, len).fill_(1);
+    }
+    at::Tensor pmask = prompts.tensor("attention_mask");
+    at::Tensor mask = torch::cat({pmask, rmask}, 1);
+    at::Tensor pos = (mask.cumsum(1) - 1).clamp_min(0);
+    VERL_ASSIGN_OR_RETURN(
+        Batch batch,
+        Batch::FromColumns(
+            {{"input_ids",
+              torch::cat({prompts.tensor("input_ids"), responses}, 1)},
+             {"attention_mask", mask},
+             {"position_ids", pos},
+             {"responses", responses},
+             {"response_mask", rmask.to(torch::kFloat)}}));
+    VERL_ASSIGN_OR_RETURN(Batch local, UpdateShard(*world_, batch, B));
+    PpoUpdateOptions u;
+    u.mini_batch_size = local.size();
+    u.micro = actor_->options().update_micro;
+    auto micro_fn =
+        [&](const Batch& mb,
+            const AggOptions& agg) -> absl::StatusOr<MicroBatchResult> {
+      ResponseForward f = ForwardResponses(
+          actor_->model(), mb.tensor("input_ids"), mb.tensor("attention_mask"),
+          mb.tensor("position_ids"), R, 1.0, false);
+      VERL_ASSIGN_OR_RETURN(
+          at::Tensor loss,
+          AggLoss(-f.log_probs, mb.tensor("response_mask"), kTokenMean, agg));
+      MicroBatchResult r;
+      r.loss = loss;
+      r.summed["sft/loss"] = loss.item<double>() / agg.dp_size;
+      return r;
+    };
+    VERL_ASSIGN_OR_RETURN(MetricMap m,
+                          RunPpoUpdate(local, u, *world_, state, micro_fn));
+    if (world_->rank() == 0 && (step % 10 == 0 || step + 1 == w.steps())) {
+      LOG(INFO) << "sft warmup step " << step + 1 << "/" << w.steps()
+                << " loss " << m["sft/loss"];
+    }
+  }
+  (void)P;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Batch> PpoTrainer::GenerateSequences(const Batch& prompts,
+                                                    int64_t step,
+                                                    bool validate) {
+  // Each rank generates its chunk of prompts; seeds use global row indices.
+  if (world_->size() == 1)
+    return rollout_->Generate(prompts, 0, step, validate);
+  VERL_ASSIGN_OR_RETURN(auto padded, prompts.PadToDivisor(world_->size()));
+  const int64_t per_rank = padded.first.size() / world_->size();
+  VERL_ASSIGN_OR_RETURN(Batch local,
+                        parallel::LocalChunk(*world_, padded.first));
+  VERL_ASSIGN_OR_RETURN(
+      Batch out,
+      rollout_->Generate(local, per_rank * world_->rank(), step, validate));
+  VERL_ASSIGN_OR_RETURN(Batch all, parallel::GatherBatch(*world_, out));
+  const int64_t samples = validate ? rollout_->options().val_params.n : n();
+  return all.Unpad(padded.second * samples);
+}
+
+absl::StatusOr<std::vector<RewardRequest>> PpoTrainer::RewardRequests(
+    const Batch& batch) const {
+  const at::Tensor& responses = batch.tensor("responses");
+  const at::Tensor& mask = batch.tensor("response_mask");
+  std::vector<RewardRequest> out;
+  for (int64_t i = 0; i < batch.size(); ++i) {
+    RewardRequest r;
+    r.valid_response_length = static_cast<int64_t>(mask[i].sum().item<float>());
+    r.sample.solution = tokenizer_->Decode(MaskedIds(responses, mask, i),
+                                           /*skip_special=*/true);
+    r.sample.data_source = batch.non_tensor(config_.data().reward_fn_key())[i];
+    const auto& rm = batch.non_tensor("reward_model")[i];
+    r.sample.ground_truth = rm.is_object() && rm.contains("ground_truth")
+                                ? rm["ground_truth"]
+                                : nlohmann::json();
+    r.sample.extra_info = batch.non_tensor("extra_info")[i];
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+absl::StatusOr<MetricMap> PpoTrainer::Validate() {
+  if (!val_set_) return MetricMap{};
+  const int64_t val_bs =
+      config_.data().has_val_batch_size() ? config_.data().val_batch_size() : 0;
+  DataLoader loader(val_set_.get(), val_bs, config_.data().validation_shuffle(),
+                    seed_, false);
+  ValidationSamples samples;
+  int64_t index = 0;
+  while (auto rows = loader.Next()) {
+    std::vector<std::string> uids;
+    for (size_t i = 0; i < rows->size(); ++i)
+      uids.push_back(absl::StrCat("val", index++));
+    VERL_ASSIGN_OR_RETURN(Batch prompts, encoder_->Encode(*rows, uids));
+    VERL_ASSIGN_OR_RETURN(
+        Batch gen, GenerateSequences(prompts, /*step=*/0, /*validate=*/true));
+    const int64_t vn = rollout_->options().val_params.n;
+    VERL_ASSIGN_OR_RETURN(Batch meta,
+                          prompts.Select(std::vector<std::string>{}));
+    VERL_ASSIGN_OR_RETURN(Batch repeated, meta.Repeat(vn, true));
+    VERL_RETURN_IF_ERROR(gen.Union(repeated));
+    VERL_ASSIGN_OR_RETURN(auto requests, RewardRequests(gen));
+    VERL_ASSIGN_OR_RETURN(
+        RewardOutput scores,
+        val_reward_->Score(requests, gen.tensor("responses").size(1)));
+    at::Tensor totals = scores.reward_tensor.sum(1);
+    for (int64_t i = 0; i < gen.size(); ++i) {
+      samples.data_sources.push_back(requests[i].sample.data_source);
+      samples.uids.push_back(gen.non_tensor("uid")[i]);
+      samples.numeric["reward"].push_back(totals[i].item<double>());
+    }
+    for (const auto& [k, v] : scores.extra_numeric) {
+      for (double x : v) samples.numeric[k].push_back(x);
+    }
+    if (scores.extra_text.count("pred")) {
+      for (const auto& p : scores.extra_text.at("pred"))
+        samples.preds.push_back(p);
+    }
+  }
+  return ComputeValidationMetrics(samples);
+}
+
+absl::StatusOr<MetricMap> PpoTrainer::TrainStep(
+    const std::vector<nlohmann::json>& rows, int64_t step) {
+  std::map<std::string, double> timing;
+  MetricMap metrics;
+  const AlgorithmConfig& alg = config_.algorithm();
+  Batch batch;
+  {
+    Timer step_timer(&timing, "step");
+    std::vector<std::string> uids;
+    for (size_t i = 0; i < rows.size(); ++i)
+      uids.push_back(absl::StrCat("uid", uid_counter_++));
+    VERL_ASSIGN_OR_RETURN(Batch prompts, encoder_->Encode(rows, uids));
+    prompts.meta_info()["temperature"] = rollout_cfg().temperature();
+    prompts.meta_info()["global_steps"] = step;
+    Batch gen;
+    {
+      Timer t(&timing, "gen");
+      VERL_ASSIGN_OR_RETURN(gen, GenerateSequences(prompts, step, false));
+    }
+    if (alg.adv_estimator() == "remax") {
+      Timer t(&timing, "gen_max");
+      VERL_ASSIGN_OR_RETURN(Batch greedy,
+                            GenerateSequences(prompts, step, true));
+      VERL_ASSIGN_OR_RETURN(Batch meta,
+                            prompts.Select(std::vector<std::string>{}));
+      VERL_RETURN_IF_ERROR(greedy.Union(meta));
+      VERL_ASSIGN_OR_RETURN(auto requests, RewardRequests(greedy));
+      VERL_ASSIGN_OR_RETURN(
+          RewardOutput base,
+          reward_->Score(requests, greedy.tensor("responses").size(1)));
+      VERL_ASSIGN_OR_RETURN(Batch base_batch,
+                            Batch::FromColumns({{"reward_baselines",
+                                                 base.reward_tensor.sum(1)}}));
+      VERL_ASSIGN_OR_RETURN(Batch rep, base_batch.Repeat(n(), true));
+      VERL_RETURN_IF_ERROR(gen.Union(rep));
+    }
+    // Non-tensor columns follow the trajectories (repeat interleave).
+    VERL_ASSIGN_OR_RETURN(Batch meta,
+                          prompts.Select(std::vector<std::string>{}));
+    VERL_ASSIGN_OR_RETURN(Batch repeated, meta.Repeat(n(), true));
+    VERL_RETURN_IF_ERROR(gen.Union(repeated));
+    batch = std::move(gen);
+
+    if (config_.trainer().balance_batch()) {
+      at::Tensor lens =
+          batch.tensor("attention_mask").sum(1).to(torch::kLong).contiguous();
+      std::vector<int64_t> seqlens(lens.data_ptr<int64_t>(),
+                                   lens.data_ptr<int64_t>() + lens.numel());
+      VERL_ASSIGN_OR_RETURN(BalancedOrder order,
+                            BalanceBatch(seqlens, world_->size()));
+      VERL_RETURN_IF_ERROR(
+          batch.Reorder(torch::tensor(order.order, torch::kLong)));
+      metrics.insert(order.metrics.begin(), order.metrics.end());
+    }
+    {
+      Timer t(&timing, "reward");
+      VERL_ASSIGN_OR_RETURN(auto requests, RewardRequests(batch));
+      VERL_ASSIGN_OR_RETURN(
+          RewardOutput scores,
+          reward_->Score(requests, batch.tensor("responses").size(1)));
+      VERL_RETURN_IF_ERROR(
+          batch.SetTensor("token_level_scores", scores.reward_tensor));
+      for (const auto& [k, v] : scores.extra_numeric) {
+        std::vector<nlohmann::json> col(v.begin(), v.end());
+        VERL_RETURN_IF_ERROR(batch.SetNonTensor(k, col));
+      }
+    }
+    {
+      Timer t(&timing, "old_log_prob");
+      const bool with_entropy = true;
+      VERL_ASSIGN_OR_RETURN(
+          Batch lp,
+          ShardedCall(
+              *world_, batch, [&](const Batch& local) -> absl::StatusOr<Batch> {
+                VERL_ASSIGN_OR_RETURN(
+                    LogProbResult r,
+                    actor_->ComputeLogProb(local, with_entropy));
+                return Batch::FromColumns(
+                    {{"old_log_probs", r.log_probs}, {"entropys", r.entropy}});
+              }));
+      VERL_ASSIGN_OR_RETURN(at::Tensor ent,
+                            ComputeEntropyLoss(lp.tensor("entropys"),
+                                               batch.tensor("response_mask"),
+                                               actor_cfg().loss_agg_mode()));
+      metrics["actor/entropy"] = ent.item<double>();
+      VERL_RETURN_IF_ERROR(
+          batch.SetTensor("old_log_probs", lp.tensor("old_log_probs")));
+      if (batch.HasTensor("rollout_log_probs")) {
+        VERL_ASSIGN_OR_RETURN(
+            MetricMap diff,
+            ComputeRolloutProbsDiffMetrics(batch.tensor("old_log_probs"),
+                                           batch.tensor("rollout_log_probs"),
+                                           batch.tensor("response_mask")));
+        metrics.insert(diff.begin(), diff.end());
+      }
+    }
+    if (ref_) {
+      Timer t(&timing, "ref");
+      VERL_ASSIGN_OR_RETURN(
+          Batch lp,
+          ShardedCall(
+              *world_, batch, [&](const Batch& local) -> absl::StatusOr<Batch> {
+                VERL_ASSIGN_OR_RETURN(LogProbResult r,
+                                      ref_->ComputeLogProb(local, false));
+                return Batch::FromColumns({{"ref_log_prob", r.log_probs}});
+              }));
+      VERL_RETURN_IF_ERROR(
+          batch.SetTensor("ref_log_prob", lp.tensor("ref_log_prob")));
+    }
+    if (critic_) {
+      Timer t(&timing, "values");
+      VERL_ASSIGN_OR_RETURN(
+          Batch v,
+          ShardedCall(*world_, batch,
+                      [&](const Batch& local) -> absl::StatusOr<Batch> {
+                        VERL_ASSIGN_OR_RETURN(at::Tensor values,
+                                              critic_->ComputeValues(local));
+                        return Batch::FromColumns({{"values", values}});
+                      }));
+      VERL_RETURN_IF_ERROR(batch.SetTensor("values", v.tensor("values")));
+    }
+    {
+      Timer t(&timing, "adv");
+      const at::Tensor& mask = batch.tensor("response_mask");
+      at::Tensor rewards = batch.tensor("token_level_scores");
+      if (alg.use_kl_in_reward()) {
+        VERL_ASSIGN_OR_RETURN(
+            KlInRewardResult kl,
+            ApplyKlPenalty(rewards, batch.tensor("old_log_probs"),
+                           batch.tensor("ref_log_prob"), mask, *kl_ctrl_,
+                           alg.kl_penalty()));
+        rewards = kl.token_level_rewards;
+        metrics.insert(kl.metrics.begin(), kl.metrics.end());
+      }
+      VERL_RETURN_IF_ERROR(batch.SetTensor("token_level_rewards", rewards));
+      AdvantageInputs in;
+      in.token_level_rewards = rewards;
+      in.response_mask = mask;
+      in.index = ToStrings(batch.non_tensor("uid"));
+      if (batch.HasTensor("values")) in.values = batch.tensor("values");
+      if (batch.HasTensor("reward_baselines"))
+        in.reward_baselines = batch.tensor("reward_baselines");
+      in.old_log_prob = batch.tensor("old_log_probs");
+      AdvantageConfig ac;
+      ac.gamma = alg.gamma();
+      ac.lam = alg.lam();
+      ac.norm_adv_by_std_in_grpo = alg.norm_adv_by_std_in_grpo();
+      VERL_ASSIGN_OR_RETURN(AdvantageOutput adv,
+                            ComputeAdvantage(alg.adv_estimator(), in, ac));
+      VERL_RETURN_IF_ERROR(batch.SetTensor("advantages", adv.advantages));
+      VERL_RETURN_IF_ERROR(batch.SetTensor("returns", adv.returns));
+    }
+    if (critic_) {
+      Timer t(&timing, "update_critic");
+      const int64_t mini = critic_->train_state() ? 0 : 0;
+      (void)mini;
+      const int64_t global_mini = (config_.critic().has_ppo_mini_batch_size()
+                                       ? config_.critic().ppo_mini_batch_size()
+                                       : actor_cfg().ppo_mini_batch_size()) *
+                                  n();
+      VERL_ASSIGN_OR_RETURN(Batch local,
+                            UpdateShard(*world_, batch, global_mini));
+      VERL_ASSIGN_OR_RETURN(MetricMap m, critic_->UpdateCritic(local));
+      m["critic/lr"] = critic_->train_state()->StepSchedule();
+      metrics.insert(m.begin(), m.end());
+    }
+    if (config_.trainer().critic_warmup() <= step) {
+      {
+        Timer t(&timing, "update_actor");
+        VERL_ASSIGN_OR_RETURN(
+            Batch local, UpdateShard(*world_, batch,
+                                     actor_cfg().ppo_mini_batch_size() * n()));
+        VERL_ASSIGN_OR_RETURN(MetricMap m, actor_->UpdatePolicy(local));
+        m["actor/lr"] = actor_->train_state()->StepSchedule();
+        metrics.insert(m.begin(), m.end());
+      }
+      Timer t(&timing, "update_weights");
+      VERL_RETURN_IF_ERROR(rollout_->SyncWeights(actor_->model()));
+    }
+  }
+  // Data, timing and throughput metrics (verl's names).
+  DataMetricsInputs dm;
+  dm.token_level_scores = batch.tensor("token_level_scores");
+  dm.token_level_rewards = batch.tensor("token_level_rewards");
+  dm.advantages = batch.tensor("advantages");
+  dm.returns = batch.tensor("returns");
+  if (batch.HasTensor("values")) dm.values = batch.tensor("values");
+  dm.attention_mask = batch.tensor("attention_mask");
+  dm.response_mask = batch.tensor("response_mask");
+  VERL_ASSIGN_OR_RETURN(MetricMap data_metrics,
+                        ComputeDataMetrics(dm, critic_ != nullptr));
+  metrics.insert(data_metrics.begin(), data_metrics.end());
+  const int64_t response_tokens =
+      static_cast<int64_t>(batch.tensor("response_mask").sum().item<double>());
+  const int64_t total_tokens =
+      static_cast<int64_t>(batch.tensor("attention_mask").sum().item<double>());
+  MetricMap tm = ComputeTimingMetrics(timing, total_tokens - response_tokens,
+                                      response_tokens);
+  metrics.insert(tm.begin(), tm.end());
+  MetricMap thr =
+      ComputeThroughputMetrics(total_tokens, timing["step"], world_->size());
+  metrics.insert(thr.begin(), thr.end());
+  return metrics;
+}
+
+absl::StatusOr<FitResult> PpoTrainer::Fit() {
+  FitResult result;
+  VERL_RETURN_IF_ERROR(SftWarmup());
+  VERL_RETURN_IF_ERROR(rollout_->SyncWeights(actor_->model()));
+  int64_t global_steps = 0;
+  const TrainerConfig& tr = config_.trainer();
+  if (val_set_ && tr.val_before_train()) {
+    VERL_ASSIGN_OR_RETURN(result.first_validation, Validate());
+    VERL_RETURN_IF_ERROR(Log(result.first_validation, global_steps));
+    if (tr.val_only()) return result;
+  }
+  global_steps = 1;
+  while (global_steps <= total_steps_) {
+    auto rows = train_loader_->Next();
+    if (!rows) continue;  // epoch boundary
+    VERL_ASSIGN_OR_RETURN(MetricMap metrics, TrainStep(*rows, global_steps));
+    const bool last = global_steps >= total_steps_;
+    if (val_set_ && tr.test_freq() > 0 &&
+        (last || global_steps % tr.test_freq() == 0)) {
+      const auto t0 = Clock::now();
+      VERL_ASSIGN_OR_RETURN(MetricMap val, Validate());
+      metrics["timing_s/testing"] = Since(t0);
+      metrics.insert(val.begin(), val.end());
+      result.last_validation = val;
+    }
+    metrics["training/global_step"] = global_steps;
+    metrics["training/epoch"] = train_loader_->state().epoch;
+    VERL_RETURN_IF_ERROR(Log(metrics, global_steps));
+    result.last_step_metrics = metrics;
+    result.steps = global_steps;
+    ++global_steps;
+  }
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<FitResult> RunPpo(
+    const PpoTrainerConfig& config,
+    std::shared_ptr<parallel::Communicator> world) {
+  PpoTrainer trainer(
+      config, world ? std::move(world) : parallel::SingleProcessCommunicator());
+  VERL_RETURN_IF_ERROR(trainer.Init());
+  return trainer.Fit();
+}
+
+}  // namespace verl::rl
