@@ -3,7 +3,8 @@
 #
 # //tools:sft end to end: bad keys, values and files print one line on stderr
 # and exit 2; a 2-process run on the built-in arithmetic task (data from
-# //tools:prepare_data) writes verl's metrics file and an HF folder.
+# //tools:prepare_data) writes verl's metrics file and an HF folder, with the
+# same losses as a 1-process run.
 set -u
 SFT=tools/sft
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -53,4 +54,18 @@ tail -1 "$TMP/metrics.jsonl" | grep -q '"val/loss"' || fail "no val/loss at the 
 for f in config.json model.safetensors tokenizer.json tokenizer_config.json; do
   [[ -f "$TMP/ckpt/global_step_3/huggingface/$f" ]] || fail "missing $f"
 done
+
+# One process gives the same losses as two (the loss is normalised by the
+# global token count, and the global batch is the same).
+export VERL_FILE_LOGGER_PATH="$TMP/metrics1.jsonl"
+"$SFT" --config=examples/sft_tiny.textproto \
+  "data.train_files=[$TMP/data/train.jsonl]" "data.val_files=[$TMP/data/test.jsonl]" \
+  trainer.n_gpus_per_node=1 trainer.total_training_steps=3 \
+  "trainer.default_local_dir=$TMP/ckpt1" "trainer.logger=[file]" \
+  >"$TMP/run1.out" 2>"$TMP/run1.err" || fail "1-rank run exited $?: $(cat "$TMP/run1.err")"
+losses() { grep -o '"\(train\|val\)/loss":[^,}]*' "$1" | cut -d: -f2; }
+paste <(losses "$TMP/metrics.jsonl") <(losses "$TMP/metrics1.jsonl") >"$TMP/pairs"
+[[ $(wc -l <"$TMP/pairs") -eq 4 ]] || fail "want 4 losses: $(cat "$TMP/pairs")"
+awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-4 * $2) exit 1 }' "$TMP/pairs" ||
+  fail "2-rank losses differ from 1-rank: $(cat "$TMP/pairs")"
 echo PASS
