@@ -4,7 +4,10 @@
 // of memory snapshot pickles (verl's torch_memory snapshots, or PyTorch's
 // torch.cuda.memory._dump_snapshot files).
 //
-//   memory_report [--top=10] outputs/profile/step1/torch_memory_rank0_pid1.pickle
+//   memory_report [--top=10]
+//   outputs/profile/step1/torch_memory_rank0_pid1.pickle
+#include "verl/profiler/memory_report.h"
+
 #include <iostream>
 #include <string>
 #include <vector>
@@ -12,7 +15,6 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "verl/profiler/memory_report.h"
 #include "verl/profiler/pickle_reader.h"
 
 ABSL_FLAG(int, top, 10, "How many allocation sites to list.");

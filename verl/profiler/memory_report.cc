@@ -95,8 +95,8 @@ absl::StatusOr<MemoryReport> AnalyzeMemorySnapshot(const json& snapshot,
       r.live_bytes += size;
       ++r.live_blocks;
       live_sites.Add(b, size);
-      if (b.contains("category"))
-        r.live_by_category[Str(b, "category")] += size;
+      if (b.contains("verl_category"))
+        r.live_by_category[Str(b, "verl_category")] += size;
     }
   }
   // Replay the trace backwards: live after event i, from the live total.

@@ -132,7 +132,9 @@ class StackTable {
 
 void WriteAnnotations(PickleWriter& w, const MemoryTrace& t,
                       MemoryCategory category, int32_t phase) {
-  w.String("category");
+  // Not "category": memory_viz colors by a trace's `category` key and then
+  // requires an "unknown" category to exist.
+  w.String("verl_category");
   w.String(MemoryCategoryName(category));
   w.String("phase");
   w.String(t.phases.at(phase));
@@ -280,12 +282,17 @@ std::string MemorySnapshotPickle(const MemoryTrace& t) {
   w.BeginList();
   w.BeginList();
   for (const MemoryEvent& e : t.events) {
+    // Every CPU block is its own segment (malloc does not cache), so each
+    // alloc / free comes with its segment event; memory_viz's segment views
+    // need a segment around every block they replay. The CPU allocator frees
+    // at once: requested and completed together.
     if (e.action == MemoryEvent::Action::kAlloc) {
+      WriteTraceEntry(w, stacks, t, e, "segment_alloc");
       WriteTraceEntry(w, stacks, t, e, "alloc");
     } else {
-      // The CPU allocator frees at once: requested and completed together.
       WriteTraceEntry(w, stacks, t, e, "free_requested");
       WriteTraceEntry(w, stacks, t, e, "free_completed");
+      WriteTraceEntry(w, stacks, t, e, "segment_free");
     }
   }
   w.EndList();

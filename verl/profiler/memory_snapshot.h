@@ -4,9 +4,10 @@
 //  - the pickle layout of PyTorch's torch.cuda.memory._dump_snapshot, so the
 //    file opens in https://pytorch.org/memory_viz: a dict with `segments`
 //    (one per live CPU block; the CPU allocator does not cache) and
-//    `device_traces` (one list of alloc / free_requested / free_completed
-//    events with symbolized frames). Each block and event also carries verl's
-//    `category` and `phase`, and the top-level key `verl` holds the summary.
+//    `device_traces` (one list of segment_alloc, alloc / free_requested,
+//    free_completed, segment_free events with symbolized frames). Each block
+//    and event also carries verl's `verl_category` and `phase`, and the
+//    top-level key `verl` holds the summary.
 //  - a JSON summary: live bytes by category and phase, the peak and its phase.
 //  - an SVG of live memory over the traced window, stacked by category.
 #ifndef VERL_PROFILER_MEMORY_SNAPSHOT_H_

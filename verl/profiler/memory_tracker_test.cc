@@ -177,6 +177,15 @@ tr = d['device_traces'][0]
 assert [e['action'] for e in tr].count("alloc") == 6
 assert [e['action'] for e in tr].count('free_requested') == 1
 assert [e['action'] for e in tr].count('free_completed') == 1
+assert [e['action'] for e in tr].count('segment_alloc') == 6
+assert [e['action'] for e in tr].count('segment_free') == 1
+# memory_viz replays segment_alloc, alloc, ..., free_*, segment_free per block
+freed = [e['addr'] for e in tr if e['action'] == 'free_completed'][0]
+acts = [e['action'] for e in tr if e['addr'] == freed]
+assert acts == ['segment_alloc', 'alloc', 'free_requested', 'free_completed',
+                'segment_free'], acts
+assert all('category' not in e for e in tr)
+assert set(e['verl_category'] for e in tr) <= {'parameters', 'activations', 'kv_cache'}
 for e in tr:
     assert isinstance(e['addr'], int) and isinstance(e['size'], int)
     assert e['stream'] == 0 and frames_ok(e['frames'])
