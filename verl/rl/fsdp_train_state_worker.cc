@@ -142,6 +142,7 @@ absl::Status Run() {
       FsdpTrainState::Create(parallel::UnitsByLayer(NamedParams(*model)), opt,
                              groups, fo));
   bool ok = true;
+  const int64_t bytes_before = state->fsdp().bytes_communicated();
   for (int s = 0; s < steps; ++s) {
     state->ZeroGrad();
     at::Tensor loss = PackedLoss(*model, local, global_tokens);
@@ -162,8 +163,14 @@ absl::Status Run() {
     }
   }
 
-  // Memory: sharded params + grads + AdamW state vs the unsharded 4x.
+  // Communication: per step one all-gather (params stay gathered between
+  // steps, so no backward re-gather) and one reduce-scatter.
   parallel::FsdpModule& fsdp = state->fsdp();
+  const double per_step =
+      static_cast<double>(fsdp.bytes_communicated() - bytes_before) / steps;
+  std::cout << "rank " << rank << " collective bytes per step " << per_step
+            << " = " << per_step / full_bytes << "x parameter bytes\n";
+  // Memory: sharded params + grads + AdamW state vs the unsharded 4x.
   fsdp.ReshardAll();
   parallel::FsdpMemory mem = fsdp.Memory();
   const int64_t sharded = mem.param_shard_bytes + mem.grad_shard_bytes +
