@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -251,6 +252,38 @@ TEST_F(MemoryTrackerTest, RawDeleterFreesUntrackedInnerMemory) {
   c10::GetCPUAllocator()->raw_deleter()(p);
   c10::GetCPUAllocator()->raw_deleter()(nullptr);
   EXPECT_EQ(tracker.Stats().live_bytes, before);
+}
+
+TEST_F(MemoryTrackerTest, ThreadsKeepTheirOwnPhasesAndCountersStayExact) {
+  MemoryTracker& tracker = MemoryTracker::Global();
+  tracker.Enable({/*trace_alloc_max_entries=*/100000, /*stack_depth=*/4});
+  const MemoryStats base = tracker.Stats();
+  constexpr int kIters = 200;
+  auto work = [](const char* phase, int64_t n, std::vector<at::Tensor>* keep) {
+    MemoryScope scope(phase);
+    MemoryCategoryScope cat(MemoryCategory::kCommunication);
+    for (int i = 0; i < kIters; ++i) {
+      at::Tensor t = at::empty({n}, at::kFloat);  // freed at once
+      if (i % 10 == 0) keep->push_back(at::empty({n}, at::kFloat));
+    }
+  };
+  std::vector<at::Tensor> keep_a, keep_b;
+  std::thread a(work, "gen", 100, &keep_a);
+  std::thread b(work, "ref", 300, &keep_b);
+  a.join();
+  b.join();
+  const MemoryStats s = tracker.Stats();
+  EXPECT_EQ(s.live_by_phase.at("gen"), 20 * 400);
+  EXPECT_EQ(s.live_by_phase.at("ref"), 20 * 1200);
+  EXPECT_EQ(s.live_bytes - base.live_bytes, 20 * 400 + 20 * 1200);
+  EXPECT_EQ(
+      s.live_by_category[static_cast<int>(MemoryCategory::kCommunication)] -
+          base.live_by_category[static_cast<int>(
+              MemoryCategory::kCommunication)],
+      20 * 1600);
+  EXPECT_EQ(s.num_allocs, 2 * (kIters + 20));
+  EXPECT_EQ(s.num_frees, 2 * kIters);
+  EXPECT_EQ(CurrentMemoryPhase(), "");  // the main thread saw none of it
 }
 
 }  // namespace
