@@ -68,4 +68,16 @@ paste <(losses "$TMP/metrics.jsonl") <(losses "$TMP/metrics1.jsonl") >"$TMP/pair
 [[ $(wc -l <"$TMP/pairs") -eq 4 ]] || fail "want 4 losses: $(cat "$TMP/pairs")"
 awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-4 * $2) exit 1 }' "$TMP/pairs" ||
   fail "2-rank losses differ from 1-rank: $(cat "$TMP/pairs")"
+
+# Multi-turn rows (data.multiturn.enable): a list of chat messages per row.
+for i in 1 2 3 4; do
+  echo '{"messages": [{"role": "user", "content": "1 + '$i'"}, {"role": "assistant", "content": "'$((1 + i))'"}, {"role": "user", "content": "times 2"}, {"role": "assistant", "content": "'$((2 + 2 * i))'"}]}'
+done >"$TMP/chat.jsonl"
+unset VERL_FILE_LOGGER_PATH
+"$SFT" "data.train_files=[$TMP/chat.jsonl]" data.val_files=[] data.multiturn.enable=true \
+  data.train_batch_size=2 data.micro_batch_size_per_gpu=1 data.max_length=64 \
+  trainer.n_gpus_per_node=1 trainer.total_training_steps=2 \
+  "trainer.default_local_dir=$TMP/ckpt_chat" "trainer.logger=[console]" \
+  >"$TMP/chat.out" 2>"$TMP/chat.err" || fail "multi-turn run exited $?: $(cat "$TMP/chat.err")"
+grep -q "sft: 2 steps" "$TMP/chat.out" || fail "multi-turn: no summary"
 echo PASS

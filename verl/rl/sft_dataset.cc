@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "verl/core/file_util.h"
 #include "verl/core/status.h"
 #include "verl/models/chat_template.h"
@@ -43,35 +44,24 @@ absl::StatusOr<std::string> ExtractSftField(
       "key '", walked, "' is a ", node->type_name(), ", expected a string"));
 }
 
-absl::StatusOr<SftSample> MakeSftSample(const models::Tokenizer& tokenizer,
-                                        const std::string& prompt,
-                                        const std::string& response,
-                                        int64_t max_length,
-                                        SftTruncation truncation) {
-  models::ChatRequest request;
-  request.messages_json =
-      json::array({{{"role", "user"}, {"content", prompt}}}).dump();
-  request.add_generation_prompt = true;
-  VERL_ASSIGN_OR_RETURN(std::string prompt_text,
-                        tokenizer.ApplyChatTemplate(request));
-  const std::vector<int> prompt_ids = tokenizer.Encode(prompt_text);
-  std::vector<int> response_ids = tokenizer.Encode(response);
-  response_ids.push_back(tokenizer.eos_token_id());
+namespace {
 
-  // ids[i] and whether position i is a response token, before truncation.
-  std::vector<int64_t> ids(prompt_ids.begin(), prompt_ids.end());
-  ids.insert(ids.end(), response_ids.begin(), response_ids.end());
-  const int64_t prompt_len = static_cast<int64_t>(prompt_ids.size());
+// Truncates `ids` (with `trained[i]` marking target tokens) to max_length and
+// right-pads it into a sample. `what` describes the sequence in errors.
+absl::StatusOr<SftSample> PackSample(const models::Tokenizer& tokenizer,
+                                     const std::vector<int64_t>& ids,
+                                     const std::vector<char>& trained,
+                                     int64_t max_length,
+                                     SftTruncation truncation,
+                                     const std::string& what) {
   const int64_t total = static_cast<int64_t>(ids.size());
   int64_t begin = 0;  // first kept token
   if (total > max_length) {
     switch (truncation) {
       case SftTruncation::kError:
-        return absl::InvalidArgumentError(
-            absl::StrCat("sequence of ", total, " tokens (prompt ", prompt_len,
-                         ", response ", response_ids.size(),
-                         " incl. EOS) exceeds max_length ", max_length,
-                         " (data.truncation=error)"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "sequence of ", total, " tokens (", what, ") exceeds max_length ",
+            max_length, " (data.truncation=error)"));
       case SftTruncation::kLeft:
         begin = total - max_length;
         break;
@@ -80,7 +70,6 @@ absl::StatusOr<SftSample> MakeSftSample(const models::Tokenizer& tokenizer,
     }
   }
   const int64_t kept = std::min(total - begin, max_length);
-
   SftSample s;
   s.input_ids.assign(max_length, tokenizer.pad_token_id() >= 0
                                      ? tokenizer.pad_token_id()
@@ -92,9 +81,97 @@ absl::StatusOr<SftSample> MakeSftSample(const models::Tokenizer& tokenizer,
     s.input_ids[i] = ids[begin + i];
     s.attention_mask[i] = 1;
     s.position_ids[i] = i;
-    s.loss_mask[i] = (i > 0 && begin + i >= prompt_len) ? 1 : 0;
+    s.loss_mask[i] = (i > 0 && trained[begin + i]) ? 1 : 0;
   }
   return s;
+}
+
+// Appends the tokens of `text` to ids/trained.
+void AppendText(const models::Tokenizer& tokenizer, absl::string_view text,
+                bool train, std::vector<int64_t>* ids,
+                std::vector<char>* trained) {
+  for (int id : tokenizer.Encode(text)) {
+    ids->push_back(id);
+    trained->push_back(train ? 1 : 0);
+  }
+}
+
+absl::StatusOr<std::string> Render(const models::Tokenizer& tokenizer,
+                                   const json& messages, bool generation) {
+  models::ChatRequest request;
+  request.messages_json = messages.dump();
+  request.add_generation_prompt = generation;
+  return tokenizer.ApplyChatTemplate(request);
+}
+
+}  // namespace
+
+absl::StatusOr<SftSample> MakeSftSample(const models::Tokenizer& tokenizer,
+                                        const std::string& prompt,
+                                        const std::string& response,
+                                        int64_t max_length,
+                                        SftTruncation truncation) {
+  VERL_ASSIGN_OR_RETURN(
+      std::string prompt_text,
+      Render(tokenizer, json::array({{{"role", "user"}, {"content", prompt}}}),
+             /*generation=*/true));
+  std::vector<int64_t> ids;
+  std::vector<char> trained;
+  AppendText(tokenizer, prompt_text, false, &ids, &trained);
+  const size_t prompt_len = ids.size();
+  AppendText(tokenizer, response, true, &ids, &trained);
+  ids.push_back(tokenizer.eos_token_id());
+  trained.push_back(1);
+  return PackSample(tokenizer, ids, trained, max_length, truncation,
+                    absl::StrCat("prompt ", prompt_len, ", response ",
+                                 ids.size() - prompt_len, " incl. EOS"));
+}
+
+absl::StatusOr<SftSample> MakeMultiTurnSftSample(
+    const models::Tokenizer& tokenizer, const json& messages,
+    int64_t max_length, SftTruncation truncation) {
+  if (!messages.is_array() || messages.empty()) {
+    return absl::InvalidArgumentError("messages must be a non-empty list");
+  }
+  std::vector<int64_t> ids;
+  std::vector<char> trained;
+  std::string rendered;  // template of messages[:i]
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const json& m = messages[i];
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("message ", i, " has no string 'role'"));
+    }
+    const json prefix(messages.begin(), messages.begin() + i + 1);
+    const bool assistant = m["role"] == "assistant";
+    if (assistant) {  // the generation prompt is context, not a target
+      VERL_ASSIGN_OR_RETURN(
+          std::string with_prompt,
+          Render(tokenizer, json(messages.begin(), messages.begin() + i),
+                 /*generation=*/true));
+      if (with_prompt.compare(0, rendered.size(), rendered) != 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("chat template output for message ", i,
+                         " does not extend the previous messages' output"));
+      }
+      AppendText(tokenizer,
+                 absl::string_view(with_prompt).substr(rendered.size()), false,
+                 &ids, &trained);
+      rendered = with_prompt;
+    }
+    VERL_ASSIGN_OR_RETURN(std::string full,
+                          Render(tokenizer, prefix, /*generation=*/false));
+    if (full.compare(0, rendered.size(), rendered) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("chat template output for message ", i,
+                       " does not extend the previous messages' output"));
+    }
+    AppendText(tokenizer, absl::string_view(full).substr(rendered.size()),
+               assistant, &ids, &trained);
+    rendered = full;
+  }
+  return PackSample(tokenizer, ids, trained, max_length, truncation,
+                    absl::StrCat(messages.size(), " messages"));
 }
 
 absl::StatusOr<SftDataset> SftDataset::FromRows(
@@ -112,6 +189,20 @@ absl::StatusOr<SftDataset> SftDataset::FromRows(
   out.samples_.reserve(n);
   for (int64_t i = 0; i < n; ++i) {
     const std::string where = absl::StrCat("row ", i);
+    if (options.multiturn) {
+      const json* messages = nullptr;
+      if (rows[i].is_object() && rows[i].contains(options.messages_key)) {
+        messages = &rows[i][options.messages_key];
+      } else {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": missing key '", options.messages_key, "'"));
+      }
+      absl::StatusOr<SftSample> sample = MakeMultiTurnSftSample(
+          tokenizer, *messages, options.max_length, options.truncation);
+      if (!sample.ok()) return Annotate(sample.status(), where);
+      out.samples_.push_back(*std::move(sample));
+      continue;
+    }
     absl::StatusOr<std::string> prompt =
         ExtractSftField(rows[i], options.prompt_key, options.prompt_dict_keys);
     if (!prompt.ok()) return Annotate(prompt.status(), where);

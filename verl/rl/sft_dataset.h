@@ -37,6 +37,9 @@ struct SftDatasetOptions {
   int64_t max_length = 1024;
   SftTruncation truncation = SftTruncation::kError;
   int64_t max_samples = -1;  // data.{train,val}_max_samples; -1 = all
+  // data.multiturn.enable / messages_key: rows hold a list of chat messages.
+  bool multiturn = false;
+  std::string messages_key = "messages";
 };
 
 // One tokenised sample, every vector of length max_length.
@@ -59,6 +62,15 @@ absl::StatusOr<SftSample> MakeSftSample(const models::Tokenizer& tokenizer,
                                         const std::string& response,
                                         int64_t max_length,
                                         SftTruncation truncation);
+
+// Multi-turn sample (verl's MultiTurnSFTDataset): the chat template of the
+// whole conversation, tokenised message by message (each message's part is
+// the template output of messages[:i+1] minus that of messages[:i]); the
+// tokens of assistant messages after their generation prompt (content, end
+// of turn token and what the template appends) are trained.
+absl::StatusOr<SftSample> MakeMultiTurnSftSample(
+    const models::Tokenizer& tokenizer, const nlohmann::json& messages,
+    int64_t max_length, SftTruncation truncation);
 
 class SftDataset {
  public:

@@ -122,6 +122,49 @@ TEST_F(SftDatasetTest, NestedKeysAndErrors) {
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("is a object"));
 }
 
+TEST_F(SftDatasetTest, MultiTurnTrainsAssistantTurns) {
+  const json messages =
+      json::array({{{"role", "user"}, {"content", "1 + 2"}},
+                   {{"role", "assistant"}, {"content", "3"}},
+                   {{"role", "user"}, {"content", "4 - 1"}},
+                   {{"role", "assistant"}, {"content", "3"}}});
+  // The ChatML pieces, written out by hand; `true` pieces are trained.
+  const std::vector<std::pair<std::string, bool>> pieces = {
+      {"<|im_start|>user\n1 + 2<|im_end|>\n<|im_start|>assistant\n", false},
+      {"3<|im_end|>\n", true},
+      {"<|im_start|>user\n4 - 1<|im_end|>\n<|im_start|>assistant\n", false},
+      {"3<|im_end|>\n", true}};
+  std::vector<int64_t> ids, mask;
+  for (const auto& [text, train] : pieces) {
+    for (int id : tok_.Encode(text)) {
+      ids.push_back(id);
+      mask.push_back(train ? 1 : 0);
+    }
+  }
+  absl::StatusOr<SftSample> s = MakeMultiTurnSftSample(
+      tok_, messages, ids.size() + 3, SftTruncation::kError);
+  ASSERT_TRUE(s.ok()) << s.status();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(s->input_ids[i], ids[i]) << i;
+    EXPECT_EQ(s->loss_mask[i], mask[i]) << i;
+  }
+  EXPECT_EQ(s->loss_mask[ids.size()], 0);  // padding
+  EXPECT_FALSE(
+      MakeMultiTurnSftSample(tok_, json::array(), 64, SftTruncation::kError)
+          .ok());
+
+  SftDatasetOptions opt;
+  opt.multiturn = true;
+  opt.max_length = 64;
+  absl::StatusOr<SftDataset> ds =
+      SftDataset::FromRows({{{"messages", messages}}}, tok_, opt);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->size(), 1);
+  ds = SftDataset::FromRows({{{"chat", messages}}}, tok_, opt);
+  EXPECT_THAT(std::string(ds.status().message()),
+              HasSubstr("missing key 'messages'"));
+}
+
 TEST_F(SftDatasetTest, LoadsJsonlWithMaxSamplesAndNamesBadFile) {
   const std::string path = ::testing::TempDir() + "/sft_rows.jsonl";
   {

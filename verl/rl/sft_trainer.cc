@@ -269,6 +269,8 @@ absl::StatusOr<SftResult> RunSft(const SftTrainerConfig& raw_config,
                                    dc.response_dict_keys().end());
   ds_opt.max_length = dc.max_length();
   ds_opt.truncation = truncation;
+  ds_opt.multiturn = dc.multiturn().enable();
+  ds_opt.messages_key = dc.multiturn().messages_key();
   std::optional<SftDataset> own_train, own_val;
   const SftDataset* train = options.train_data;
   const SftDataset* val = options.val_data;
