@@ -128,13 +128,15 @@ struct FsdpModule::Param {
   std::string name;
   at::Tensor param;  // the model's tensor (re-pointed by Gather/Reshard)
   ShardLayout layout;
-  at::Tensor shard;  // fp32 master shard, leaf with requires_grad
+  at::Tensor shard;  // fp32 master shard; a leaf requiring grad if trainable
+  bool trainable = true;  // the model's parameter requires grad
 };
 
 struct FsdpModule::Unit {
   std::string name;
   std::vector<Param> params;
   int64_t shard_numel = 0;  // sum of the params' shard_numel
+  int64_t grad_numel = 0;   // the same over trainable params
   bool gathered = false;
 };
 
@@ -153,8 +155,10 @@ FsdpModule::FsdpModule(std::vector<FsdpUnitSpec> units, FsdpGroups groups,
       p.param = tensor;
       p.layout = MakeShardLayout(tensor.sizes(), world);
       p.shard = ShardOf(tensor.detach().to(at::kFloat), p.layout, rank);
-      p.shard.set_requires_grad(true);
+      p.trainable = tensor.requires_grad();
+      p.shard.set_requires_grad(p.trainable);
       u.shard_numel += p.layout.shard_numel();
+      if (p.trainable) u.grad_numel += p.layout.shard_numel();
       u.params.push_back(std::move(p));
     }
     units_.push_back(std::move(u));
@@ -241,8 +245,10 @@ absl::Status FsdpModule::ReduceGradients(int i) {
   Unit& u = unit(i);
   const int world = groups_.shard->size();
   // [world, shard_numel]: row r is what rank r's shards receive.
+  if (u.grad_numel == 0) return absl::OkStatus();  // frozen unit
   std::vector<at::Tensor> parts;
   for (Param& p : u.params) {
+    if (!p.trainable) continue;
     at::Tensor g = p.param.grad();
     at::Tensor full = g.defined() && g.numel() == p.layout.full_numel()
                           ? g.detach().to(at::kFloat)
@@ -261,6 +267,7 @@ absl::Status FsdpModule::ReduceGradients(int i) {
   }
   int64_t offset = 0;
   for (Param& p : u.params) {
+    if (!p.trainable) continue;
     at::Tensor g = grad.narrow(0, offset, p.layout.shard_numel())
                        .view(p.layout.ShardShape());
     if (p.shard.grad().defined()) {
@@ -316,7 +323,9 @@ void FsdpModule::ZeroGrad() {
 std::vector<at::Tensor> FsdpModule::shard_params() const {
   std::vector<at::Tensor> out;
   for (const Unit& u : units_) {
-    for (const Param& p : u.params) out.push_back(p.shard);
+    for (const Param& p : u.params) {
+      if (p.trainable) out.push_back(p.shard);
+    }
   }
   return out;
 }

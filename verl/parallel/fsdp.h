@@ -146,8 +146,10 @@ class FsdpModule {
 
   // Reduce-scatters the unit's full gradients (fp32, one collective,
   // averaged over the shard group, then over the replicate group) and adds
-  // them to the shard gradients; frees the full gradients. Parameters
-  // without a gradient contribute zeros.
+  // them to the shard gradients; frees the full gradients. Trainable
+  // parameters without a gradient contribute zeros; frozen ones
+  // (requires_grad false at construction, e.g. LoRA base weights) are
+  // gathered but never reduced or optimized.
   absl::Status ReduceGradients(int unit);
   absl::Status ReduceAllGradients();
 
@@ -158,8 +160,8 @@ class FsdpModule {
   // Zeroes shard gradients and any full gradients of gathered units.
   void ZeroGrad();
 
-  // The fp32 master shards (leaf tensors whose grad() is the shard
-  // gradient), for the optimizer.
+  // The trainable fp32 master shards (leaf tensors whose grad() is the
+  // shard gradient), for the optimizer.
   std::vector<at::Tensor> shard_params() const;
 
   // The full fp32 state dict (HF names, unit order), gathered unit by unit;

@@ -118,6 +118,22 @@ TEST(FsdpModuleTest, SingleRankGatherReduceAndAccounting) {
   EXPECT_EQ(fsdp.Memory().gathered_bytes, 0);
 }
 
+TEST(FsdpModuleTest, FrozenParamsAreGatheredButNotReducedOrOptimized) {
+  at::Tensor frozen = at::randn({2, 2});  // requires_grad false
+  at::Tensor w = at::randn({2}).set_requires_grad(true);
+  const at::Tensor f0 = frozen.clone();
+  FsdpModule fsdp({{"u", {{"frozen", frozen}, {"w", w}}}},
+                  {SingleProcessCommunicator(), nullptr}, {});
+  ASSERT_EQ(fsdp.shard_params().size(), 1u);
+  ASSERT_TRUE(fsdp.Gather(0).ok());
+  EXPECT_TRUE(at::equal(frozen, f0));
+  (frozen.matmul(w)).sum().backward();
+  const int64_t before = fsdp.bytes_communicated();
+  ASSERT_TRUE(fsdp.ReduceGradients(0).ok());
+  EXPECT_EQ(fsdp.bytes_communicated() - before, 2 * 4);  // w's grad only
+  EXPECT_TRUE(at::allclose(fsdp.shard_params()[0].grad(), f0.sum(0)));
+}
+
 TEST(FsdpModuleTest, ComputeDtypeGathersInBf16) {
   at::Tensor w = at::randn({3, 2}).set_requires_grad(true);
   const at::Tensor w0 = w.detach().clone();
