@@ -11,7 +11,7 @@ DEB_PACKAGES=(
   libblis4-openmp                                # fast fp32 BLAS for LibTorch
   libabsl-dev
   libprotobuf-dev protobuf-compiler
-  libgoogle-glog-dev libgflags-dev
+  libgoogle-glog-dev libgflags-dev libunwind-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev                                    # c10d ProcessGroupGloo headers
   nlohmann-json3-dev

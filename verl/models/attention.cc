@@ -4,7 +4,9 @@
 #include <ATen/ATen.h>
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <utility>
 
@@ -18,6 +20,46 @@ VarlenCausalAttention::VarlenCausalAttention(std::vector<int64_t> cu_seqlens,
       << "cu_seqlens must start at 0";
   for (size_t i = 1; i < cu_seqlens_.size(); ++i) {
     CHECK_GE(cu_seqlens_[i], cu_seqlens_[i - 1]) << "cu_seqlens not sorted";
+  }
+  // Group non-empty sequences by length (longest first) so that a group's
+  // padded score tensor stays bounded: n * Lmax^2 <= kMaxGroupCells.
+  constexpr int64_t kMaxGroupCells = int64_t{1} << 22;
+  std::vector<std::pair<int64_t, int64_t>> by_len;  // (len, seq)
+  for (size_t s = 0; s + 1 < cu_seqlens_.size(); ++s) {
+    const int64_t len = cu_seqlens_[s + 1] - cu_seqlens_[s];
+    if (len > 0) by_len.push_back({len, static_cast<int64_t>(s)});
+  }
+  std::sort(by_len.begin(), by_len.end(), std::greater<>());
+  size_t i = 0;
+  while (i < by_len.size()) {
+    const int64_t max_len = by_len[i].first;
+    size_t j = i + 1;
+    while (j < by_len.size() &&
+           static_cast<int64_t>(j - i + 1) * max_len * max_len <=
+               kMaxGroupCells)
+      ++j;
+    Group g;
+    g.n = static_cast<int64_t>(j - i);
+    g.max_len = max_len;
+    std::vector<int64_t> gather(g.n * max_len, 0), scatter, tokens;
+    at::Tensor key_pad = at::ones({g.n, 1, 1, 1, max_len}, at::kBool);
+    for (int64_t r = 0; r < g.n; ++r) {
+      const int64_t seq = by_len[i + r].second, len = by_len[i + r].first;
+      const int64_t start = cu_seqlens_[seq];
+      for (int64_t t = 0; t < max_len; ++t)
+        gather[r * max_len + t] = start + std::min(t, len - 1);
+      for (int64_t t = 0; t < len; ++t) {
+        scatter.push_back(r * max_len + t);
+        tokens.push_back(start + t);
+      }
+      key_pad[r].narrow(-1, 0, len).fill_(false);
+    }
+    g.gather = at::tensor(gather, at::kLong);
+    g.scatter = at::tensor(scatter, at::kLong);
+    g.tokens = at::tensor(tokens, at::kLong);
+    g.key_pad = key_pad;
+    groups_.push_back(std::move(g));
+    i = j;
   }
 }
 
@@ -67,20 +109,47 @@ at::Tensor VarlenCausalAttention::Attend(int64_t layer, const at::Tensor& q,
   const int64_t window = layer < static_cast<int64_t>(layer_windows_.size())
                              ? layer_windows_[layer]
                              : 0;
-  const size_t num_seqs = cu_seqlens_.size() - 1;
-  if (num_seqs == 1) return CausalAttention(q, k, v, window);
-  std::vector<at::Tensor> outs;
-  outs.reserve(num_seqs);
-  for (size_t s = 0; s < num_seqs; ++s) {
-    const int64_t start = cu_seqlens_[s];
-    const int64_t len = cu_seqlens_[s + 1] - start;
-    if (len == 0) continue;
-    outs.push_back(CausalAttention(q.narrow(0, start, len),
-                                   k.narrow(0, start, len),
-                                   v.narrow(0, start, len), window));
+  if (cu_seqlens_.size() == 2) return CausalAttention(q, k, v, window);
+  if (q.device().is_cpu() &&
+      (q.scalar_type() == at::kBFloat16 || q.scalar_type() == at::kHalf)) {
+    return Attend(layer, q.to(at::kFloat), k.to(at::kFloat), v.to(at::kFloat))
+        .to(q.scalar_type());
   }
-  if (outs.empty()) return at::empty_like(q);
-  return at::cat(outs, 0);
+  const int64_t n_heads = q.size(1), n_kv = k.size(1), d = q.size(2);
+  CHECK_EQ(n_heads % n_kv, 0) << "n_heads must be a multiple of n_kv_heads";
+  const int64_t group = n_heads / n_kv;
+  at::Tensor out = at::zeros_like(q);
+  for (const Group& g : groups_) {
+    const at::Device dev = q.device();
+    auto pad = [&](const at::Tensor& x) {
+      return x.index_select(0, g.gather.to(dev))
+          .view({g.n, g.max_len, x.size(1), d});
+    };
+    // [n, n_kv, group, L, d] x [n, n_kv, 1, d, L]
+    at::Tensor qh =
+        pad(q).view({g.n, g.max_len, n_kv, group, d}).permute({0, 2, 3, 1, 4});
+    at::Tensor kh = pad(k).permute({0, 2, 3, 1}).unsqueeze(2);
+    at::Tensor vh = pad(v).permute({0, 2, 1, 3}).unsqueeze(2);
+    at::Tensor scores = at::matmul(qh, kh) * (1.0 / std::sqrt(double(d)));
+    at::TensorOptions opts = at::TensorOptions().device(dev).dtype(at::kLong);
+    at::Tensor qi = at::arange(g.max_len, opts).unsqueeze(1);
+    at::Tensor kj = at::arange(g.max_len, opts).unsqueeze(0);
+    at::Tensor masked = kj > qi;
+    if (window > 0) masked = masked | (kj <= qi - window);
+    masked = masked.view({1, 1, 1, g.max_len, g.max_len}) | g.key_pad.to(dev);
+    scores =
+        scores.masked_fill(masked, -std::numeric_limits<double>::infinity());
+    at::Tensor probs =
+        at::softmax(scores, -1,
+                    q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat)
+            .to(q.scalar_type());
+    at::Tensor o = at::matmul(probs, vh)  // [n, n_kv, group, L, d]
+                       .permute({0, 3, 1, 2, 4})
+                       .reshape({g.n * g.max_len, n_heads, d});
+    out = out.index_copy(0, g.tokens.to(dev),
+                         o.index_select(0, g.scatter.to(dev)));
+  }
+  return out;
 }
 
 }  // namespace verl::models

@@ -43,6 +43,17 @@ class VarlenCausalAttention : public AttentionBackend {
   const std::vector<int64_t>& cu_seqlens() const { return cu_seqlens_; }
 
  private:
+  // Sequences are processed in padded groups of similar length: one gather
+  // into [n, Lmax, ...], one batched masked attention, one gather back (no
+  // per-sequence slicing, whose backward would cost O(num_seqs x T)).
+  struct Group {
+    at::Tensor gather;   // [n * Lmax] packed token index per padded slot
+    at::Tensor scatter;  // [tokens of the group] padded slot per packed token
+    at::Tensor tokens;   // [tokens of the group] packed token indices
+    at::Tensor key_pad;  // [n, 1, 1, 1, Lmax] true where the key is padding
+    int64_t n = 0, max_len = 0;
+  };
+  std::vector<Group> groups_;
   std::vector<int64_t> cu_seqlens_;
   std::vector<int64_t> layer_windows_;
 };
