@@ -350,6 +350,21 @@ absl::StatusOr<NamedTensors> FsdpModule::FullStateDict(int root) {
   return out;
 }
 
+absl::Status FsdpModule::ForEachGatheredUnit(
+    const std::function<absl::Status(const std::string&, const NamedTensors&)>&
+        fn) {
+  for (int i = 0; i < num_units(); ++i) {
+    const bool was_gathered = gathered(i);
+    absl::Status s = Gather(i);
+    NamedTensors full;
+    for (const Param& p : units_[i].params) full.emplace_back(p.name, p.param);
+    if (s.ok()) s = fn(units_[i].name, full);
+    if (!was_gathered) Reshard(i);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 std::vector<ShardedTensor> FsdpModule::ShardedStateDict() const {
   std::vector<ShardedTensor> out;
   for (const Unit& u : units_) {

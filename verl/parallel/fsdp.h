@@ -27,6 +27,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -167,6 +168,13 @@ class FsdpModule {
   // The full fp32 state dict (HF names, unit order), gathered unit by unit;
   // returned on `root` of the shard group, empty on the other ranks.
   absl::StatusOr<NamedTensors> FullStateDict(int root = 0);
+  // Hybrid-engine weight sync: for each unit in order, gathers it (compute
+  // dtype), calls `fn(unit name, its full parameters)` on every rank, and
+  // reshards it again unless it was gathered before, so at most one extra
+  // unit is ever materialised. Stops at the first error from `fn`.
+  absl::Status ForEachGatheredUnit(
+      const std::function<absl::Status(const std::string&,
+                                       const NamedTensors&)>& fn);
   // This rank's shards with their layouts (clones).
   std::vector<ShardedTensor> ShardedStateDict() const;
   // Loads shards saved by a run with the same layout; InvalidArgument

@@ -134,6 +134,33 @@ TEST(FsdpModuleTest, FrozenParamsAreGatheredButNotReducedOrOptimized) {
   EXPECT_TRUE(at::allclose(fsdp.shard_params()[0].grad(), f0.sum(0)));
 }
 
+TEST(FsdpModuleTest, ForEachGatheredUnitStreamsOneUnitAtATime) {
+  at::Tensor a = at::randn({3}).set_requires_grad(true);
+  at::Tensor b = at::randn({2, 2}).set_requires_grad(true);
+  const at::Tensor a0 = a.detach().clone(), b0 = b.detach().clone();
+  FsdpModule fsdp({{"ua", {{"a", a}}}, {"ub", {{"b", b}}}},
+                  {SingleProcessCommunicator(), nullptr}, {});
+  ASSERT_TRUE(fsdp.Gather(1).ok());  // stays gathered afterwards
+  std::vector<std::string> seen;
+  absl::Status s = fsdp.ForEachGatheredUnit([&](const std::string& unit,
+                                                const NamedTensors& params) {
+    seen.push_back(unit);
+    // Only the streamed unit (plus the pre-gathered ub) is full.
+    EXPECT_EQ(fsdp.Memory().gathered_bytes, unit == "ua" ? (3 + 4) * 4 : 4 * 4);
+    EXPECT_TRUE(at::equal(params[0].second, unit == "ua" ? a0 : b0));
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(seen, (std::vector<std::string>{"ua", "ub"}));
+  EXPECT_FALSE(fsdp.gathered(0));
+  EXPECT_TRUE(fsdp.gathered(1));
+  s = fsdp.ForEachGatheredUnit([](const std::string&, const NamedTensors&) {
+    return absl::InternalError("engine full");
+  });
+  EXPECT_EQ(s.message(), "engine full");
+  EXPECT_FALSE(fsdp.gathered(0));
+}
+
 TEST(FsdpModuleTest, ComputeDtypeGathersInBf16) {
   at::Tensor w = at::randn({3, 2}).set_requires_grad(true);
   const at::Tensor w0 = w.detach().clone();
