@@ -87,6 +87,7 @@ absl::StatusOr<MetricMap> Actor::UpdatePolicy(const core::Batch& batch) {
     VERL_ASSIGN_OR_RETURN(PolicyLossOutput pg, loss_fn(in, loss_config));
     MicroBatchResult r;
     r.loss = pg.loss;
+    r.keep_alive = f.attention;
     r.token_means = pg.metrics;
     // Globally normalised losses: this rank's micro-batches add up to dp x its
     // share.

@@ -67,6 +67,7 @@ absl::StatusOr<MetricMap> Critic::UpdateCritic(const core::Batch& batch) {
                          agg));
     MicroBatchResult r;
     r.loss = vl.loss;
+    r.keep_alive = f.attention;
     r.summed["critic/vf_loss"] = vl.loss.item<double>() / dp;
     r.token_means["critic/vf_clipfrac"] = vl.vf_clipfrac;
     const at::Tensor m = mask.to(torch::kFloat);

@@ -13,6 +13,7 @@ std::unique_ptr<Critic> MakeCritic(CriticOptions o) {
   auto config = *models::MakePreset("tiny-qwen2");
   config.is_value_model = true;
   auto model = models::CreateModel(config, 5);
+  model->enable_gradient_checkpointing(true);  // backward re-runs layers
   OptimizerOptions opt;
   opt.lr = 1e-2;
   opt.grad_clip = 0;

@@ -10,15 +10,6 @@
 
 namespace verl::rl {
 
-double ScheduledLr(const OptimizerOptions& o, int64_t step) {
-  const double factor =
-      o.lr_scheduler_type == "cosine"
-          ? CosineScheduleWithWarmup(step, o.warmup_steps, o.total_steps,
-                                     o.min_lr_ratio, o.num_cycles)
-          : ConstantScheduleWithWarmup(step, o.warmup_steps);
-  return o.lr * factor;
-}
-
 absl::StatusOr<std::unique_ptr<FsdpTrainState>> FsdpTrainState::Create(
     std::vector<parallel::FsdpUnitSpec> units, const OptimizerOptions& options,
     parallel::FsdpGroups groups, parallel::FsdpOptions fsdp_options) {

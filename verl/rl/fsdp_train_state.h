@@ -73,9 +73,6 @@ class FsdpTrainState : public TrainState {
   int64_t schedule_step_ = 0;
 };
 
-// verl's LR at schedule step `step` (constant or cosine, with warmup).
-double ScheduledLr(const OptimizerOptions& options, int64_t step);
-
 }  // namespace verl::rl
 
 #endif  // VERL_RL_FSDP_TRAIN_STATE_H_

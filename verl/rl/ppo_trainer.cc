@@ -20,6 +20,7 @@
 #include "verl/rl/agg_loss.h"
 #include "verl/rl/config.h"
 #include "verl/rl/critic.h"
+#include "verl/rl/fsdp_train_state.h"
 #include "verl/rl/kl.h"
 #include "verl/rl/metrics.h"
 #include "verl/rl/model_forward.h"
@@ -134,6 +135,22 @@ std::shared_ptr<models::CausalLM> CloneModel(const models::CausalLM& src,
   return model;
 }
 
+// The role's trainable state: FSDP (sharded parameters, gradients and AdamW
+// state) for strategy fsdp/fsdp2 on more than one rank, else replicated.
+absl::StatusOr<std::unique_ptr<TrainState>> MakeTrainState(
+    models::CausalLM& model, Strategy::Value strategy,
+    const parallel::FsdpConfig& fsdp, const OptimizerOptions& options,
+    std::shared_ptr<parallel::Communicator> world) {
+  if (world->size() > 1 &&
+      (strategy == Strategy::fsdp || strategy == Strategy::fsdp2)) {
+    VERL_ASSIGN_OR_RETURN(
+        auto state, FsdpTrainState::ForModule(model, fsdp, options, world));
+    return std::unique_ptr<TrainState>(std::move(state));
+  }
+  return std::unique_ptr<TrainState>(std::make_unique<ReplicatedTrainState>(
+      model.parameters(), options, world));
+}
+
 // ---- Sharded worker-group calls ---------------------------------------------
 
 // Runs `fn` on this rank's chunk of `batch` and gathers the results (verl's
@@ -190,7 +207,8 @@ class PpoTrainer {
   }
   int64_t n() const { return rollout_cfg().n(); }
 
-  absl::Status SftWarmup();
+  absl::Status SftWarmup(models::CausalLM& model,
+                         const MicroBatchOptions& micro);
   absl::StatusOr<Batch> GenerateSequences(const Batch& prompts, int64_t step,
                                           bool validate);
   absl::StatusOr<std::vector<RewardRequest>> RewardRequests(
@@ -319,6 +337,9 @@ absl::Status PpoTrainer::Init() {
   ao.kl_loss_coef = actor_cfg().kl_loss_coef();
   ao.kl_loss_type = actor_cfg().kl_loss_type();
 
+  // The warm start is part of initialisation: the reference policy, critic
+  // backbone and rollout engine all start from the warmed-up weights.
+  VERL_RETURN_IF_ERROR(SftWarmup(*policy.model, ao.update_micro));
   if (NeedReferencePolicy(config_)) {
     ActorOptions ref_options = ao;
     ref_ = std::make_unique<Actor>(CloneModel(*policy.model, false, seed_),
@@ -453,7 +474,8 @@ absl::Status PpoTrainer::Log(const MetricMap& metrics, int64_t step) {
 
 // Supervised warm start on the rows' reference answers: maximise the
 // log-likelihood of answer + EOS after the templated prompt.
-absl::Status PpoTrainer::SftWarmup() {
+absl::Status PpoTrainer::SftWarmup(models::CausalLM& model,
+                                   const MicroBatchOptions& micro) {
   const SftWarmupConfig& w = config_.actor_rollout_ref().sft_warmup();
   if (w.steps() <= 0) return absl::OkStatus();
   const int64_t P = config_.data().max_prompt_length();
@@ -461,10 +483,10 @@ absl::Status PpoTrainer::SftWarmup() {
   OptimizerOptions o;
   o.lr = w.lr();
   o.weight_decay = 0;
-  ReplicatedTrainState state(actor_->model().parameters(), o, world_);
+  ReplicatedTrainState state(model.parameters(), o, world_);
   DataLoader loader(train_set_.get(), w.batch_size(), /*shuffle=*/true,
                     seed_ + 17, true);
-  actor_->model().train();
+  model.train();
   for (int64_t step = 0; step < w.steps(); ++step) {
     auto rows = loader.Next();
     if (!rows) rows = loader.Next();
@@ -498,18 +520,19 @@ absl::Status PpoTrainer::SftWarmup() {
     VERL_ASSIGN_OR_RETURN(Batch local, UpdateShard(*world_, batch, B));
     PpoUpdateOptions u;
     u.mini_batch_size = local.size();
-    u.micro = actor_->options().update_micro;
+    u.micro = micro;
     auto micro_fn =
         [&](const Batch& mb,
             const AggOptions& agg) -> absl::StatusOr<MicroBatchResult> {
       ResponseForward f = ForwardResponses(
-          actor_->model(), mb.tensor("input_ids"), mb.tensor("attention_mask"),
+          model, mb.tensor("input_ids"), mb.tensor("attention_mask"),
           mb.tensor("position_ids"), R, 1.0, false);
       VERL_ASSIGN_OR_RETURN(
           at::Tensor loss,
           AggLoss(-f.log_probs, mb.tensor("response_mask"), kTokenMean, agg));
       MicroBatchResult r;
       r.loss = loss;
+      r.keep_alive = f.attention;
       r.summed["sft/loss"] = loss.item<double>() / agg.dp_size;
       return r;
     };
@@ -811,7 +834,6 @@ absl::StatusOr<MetricMap> PpoTrainer::TrainStep(
 
 absl::StatusOr<FitResult> PpoTrainer::Fit() {
   FitResult result;
-  VERL_RETURN_IF_ERROR(SftWarmup());
   VERL_RETURN_IF_ERROR(rollout_->SyncWeights(actor_->model()));
   int64_t global_steps = 0;
   const TrainerConfig& tr = config_.trainer();

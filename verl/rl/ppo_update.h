@@ -13,6 +13,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,9 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> MicroBatchIndices(
 // are this micro-batch's token means (weighted into global token means).
 struct MicroBatchResult {
   at::Tensor loss;
+  // Kept alive until after backward (e.g. the attention backend that
+  // gradient checkpointing re-runs layers with).
+  std::shared_ptr<void> keep_alive;
   MetricMap summed;
   MetricMap token_means;
 };

@@ -1,11 +1,15 @@
 #include "verl/rl/rl_dataset.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <random>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "verl/core/file_util.h"
+#include "verl/core/status.h"
 #include "verl/rl/synthetic_tasks.h"
 
 namespace verl::rl {
@@ -43,11 +47,23 @@ std::vector<int64_t> Permutation(int64_t n, uint64_t seed) {
   return order;
 }
 
-// "builtin:<task>/<split>" names a generated dataset (no file needed).
+// "builtin:<task>/<split>[?key=value&...]" names a generated dataset (no
+// file needed). Options: rows, seed, max_operand and ops (arithmetic),
+// num_numbers and max_number (countdown).
 absl::StatusOr<std::vector<nlohmann::json>> ReadRows(const std::string& file) {
   constexpr absl::string_view kBuiltin = "builtin:";
   if (file.rfind(std::string(kBuiltin), 0) != 0) return core::ReadJsonl(file);
-  const std::string spec = file.substr(kBuiltin.size());
+  std::string spec = file.substr(kBuiltin.size());
+  std::map<std::string, std::string> opts;
+  if (const size_t q = spec.find('?'); q != std::string::npos) {
+    for (absl::string_view kv :
+         absl::StrSplit(spec.substr(q + 1), '&', absl::SkipEmpty())) {
+      std::pair<std::string, std::string> p =
+          absl::StrSplit(kv, absl::MaxSplits('=', 1));
+      opts[p.first] = p.second;
+    }
+    spec = spec.substr(0, q);
+  }
   const size_t slash = spec.find('/');
   const std::string task = spec.substr(0, slash);
   const std::string split =
@@ -57,22 +73,65 @@ absl::StatusOr<std::vector<nlohmann::json>> ReadRows(const std::string& file) {
         file, ": split must be train or test, e.g. builtin:arithmetic/train"));
   }
   const bool train = split == "train";
+  auto int_opt = [&](const std::string& key,
+                     int64_t fallback) -> absl::StatusOr<int64_t> {
+    auto it = opts.find(key);
+    if (it == opts.end()) return fallback;
+    int64_t v;
+    if (!absl::SimpleAtoi(it->second, &v) || v < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file, ": option ", key, "=", it->second,
+                       " is not a non-negative integer"));
+    }
+    opts.erase(it);
+    return v;
+  };
+  VERL_ASSIGN_OR_RETURN(
+      int64_t rows,
+      int_opt("rows", train ? kBuiltinTrainRows : kBuiltinTestRows));
+  VERL_ASSIGN_OR_RETURN(int64_t seed, int_opt("seed", 0));
+  seed = train ? seed : seed + 1000003;  // disjoint stream for the test split
+  std::vector<nlohmann::json> out;
   if (task == "arithmetic") {
     ArithmeticTaskOptions o;
-    o.num_rows = train ? kBuiltinTrainRows : kBuiltinTestRows;
-    o.seed = train ? 0 : 1000003;
+    o.num_rows = rows;
+    o.seed = seed;
     o.split = split;
-    return MakeArithmeticRows(o);
-  }
-  if (task == "countdown") {
+    VERL_ASSIGN_OR_RETURN(int64_t max_operand,
+                          int_opt("max_operand", o.max_operand));
+    o.max_operand = static_cast<int>(max_operand);
+    if (auto it = opts.find("ops"); it != opts.end()) {
+      o.ops = it->second;
+      opts.erase(it);
+      if (o.ops.empty() ||
+          o.ops.find_first_not_of("+-*") != std::string::npos) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(file, ": ops must be a subset of +-*"));
+      }
+    }
+    out = MakeArithmeticRows(o);
+  } else if (task == "countdown") {
     CountdownTaskOptions o;
-    o.num_rows = train ? kBuiltinTrainRows : kBuiltinTestRows;
-    o.seed = train ? 0 : 1000003;
+    o.num_rows = rows;
+    o.seed = seed;
     o.split = split;
-    return MakeCountdownRows(o);
+    VERL_ASSIGN_OR_RETURN(int64_t numbers,
+                          int_opt("num_numbers", o.num_numbers));
+    VERL_ASSIGN_OR_RETURN(int64_t max_number,
+                          int_opt("max_number", o.max_number));
+    o.num_numbers = static_cast<int>(std::max<int64_t>(numbers, 1));
+    o.max_number = static_cast<int>(std::max<int64_t>(max_number, 1));
+    out = MakeCountdownRows(o);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ": unknown built-in task \"", task,
+                     "\" (arithmetic, countdown)"));
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      file, ": unknown built-in task \"", task, "\" (arithmetic, countdown)"));
+  if (!opts.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ": unknown option \"", opts.begin()->first, "\""));
+  }
+  return out;
 }
 
 }  // namespace

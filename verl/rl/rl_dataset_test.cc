@@ -159,6 +159,21 @@ TEST(RLDatasetTest, BuiltinTasksNeedNoFiles) {
   o.files = {"builtin:sudoku/train"};
   EXPECT_NE(RLDataset::Load(o).status().message().find("unknown built-in task"),
             std::string::npos);
+  o.files = {"builtin:arithmetic/train?max_operand=9&ops=+&rows=50&seed=2"};
+  auto small = RLDataset::Load(o);
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ(small->size(), 50);
+  for (const auto& row : small->rows()) {
+    const std::string q = row["prompt"][0]["content"];
+    EXPECT_LE(q.size(), 6u) << q;  // "a+b=?" with one-digit operands
+    EXPECT_NE(q.find('+'), std::string::npos);
+  }
+  o.files = {"builtin:arithmetic/train?colour=red"};
+  EXPECT_NE(RLDataset::Load(o).status().message().find("unknown option"),
+            std::string::npos);
+  o.files = {"builtin:arithmetic/train?rows=-3"};
+  EXPECT_NE(RLDataset::Load(o).status().message().find("rows=-3"),
+            std::string::npos);
   o.files = {"builtin:arithmetic/dev"};
   EXPECT_NE(RLDataset::Load(o).status().message().find("split"),
             std::string::npos);

@@ -69,7 +69,7 @@ ReplicatedTrainState::ReplicatedTrainState(
       .eps(options.eps)
       .weight_decay(options.weight_decay);
   optimizer_ = std::make_unique<torch::optim::AdamW>(params_, adam);
-  ApplyLr(LrAt(0));
+  ApplyLr(ScheduledLr(options_, 0));
 }
 
 ReplicatedTrainState::~ReplicatedTrainState() = default;
@@ -121,20 +121,18 @@ absl::StatusOr<double> ReplicatedTrainState::Step() {
   return norm;
 }
 
-double ReplicatedTrainState::LrAt(int64_t step) const {
+double ScheduledLr(const OptimizerOptions& o, int64_t step) {
   double factor = 1.0;
-  if (options_.lr_scheduler_type == "cosine") {
-    factor = CosineScheduleWithWarmup(
-        step, options_.warmup_steps, options_.total_steps,
-        options_.min_lr_ratio, options_.num_cycles);
-  } else if (options_.lr_scheduler_type == "wsd") {
-    factor = WsdScheduleWithWarmup(step, options_.warmup_steps,
-                                   options_.total_steps, options_.min_lr_ratio,
-                                   options_.num_cycles);
+  if (o.lr_scheduler_type == "cosine") {
+    factor = CosineScheduleWithWarmup(step, o.warmup_steps, o.total_steps,
+                                      o.min_lr_ratio, o.num_cycles);
+  } else if (o.lr_scheduler_type == "wsd") {
+    factor = WsdScheduleWithWarmup(step, o.warmup_steps, o.total_steps,
+                                   o.min_lr_ratio, o.num_cycles);
   } else {
-    factor = ConstantScheduleWithWarmup(step, options_.warmup_steps);
+    factor = ConstantScheduleWithWarmup(step, o.warmup_steps);
   }
-  return options_.lr * factor;
+  return o.lr * factor;
 }
 
 void ReplicatedTrainState::ApplyLr(double lr) {
@@ -152,13 +150,13 @@ double ReplicatedTrainState::lr() const {
 double ReplicatedTrainState::StepSchedule() {
   const double used = lr();
   ++schedule_step_;
-  ApplyLr(LrAt(schedule_step_));
+  ApplyLr(ScheduledLr(options_, schedule_step_));
   return used;
 }
 
 void ReplicatedTrainState::set_schedule_step(int64_t step) {
   schedule_step_ = step;
-  ApplyLr(LrAt(step));
+  ApplyLr(ScheduledLr(options_, step));
 }
 
 }  // namespace verl::rl

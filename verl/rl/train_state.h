@@ -83,7 +83,6 @@ class ReplicatedTrainState : public TrainState {
   torch::optim::Optimizer& optimizer() override { return *optimizer_; }
 
  private:
-  double LrAt(int64_t step) const;
   void ApplyLr(double lr);
 
   std::vector<at::Tensor> params_;
@@ -93,6 +92,9 @@ class ReplicatedTrainState : public TrainState {
   int64_t skipped_steps_ = 0;
   int64_t schedule_step_ = 0;
 };
+
+// LR at scheduler step `step` (lr x the constant / cosine / wsd factor).
+double ScheduledLr(const OptimizerOptions& options, int64_t step);
 
 // L2 norm of all gradients (undefined grads count as zero).
 double GlobalGradNorm(const std::vector<at::Tensor>& params);
