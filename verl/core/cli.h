@@ -3,7 +3,7 @@
 // Command lines of the verl binaries: absl flags, absl-style flagfiles, and
 // verl-style config overrides, in one pass.
 //
-//   train --config=examples/grpo.textproto --flagfile=a.flags,b.flags \
+//   train --config=examples/grpo.textproto --flagfile=a.flags,b.flags
 //         --trainer.total_epochs=2 algorithm.adv_estimator=grpo --print_config
 //
 // * `--flagfile=f1,f2` (or `--flagfile f1`) is expanded in place, recursively,
