@@ -22,28 +22,11 @@ Actor::Actor(std::shared_ptr<models::CausalLM> model,
 
 absl::StatusOr<LogProbResult> Actor::ComputeLogProb(const core::Batch& batch,
                                                     bool with_entropy) {
-  VERL_ASSIGN_OR_RETURN(at::Tensor responses, batch.GetTensor("responses"));
-  const int64_t R = responses.size(1);
-  VERL_ASSIGN_OR_RETURN(auto micro,
-                        MicroBatchIndices(batch, options_.log_prob_micro));
-  torch::NoGradGuard no_grad;
-  model_->eval();
-  LogProbResult result;
-  result.log_probs = torch::zeros({batch.size(), R}, torch::kFloat);
-  if (with_entropy)
-    result.entropy = torch::zeros({batch.size(), R}, torch::kFloat);
-  for (const auto& rows : micro) {
-    at::Tensor idx = torch::tensor(rows, torch::kLong);
-    auto take = [&](const char* key) {
-      return batch.tensor(key).index_select(0, idx);
-    };
-    ResponseForward f = ForwardResponses(
-        *model_, take("input_ids"), take("attention_mask"),
-        take("position_ids"), R, options_.temperature, with_entropy);
-    result.log_probs.index_copy_(0, idx, f.log_probs);
-    if (with_entropy) result.entropy.index_copy_(0, idx, f.entropy);
-  }
-  return result;
+  VERL_ASSIGN_OR_RETURN(
+      ResponseForward f,
+      ForwardBatchNoGrad(*model_, batch, options_.log_prob_micro,
+                         options_.temperature, with_entropy));
+  return LogProbResult{f.log_probs, f.entropy};
 }
 
 absl::StatusOr<MetricMap> Actor::UpdatePolicy(const core::Batch& batch) {

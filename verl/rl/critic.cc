@@ -19,25 +19,11 @@ Critic::Critic(std::shared_ptr<models::CausalLM> model,
                          : parallel::SingleProcessCommunicator()) {}
 
 absl::StatusOr<at::Tensor> Critic::ComputeValues(const core::Batch& batch) {
-  VERL_ASSIGN_OR_RETURN(at::Tensor responses, batch.GetTensor("responses"));
   VERL_ASSIGN_OR_RETURN(at::Tensor mask, batch.GetTensor("response_mask"));
-  const int64_t R = responses.size(1);
-  VERL_ASSIGN_OR_RETURN(auto micro,
-                        MicroBatchIndices(batch, options_.forward_micro));
-  torch::NoGradGuard no_grad;
-  model_->eval();
-  at::Tensor values = torch::zeros({batch.size(), R}, torch::kFloat);
-  for (const auto& rows : micro) {
-    at::Tensor idx = torch::tensor(rows, torch::kLong);
-    auto take = [&](const char* key) {
-      return batch.tensor(key).index_select(0, idx);
-    };
-    ResponseForward f =
-        ForwardResponses(*model_, take("input_ids"), take("attention_mask"),
-                         take("position_ids"), R, 1.0, false);
-    values.index_copy_(0, idx, f.values);
-  }
-  return values * mask.to(torch::kFloat);
+  VERL_ASSIGN_OR_RETURN(
+      ResponseForward f,
+      ForwardBatchNoGrad(*model_, batch, options_.forward_micro, 1.0, false));
+  return f.values * mask.to(torch::kFloat);
 }
 
 absl::StatusOr<MetricMap> Critic::UpdateCritic(const core::Batch& batch) {

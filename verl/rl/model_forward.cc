@@ -1,7 +1,9 @@
 #include "verl/rl/model_forward.h"
 
 #include <ATen/ATen.h>
+#include <torch/torch.h>
 
+#include "verl/core/status.h"
 #include "verl/models/attention.h"
 #include "verl/models/logprob.h"
 #include "verl/models/padding.h"
@@ -59,6 +61,41 @@ ResponseForward ForwardResponses(models::CausalLM& model,
       model.Logits(selected), targets, temperature, with_entropy);
   out.log_probs = scatter(lp.log_probs);
   if (with_entropy) out.entropy = scatter(lp.entropy);
+  return out;
+}
+
+absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
+    models::CausalLM& model, const core::Batch& batch,
+    const MicroBatchOptions& micro, double temperature, bool with_entropy) {
+  VERL_ASSIGN_OR_RETURN(at::Tensor responses, batch.GetTensor("responses"));
+  const int64_t R = responses.size(1);
+  VERL_ASSIGN_OR_RETURN(auto micro_rows, MicroBatchIndices(batch, micro));
+  torch::NoGradGuard no_grad;
+  model.eval();
+  const bool value_model = model.config().is_value_model;
+  auto zeros = [&] { return torch::zeros({batch.size(), R}, torch::kFloat); };
+  ResponseForward out;
+  if (value_model) {
+    out.values = zeros();
+  } else {
+    out.log_probs = zeros();
+    if (with_entropy) out.entropy = zeros();
+  }
+  for (const auto& rows : micro_rows) {
+    at::Tensor idx = torch::tensor(rows, torch::kLong);
+    auto take = [&](const char* key) {
+      return batch.tensor(key).index_select(0, idx);
+    };
+    ResponseForward f =
+        ForwardResponses(model, take("input_ids"), take("attention_mask"),
+                         take("position_ids"), R, temperature, with_entropy);
+    if (value_model) {
+      out.values.index_copy_(0, idx, f.values);
+      continue;
+    }
+    out.log_probs.index_copy_(0, idx, f.log_probs);
+    if (with_entropy) out.entropy.index_copy_(0, idx, f.entropy);
+  }
   return out;
 }
 

@@ -12,7 +12,10 @@
 
 #include <memory>
 
+#include "absl/status/statusor.h"
+#include "verl/core/batch.h"
 #include "verl/models/decoder.h"
+#include "verl/rl/ppo_update.h"
 
 namespace verl::rl {
 
@@ -34,6 +37,13 @@ ResponseForward ForwardResponses(models::CausalLM& model,
                                  const at::Tensor& position_ids,
                                  int64_t response_length, double temperature,
                                  bool with_entropy);
+
+// Forward-only pass over a whole batch (input_ids, attention_mask,
+// position_ids, responses) in micro-batches, in eval mode without autograd:
+// log_probs/entropy [B, R] for LM models, values [B, R] for value models.
+absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
+    models::CausalLM& model, const core::Batch& batch,
+    const MicroBatchOptions& micro, double temperature, bool with_entropy);
 
 }  // namespace verl::rl
 
