@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "verl/core/registry.h"
 #include "verl/rl/torch_functional.h"
 
 namespace verl::rl {
@@ -73,18 +74,14 @@ absl::Status RequireIndex(const AdvantageInputs& in,
       in.index.size(), " uids for ", in.token_level_rewards.size(0), " rows)"));
 }
 
-struct Registry {
-  std::mutex mu;
-  std::map<std::string, AdvantageEstimatorFn> fns;
-};
-
 void RegisterBuiltins(std::map<std::string, AdvantageEstimatorFn>& fns);
 
-Registry& GetRegistry() {
-  static Registry* registry = [] {
-    auto* r = new Registry;
-    RegisterBuiltins(r->fns);
-    return r;
+core::Registry<AdvantageEstimatorFn>& GetRegistry() {
+  static auto* registry = [] {
+    std::map<std::string, AdvantageEstimatorFn> builtins;
+    RegisterBuiltins(builtins);
+    return new core::Registry<AdvantageEstimatorFn>("algorithm.adv_estimator",
+                                                    std::move(builtins));
   }();
   return *registry;
 }
@@ -509,34 +506,16 @@ void RegisterBuiltins(std::map<std::string, AdvantageEstimatorFn>& fns) {
 
 absl::Status RegisterAdvantageEstimator(const std::string& name,
                                         AdvantageEstimatorFn fn) {
-  Registry& reg = GetRegistry();
-  std::lock_guard<std::mutex> lock(reg.mu);
-  if (!reg.fns.emplace(name, std::move(fn)).second) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("advantage estimator '", name, "' is already registered"));
-  }
-  return absl::OkStatus();
+  return GetRegistry().Register(name, std::move(fn));
 }
 
 absl::StatusOr<AdvantageEstimatorFn> GetAdvantageEstimator(
     const std::string& name) {
-  Registry& reg = GetRegistry();
-  std::lock_guard<std::mutex> lock(reg.mu);
-  auto it = reg.fns.find(name);
-  if (it != reg.fns.end()) return it->second;
-  std::vector<std::string> names;
-  for (const auto& [k, v] : reg.fns) names.push_back(k);
-  return absl::NotFoundError(
-      absl::StrCat("algorithm.adv_estimator: unknown estimator '", name,
-                   "' (known: ", absl::StrJoin(names, ", "), ")"));
+  return GetRegistry().Get(name);
 }
 
 std::vector<std::string> AdvantageEstimatorNames() {
-  Registry& reg = GetRegistry();
-  std::lock_guard<std::mutex> lock(reg.mu);
-  std::vector<std::string> names;
-  for (const auto& [k, v] : reg.fns) names.push_back(k);
-  return names;
+  return GetRegistry().Names();
 }
 
 absl::StatusOr<AdvantageOutput> ComputeAdvantage(const std::string& name,

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "verl/core/registry.h"
 #include "verl/rl/torch_functional.h"
 
 namespace verl::rl {
@@ -47,25 +48,18 @@ std::pair<at::Tensor, at::Tensor> ClampedRatio(const PolicyLossInputs& in) {
   return {delta, at::exp(delta)};
 }
 
-struct PolicyRegistry {
-  std::mutex mu;
-  std::map<std::string, PolicyLossFn> fns;
-};
-
-PolicyRegistry& GetPolicyRegistry() {
-  static PolicyRegistry* registry = [] {
-    auto* r = new PolicyRegistry;
-    r->fns["vanilla"] = ComputePolicyLossVanilla;
-    r->fns["gspo"] = ComputePolicyLossGspo;
-    r->fns["sapo"] = ComputePolicyLossSapo;
-    r->fns["gpg"] = ComputePolicyLossGpg;
-    r->fns["clip_cov"] = ComputePolicyLossClipCov;
-    r->fns["kl_cov"] = ComputePolicyLossKlCov;
-    r->fns["geo_mean"] = ComputePolicyLossGeoMean;
-    r->fns["cispo"] = ComputePolicyLossCispo;
-    r->fns["bypass_mode"] = ComputePolicyLossBypassMode;
-    return r;
-  }();
+core::Registry<PolicyLossFn>& GetPolicyRegistry() {
+  static auto* registry = new core::Registry<PolicyLossFn>(
+      "actor.policy_loss.loss_mode",
+      {{"vanilla", ComputePolicyLossVanilla},
+       {"gspo", ComputePolicyLossGspo},
+       {"sapo", ComputePolicyLossSapo},
+       {"gpg", ComputePolicyLossGpg},
+       {"clip_cov", ComputePolicyLossClipCov},
+       {"kl_cov", ComputePolicyLossKlCov},
+       {"geo_mean", ComputePolicyLossGeoMean},
+       {"cispo", ComputePolicyLossCispo},
+       {"bypass_mode", ComputePolicyLossBypassMode}});
   return *registry;
 }
 
@@ -291,33 +285,15 @@ absl::StatusOr<PolicyLossOutput> ComputePolicyLossBypassMode(
 }
 
 absl::Status RegisterPolicyLoss(const std::string& name, PolicyLossFn fn) {
-  PolicyRegistry& reg = GetPolicyRegistry();
-  std::lock_guard<std::mutex> lock(reg.mu);
-  if (!reg.fns.emplace(name, std::move(fn)).second) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("policy loss '", name, "' is already registered"));
-  }
-  return absl::OkStatus();
+  return GetPolicyRegistry().Register(name, std::move(fn));
 }
 
 absl::StatusOr<PolicyLossFn> GetPolicyLoss(const std::string& name) {
-  PolicyRegistry& reg = GetPolicyRegistry();
-  std::lock_guard<std::mutex> lock(reg.mu);
-  auto it = reg.fns.find(name);
-  if (it != reg.fns.end()) return it->second;
-  std::vector<std::string> names;
-  for (const auto& [k, v] : reg.fns) names.push_back(k);
-  return absl::NotFoundError(
-      absl::StrCat("actor.policy_loss.loss_mode: unknown mode '", name,
-                   "' (known: ", absl::StrJoin(names, ", "), ")"));
+  return GetPolicyRegistry().Get(name);
 }
 
 std::vector<std::string> PolicyLossNames() {
-  PolicyRegistry& reg = GetPolicyRegistry();
-  std::lock_guard<std::mutex> lock(reg.mu);
-  std::vector<std::string> names;
-  for (const auto& [k, v] : reg.fns) names.push_back(k);
-  return names;
+  return GetPolicyRegistry().Names();
 }
 
 }  // namespace verl::rl
