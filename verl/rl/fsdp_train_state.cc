@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
@@ -13,11 +14,19 @@ namespace verl::rl {
 absl::StatusOr<std::unique_ptr<FsdpTrainState>> FsdpTrainState::Create(
     std::vector<parallel::FsdpUnitSpec> units, const OptimizerOptions& options,
     parallel::FsdpGroups groups, parallel::FsdpOptions fsdp_options) {
+  std::vector<std::string> trainable;  // FsdpModule's trainable params
+  for (const auto& unit : units) {
+    for (const auto& [name, tensor] : unit.params) {
+      if (tensor.requires_grad()) trainable.push_back(name);
+    }
+  }
   auto fsdp = std::make_unique<parallel::FsdpModule>(
       std::move(units), std::move(groups), fsdp_options);
   VERL_RETURN_IF_ERROR(fsdp->GatherAll());
-  return std::unique_ptr<FsdpTrainState>(
+  auto state = std::unique_ptr<FsdpTrainState>(
       new FsdpTrainState(std::move(fsdp), options));
+  state->trainable_names_ = std::move(trainable);
+  return state;
 }
 
 absl::StatusOr<at::ScalarType> DtypeFromName(const std::string& name) {
@@ -124,6 +133,127 @@ int64_t FsdpTrainState::OptimizerStateBytes() const {
     }
   }
   return bytes;
+}
+
+// ---- Checkpoints ----------------------------------------------------------
+
+namespace {
+
+// `t`'s first `rows` rows as a contiguous copy (drops FSDP's padding rows).
+at::Tensor Unpadded(const at::Tensor& t, int64_t rows) {
+  return t.detach().narrow(0, 0, rows).clone();
+}
+
+// `chunk` zero-padded to the shard shape of `layout`, checking its rows.
+absl::StatusOr<at::Tensor> Padded(const std::string& name,
+                                  const at::Tensor& chunk,
+                                  const parallel::ShardLayout& layout,
+                                  int rank) {
+  std::vector<int64_t> want = layout.ShardShape();
+  want[0] = layout.ValidRows(rank);
+  if (chunk.sizes().vec() != want) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint tensor ", name, ": chunk of rank ", rank,
+                     " of ", layout.world, " has the wrong shape"));
+  }
+  at::Tensor out = at::zeros(layout.ShardShape(), at::kFloat);
+  out.narrow(0, 0, want[0]).copy_(chunk);
+  return out;
+}
+
+absl::StatusOr<at::Tensor> Find(const std::map<std::string, at::Tensor>& m,
+                                const std::string& key) {
+  auto it = m.find(key);
+  if (it == m.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint has no tensor ", key));
+  }
+  return it->second;
+}
+
+}  // namespace
+
+absl::StatusOr<TrainStateShard> FsdpTrainState::SaveShard() {
+  TrainStateShard shard;
+  shard.shard_rank = fsdp_->groups().shard->rank();
+  shard.shard_world = fsdp_->groups().shard->size();
+  for (const parallel::ShardedTensor& s : fsdp_->ShardedStateDict()) {
+    if (s.layout.full_shape.empty()) {
+      return absl::UnimplementedError(absl::StrCat(
+          "checkpoint of FSDP 0-d parameter ", s.name, " is not supported"));
+    }
+    shard.shapes.emplace_back(s.name, s.layout.full_shape);
+    shard.model[s.name] = Unpadded(s.shard, s.layout.ValidRows(s.rank));
+  }
+  const std::vector<at::Tensor> params = fsdp_->shard_params();
+  if (params.size() != trainable_names_.size()) {
+    return absl::InternalError("FSDP trainable parameter names out of sync");
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto m = GetAdamState(*optimizer_, params[i]);
+    if (!m) continue;
+    const std::string& name = trainable_names_[i];
+    const int64_t rows = shard.model.at(name).size(0);
+    shard.optimizer[name + ".exp_avg"] = Unpadded(m->exp_avg, rows);
+    shard.optimizer[name + ".exp_avg_sq"] = Unpadded(m->exp_avg_sq, rows);
+    shard.optimizer[name + ".step"] = at::scalar_tensor(m->step, at::kLong);
+  }
+  shard.schedule_step = schedule_step_;
+  shard.skipped_steps = skipped_steps_;
+  return shard;
+}
+
+absl::Status FsdpTrainState::LoadShard(const TrainStateShard& shard,
+                                       const TrainStateLoadParts& parts) {
+  const int rank = fsdp_->groups().shard->rank();
+  const int world = fsdp_->groups().shard->size();
+  if (shard.shard_world != world || shard.shard_rank != rank) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint shard ", shard.shard_rank, " of ", shard.shard_world,
+        " does not fit FSDP shard ", rank, " of ", world));
+  }
+  std::map<std::string, parallel::ShardLayout> layouts;
+  std::vector<parallel::ShardedTensor> current = fsdp_->ShardedStateDict();
+  for (const parallel::ShardedTensor& s : current) layouts[s.name] = s.layout;
+  if (parts.model) {
+    for (parallel::ShardedTensor& s : current) {
+      VERL_ASSIGN_OR_RETURN(at::Tensor chunk, Find(shard.model, s.name));
+      VERL_ASSIGN_OR_RETURN(s.shard, Padded(s.name, chunk, s.layout, rank));
+    }
+    VERL_RETURN_IF_ERROR(fsdp_->LoadShardedStateDict(current));
+    fsdp_->ReshardAll();
+    VERL_RETURN_IF_ERROR(fsdp_->GatherAll());
+  }
+  if (parts.optimizer) {
+    const std::vector<at::Tensor> params = fsdp_->shard_params();
+    for (size_t i = 0; i < params.size(); ++i) {
+      const std::string& name = trainable_names_[i];
+      auto step = shard.optimizer.find(name + ".step");
+      if (step == shard.optimizer.end()) {
+        SetAdamState(*optimizer_, params[i], std::nullopt);
+        continue;
+      }
+      AdamMoments m;
+      m.step = step->second.item<int64_t>();
+      for (auto [suffix, out] : {std::pair{".exp_avg", &m.exp_avg},
+                                 std::pair{".exp_avg_sq", &m.exp_avg_sq}}) {
+        VERL_ASSIGN_OR_RETURN(at::Tensor chunk,
+                              Find(shard.optimizer, name + suffix));
+        VERL_ASSIGN_OR_RETURN(
+            *out, Padded(name + suffix, chunk, layouts.at(name), rank));
+      }
+      SetAdamState(*optimizer_, params[i], m);
+    }
+  }
+  if (parts.counters) {
+    skipped_steps_ = shard.skipped_steps;
+    set_schedule_step(shard.schedule_step);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<NamedParams> FsdpTrainState::FullStateDict() {
+  return fsdp_->FullStateDict(/*root=*/0);
 }
 
 }  // namespace verl::rl

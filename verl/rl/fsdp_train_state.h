@@ -57,6 +57,13 @@ class FsdpTrainState : public TrainState {
   void set_schedule_step(int64_t step) override;
   torch::optim::Optimizer& optimizer() override { return *optimizer_; }
 
+  // Checkpoints: this rank's unpadded master shards (chunks over the shard
+  // group) and their AdamW state; loading pads them back and re-gathers.
+  absl::StatusOr<TrainStateShard> SaveShard() override;
+  absl::Status LoadShard(const TrainStateShard& shard,
+                         const TrainStateLoadParts& parts) override;
+  absl::StatusOr<NamedParams> FullStateDict() override;
+
   parallel::FsdpModule& fsdp() { return *fsdp_; }
   // Bytes of AdamW state (exp_avg, exp_avg_sq) held by this rank.
   int64_t OptimizerStateBytes() const;
@@ -69,6 +76,8 @@ class FsdpTrainState : public TrainState {
   std::unique_ptr<parallel::FsdpModule> fsdp_;
   OptimizerOptions options_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  // Names of fsdp_->shard_params(), in order (the trainable parameters).
+  std::vector<std::string> trainable_names_;
   int64_t skipped_steps_ = 0;
   int64_t schedule_step_ = 0;
 };

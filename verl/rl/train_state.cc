@@ -2,9 +2,12 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "verl/core/status.h"
 #include "verl/rl/torch_functional.h"
 
 namespace verl::rl {
@@ -72,7 +75,200 @@ ReplicatedTrainState::ReplicatedTrainState(
   ApplyLr(ScheduledLr(options_, 0));
 }
 
+namespace {
+
+std::vector<at::Tensor> Tensors(const NamedParams& params) {
+  std::vector<at::Tensor> out;
+  for (const auto& [name, t] : params) out.push_back(t);
+  return out;
+}
+
+std::vector<std::string> Names(const NamedParams& params) {
+  std::vector<std::string> out;
+  for (const auto& [name, t] : params) out.push_back(name);
+  return out;
+}
+
+// Chunk `rank` of `world` of `full` along dim 0 (a contiguous copy, so a
+// saved chunk holds only its own bytes); 0-d tensors whole.
+at::Tensor ChunkOf(const at::Tensor& full, int rank, int world) {
+  at::Tensor t = full.detach();
+  if (t.dim() == 0) return t.clone();
+  const auto [begin, end] = ChunkRows(t.size(0), rank, world);
+  return t.narrow(0, begin, end - begin).clone();
+}
+
+// The full tensor of `shape` from every rank's chunk (collective over
+// `group`): chunks are padded to ceil(n/W) rows so one even all-gather
+// serves every rank.
+absl::StatusOr<at::Tensor> GatherChunks(parallel::Communicator* group,
+                                        const std::string& name,
+                                        const at::Tensor& chunk,
+                                        at::IntArrayRef shape) {
+  const int world = group ? group->size() : 1;
+  const int rank = group ? group->rank() : 0;
+  if (shape.empty()) {
+    if (chunk.dim() != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint tensor ", name, ": expected a scalar"));
+    }
+    return chunk;
+  }
+  const auto [begin, end] = ChunkRows(shape[0], rank, world);
+  std::vector<int64_t> want(shape.begin(), shape.end());
+  want[0] = end - begin;
+  if (chunk.sizes().vec() != want) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint tensor ", name, ": chunk of rank ", rank, " of ", world,
+        " has shape [", absl::StrJoin(chunk.sizes(), ","), "], expected [",
+        absl::StrJoin(want, ","), "]"));
+  }
+  if (world == 1) return chunk;
+  const int64_t rows = ChunkRows(shape[0], 0, world).second;
+  std::vector<int64_t> padded_shape = want;
+  padded_shape[0] = rows;
+  at::Tensor padded = at::zeros(padded_shape, chunk.options());
+  padded.narrow(0, 0, want[0]).copy_(chunk);
+  VERL_ASSIGN_OR_RETURN(at::Tensor all, group->AllGatherCat(padded));
+  return all.narrow(0, 0, shape[0]);
+}
+
+}  // namespace
+
+std::pair<int64_t, int64_t> ChunkRows(int64_t rows, int rank, int world) {
+  const int64_t per = (rows + world - 1) / world;
+  const int64_t begin = std::min(rows, per * rank);
+  return {begin, std::min(rows, begin + per)};
+}
+
+std::optional<AdamMoments> GetAdamState(torch::optim::Optimizer& optimizer,
+                                        const at::Tensor& param) {
+  auto it =
+      optimizer.state().find(c10::guts::to_string(param.unsafeGetTensorImpl()));
+  if (it == optimizer.state().end()) return std::nullopt;
+  const auto& s =
+      static_cast<const torch::optim::AdamWParamState&>(*it->second);
+  return AdamMoments{s.step(), s.exp_avg(), s.exp_avg_sq()};
+}
+
+void SetAdamState(torch::optim::Optimizer& optimizer, const at::Tensor& param,
+                  const std::optional<AdamMoments>& moments) {
+  const std::string key = c10::guts::to_string(param.unsafeGetTensorImpl());
+  if (!moments) {
+    optimizer.state().erase(key);
+    return;
+  }
+  auto state = std::make_unique<torch::optim::AdamWParamState>();
+  state->step(moments->step);
+  state->exp_avg(moments->exp_avg);
+  state->exp_avg_sq(moments->exp_avg_sq);
+  optimizer.state()[key] = std::move(state);
+}
+
+ReplicatedTrainState::ReplicatedTrainState(
+    const NamedParams& params, const OptimizerOptions& options,
+    std::shared_ptr<parallel::Communicator> dp_group)
+    : ReplicatedTrainState(Tensors(params), options, std::move(dp_group)) {
+  names_ = Names(params);
+}
+
 ReplicatedTrainState::~ReplicatedTrainState() = default;
+
+absl::StatusOr<TrainStateShard> ReplicatedTrainState::SaveShard() {
+  if (names_.size() != params_.size()) {
+    return absl::FailedPreconditionError(
+        "ReplicatedTrainState built without parameter names cannot be "
+        "checkpointed");
+  }
+  TrainStateShard shard;
+  shard.shard_world = dp_group_ ? dp_group_->size() : 1;
+  shard.shard_rank = dp_group_ ? dp_group_->rank() : 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const std::string& name = names_[i];
+    shard.shapes.emplace_back(name, params_[i].sizes().vec());
+    shard.model[name] =
+        ChunkOf(params_[i], shard.shard_rank, shard.shard_world);
+    if (auto m = GetAdamState(*optimizer_, params_[i])) {
+      shard.optimizer[name + ".exp_avg"] =
+          ChunkOf(m->exp_avg, shard.shard_rank, shard.shard_world);
+      shard.optimizer[name + ".exp_avg_sq"] =
+          ChunkOf(m->exp_avg_sq, shard.shard_rank, shard.shard_world);
+      shard.optimizer[name + ".step"] = at::scalar_tensor(m->step, at::kLong);
+    }
+  }
+  shard.schedule_step = schedule_step_;
+  shard.skipped_steps = skipped_steps_;
+  return shard;
+}
+
+absl::Status ReplicatedTrainState::LoadShard(const TrainStateShard& shard,
+                                             const TrainStateLoadParts& parts) {
+  if (names_.size() != params_.size()) {
+    return absl::FailedPreconditionError(
+        "ReplicatedTrainState built without parameter names cannot load a "
+        "checkpoint");
+  }
+  const int world = dp_group_ ? dp_group_->size() : 1;
+  if (shard.shard_world != world) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint shard is chunked over ", shard.shard_world,
+                     " ranks but this state's group has ", world));
+  }
+  auto find = [](const std::map<std::string, at::Tensor>& m,
+                 const std::string& key) -> absl::StatusOr<at::Tensor> {
+    auto it = m.find(key);
+    if (it == m.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint has no tensor ", key));
+    }
+    return it->second;
+  };
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const std::string& name = names_[i];
+    at::Tensor& p = params_[i];
+    if (parts.model) {
+      VERL_ASSIGN_OR_RETURN(at::Tensor chunk, find(shard.model, name));
+      VERL_ASSIGN_OR_RETURN(at::Tensor full, GatherChunks(dp_group_.get(), name,
+                                                          chunk, p.sizes()));
+      p.detach().copy_(full);
+    }
+    if (parts.optimizer) {
+      auto step = shard.optimizer.find(name + ".step");
+      if (step == shard.optimizer.end()) {
+        SetAdamState(*optimizer_, p, std::nullopt);
+        continue;
+      }
+      AdamMoments m;
+      m.step = step->second.item<int64_t>();
+      for (auto [suffix, out] : {std::pair{".exp_avg", &m.exp_avg},
+                                 std::pair{".exp_avg_sq", &m.exp_avg_sq}}) {
+        VERL_ASSIGN_OR_RETURN(at::Tensor chunk,
+                              find(shard.optimizer, name + suffix));
+        VERL_ASSIGN_OR_RETURN(
+            at::Tensor full,
+            GatherChunks(dp_group_.get(), name + suffix, chunk, p.sizes()));
+        *out = full.to(p.options()).clone();
+      }
+      SetAdamState(*optimizer_, p, m);
+    }
+  }
+  if (parts.counters) {
+    skipped_steps_ = shard.skipped_steps;
+    set_schedule_step(shard.schedule_step);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<NamedParams> ReplicatedTrainState::FullStateDict() {
+  NamedParams out;
+  if (dp_group_ && dp_group_->rank() != 0) return out;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    out.emplace_back(i < names_.size() ? names_[i] : absl::StrCat("param.", i),
+                     params_[i].detach().clone());
+  }
+  return out;
+}
 
 void ReplicatedTrainState::ZeroGrad() {
   for (auto& p : params_) {

@@ -13,8 +13,11 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -47,6 +50,33 @@ struct OptimizerOptions {
 absl::StatusOr<OptimizerOptions> OptimizerOptionsFromConfig(
     const parallel::OptimConfig& optim, double grad_clip, int64_t total_steps);
 
+// One rank's part of a TrainState in verl's sharded-checkpoint layout (what
+// model_/optim_world_size_{W}_rank_{R}.pt hold). Tensors are chunked along
+// dim 0 over `shard_world` ranks as torch.chunk / FSDP2 split them: ceil(n/W)
+// rows each, the last ranks fewer or none, no padding; 0-d tensors are whole.
+struct TrainStateShard {
+  int shard_rank = 0;   // this rank's chunk index
+  int shard_world = 1;  // number of chunks (the shard group size)
+  // Every parameter's HF name and full shape, in the state's order.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+  std::map<std::string, at::Tensor> model;  // name -> this rank's chunk
+  // AdamW state: "<name>.exp_avg", "<name>.exp_avg_sq" (chunked like the
+  // parameter) and "<name>.step" (int64 0-d). Parameters without state
+  // (before their first step, frozen) have no entries.
+  std::map<std::string, at::Tensor> optimizer;
+  int64_t schedule_step = 0;
+  int64_t skipped_steps = 0;
+};
+
+// What TrainState::LoadShard restores (verl's checkpoint.load_contents).
+struct TrainStateLoadParts {
+  bool model = true;
+  bool optimizer = true;
+  bool counters = true;  // schedule step (hence the LR) and skipped steps
+};
+
+using NamedParams = std::vector<std::pair<std::string, at::Tensor>>;
+
 class TrainState {
  public:
   virtual ~TrainState() = default;
@@ -63,12 +93,27 @@ class TrainState {
   virtual int64_t schedule_step() const = 0;
   virtual void set_schedule_step(int64_t step) = 0;
   virtual torch::optim::Optimizer& optimizer() = 0;
+
+  // --- checkpoints ---
+  // This rank's shard (copies; no communication).
+  virtual absl::StatusOr<TrainStateShard> SaveShard() = 0;
+  // Restores a shard saved with the same parameters and chunking; collective
+  // over the data-parallel group. Errors name the parameter and rank.
+  virtual absl::Status LoadShard(const TrainStateShard& shard,
+                                 const TrainStateLoadParts& parts) = 0;
+  // The full parameters (HF names, state order) on rank 0 of the group,
+  // empty on the others; collective.
+  virtual absl::StatusOr<NamedParams> FullStateDict() = 0;
 };
 
 // Full parameter copy per rank; gradients averaged with one flat all-reduce.
 class ReplicatedTrainState : public TrainState {
  public:
   ReplicatedTrainState(std::vector<at::Tensor> params,
+                       const OptimizerOptions& options,
+                       std::shared_ptr<parallel::Communicator> dp_group);
+  // With HF names, which checkpoints need (the unnamed state cannot save).
+  ReplicatedTrainState(const NamedParams& params,
                        const OptimizerOptions& options,
                        std::shared_ptr<parallel::Communicator> dp_group);
   ~ReplicatedTrainState() override;
@@ -82,10 +127,18 @@ class ReplicatedTrainState : public TrainState {
   void set_schedule_step(int64_t step) override;
   torch::optim::Optimizer& optimizer() override { return *optimizer_; }
 
+  // Chunks of the full parameters over the group (rank r saves chunk r);
+  // loading all-gathers the chunks back.
+  absl::StatusOr<TrainStateShard> SaveShard() override;
+  absl::Status LoadShard(const TrainStateShard& shard,
+                         const TrainStateLoadParts& parts) override;
+  absl::StatusOr<NamedParams> FullStateDict() override;
+
  private:
   void ApplyLr(double lr);
 
   std::vector<at::Tensor> params_;
+  std::vector<std::string> names_;  // empty: built without names
   OptimizerOptions options_;
   std::shared_ptr<parallel::Communicator> dp_group_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
@@ -95,6 +148,22 @@ class ReplicatedTrainState : public TrainState {
 
 // LR at scheduler step `step` (lr x the constant / cosine / wsd factor).
 double ScheduledLr(const OptimizerOptions& options, int64_t step);
+
+// Rows [begin, end) of dim 0 in chunk `rank` of `world` (torch.chunk).
+std::pair<int64_t, int64_t> ChunkRows(int64_t rows, int rank, int world);
+
+// AdamW's per-parameter state, for checkpoints.
+struct AdamMoments {
+  int64_t step = 0;
+  at::Tensor exp_avg, exp_avg_sq;
+};
+// The state of `param` in `optimizer` (an AdamW), nullopt before its first
+// step. The tensors are the optimizer's own (not copies).
+std::optional<AdamMoments> GetAdamState(torch::optim::Optimizer& optimizer,
+                                        const at::Tensor& param);
+// Replaces (nullopt: removes) the state of `param`.
+void SetAdamState(torch::optim::Optimizer& optimizer, const at::Tensor& param,
+                  const std::optional<AdamMoments>& moments);
 
 // L2 norm of all gradients (undefined grads count as zero).
 double GlobalGradNorm(const std::vector<at::Tensor>& params);
