@@ -43,14 +43,19 @@ MemoryProfiler::~MemoryProfiler() {
   if (recording_) MemoryTracker::Global().Disable();
 }
 
-bool MemoryProfiler::ProfilesStep(int64_t step) const {
-  if (!recording_ || !role_.enable()) return false;
-  const auto& steps = global_.steps();
+bool RoleProfilesStep(const GlobalProfilerConfig& global,
+                      const ProfilerConfig& role, int64_t step, int64_t rank) {
+  if (!role.enable()) return false;
+  const auto& steps = global.steps();
   if (std::find(steps.begin(), steps.end(), step) == steps.end()) return false;
-  if (role_.all_ranks()) return true;
-  if (role_.ranks_size() == 0) return rank_ == 0;
-  return std::find(role_.ranks().begin(), role_.ranks().end(), rank_) !=
-         role_.ranks().end();
+  if (role.all_ranks()) return true;
+  if (role.ranks_size() == 0) return rank == 0;
+  return std::find(role.ranks().begin(), role.ranks().end(), rank) !=
+         role.ranks().end();
+}
+
+bool MemoryProfiler::ProfilesStep(int64_t step) const {
+  return recording_ && RoleProfilesStep(global_, role_, step, rank_);
 }
 
 std::string MemoryProfiler::StepSnapshotPath(int64_t step) const {

@@ -24,6 +24,12 @@
 
 namespace verl::profiler {
 
+// verl's DistProfiler selection: step N is in `global.steps`, the role is
+// enabled, and this rank is chosen (all_ranks, else the listed ranks, else
+// rank 0). Shared by every profiler tool.
+bool RoleProfilesStep(const GlobalProfilerConfig& global,
+                      const ProfilerConfig& role, int64_t step, int64_t rank);
+
 class MemoryProfiler {
  public:
   // `pid` defaults to the calling process's id.

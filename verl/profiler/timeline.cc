@@ -2,6 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <map>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "verl/core/file_util.h"
 
@@ -82,6 +86,59 @@ nlohmann::json Timeline::ToJson() const {
 
 absl::Status Timeline::WriteJson(const std::string& path) const {
   return core::WriteFileAtomic(path, ToJson().dump());
+}
+
+absl::Status ValidateTrace(const nlohmann::json& trace) {
+  if (!trace.is_object() || !trace.contains("traceEvents") ||
+      !trace["traceEvents"].is_array()) {
+    return absl::InvalidArgumentError("trace: no traceEvents array");
+  }
+  struct Span {
+    int64_t start, end;
+    std::string name;
+  };
+  std::map<std::pair<int64_t, int64_t>, std::vector<Span>> tracks;
+  int64_t index = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    const std::string where = absl::StrCat("trace event ", index++);
+    if (!e.is_object() || !e.contains("name") || !e["name"].is_string() ||
+        !e.contains("ph") || !e["ph"].is_string()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": needs string name and ph"));
+    }
+    if (e["ph"] != "X") continue;
+    for (const char* key : {"ts", "dur", "pid", "tid"}) {
+      if (!e.contains(key) || !e[key].is_number_integer()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, " (", e["name"].get<std::string>(),
+                         "): needs integer ", key));
+      }
+    }
+    const int64_t ts = e["ts"], dur = e["dur"];
+    if (dur < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": negative duration"));
+    }
+    tracks[{e["pid"].get<int64_t>(), e["tid"].get<int64_t>()}].push_back(
+        {ts, ts + dur, e["name"]});
+  }
+  for (auto& [track, spans] : tracks) {
+    std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+      return a.start != b.start ? a.start < b.start : a.end > b.end;
+    });
+    std::vector<const Span*> open;
+    for (const Span& s : spans) {
+      while (!open.empty() && open.back()->end <= s.start) open.pop_back();
+      if (!open.empty() && s.end > open.back()->end) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "trace: span '", s.name, "' [", s.start, ", ", s.end,
+            ") overlaps '", open.back()->name, "' [", open.back()->start, ", ",
+            open.back()->end, ") on pid ", track.first, " tid ", track.second));
+      }
+      open.push_back(&s);
+    }
+  }
+  return absl::OkStatus();
 }
 
 int64_t CurrentThreadId() {

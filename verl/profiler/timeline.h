@@ -62,6 +62,12 @@ class Timeline {
   std::vector<TraceEvent> events_;
 };
 
+// Checks a Chrome-trace object: `traceEvents` is an array of events with a
+// name and a phase; complete events ("X") have integer ts, dur >= 0, pid and
+// tid; and on each (pid, tid) track they nest (any two are disjoint or one
+// contains the other), as a viewer stacks them. Errors name the event.
+absl::Status ValidateTrace(const nlohmann::json& trace);
+
 // Small dense id of the calling thread (0 for the first thread seen).
 int64_t CurrentThreadId();
 

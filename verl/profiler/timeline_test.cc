@@ -87,3 +87,30 @@ TEST(TimelineTest, EventCapIsRespected) {
 
 }  // namespace
 }  // namespace verl::profiler
+
+namespace verl::profiler {
+namespace {
+
+nlohmann::json X(const char* name, int64_t ts, int64_t dur, int64_t tid = 0) {
+  return {{"name", name}, {"ph", "X"}, {"ts", ts},
+          {"dur", dur},   {"pid", 0},  {"tid", tid}};
+}
+
+TEST(TimelineTest, ValidateTraceAcceptsNestedAndRejectsOverlap) {
+  nlohmann::json ok = {
+      {"traceEvents",
+       {X("step", 0, 100), X("gen", 0, 40), X("update_actor", 50, 50),
+        X("forward", 60, 10), X("other_thread", 30, 100, /*tid=*/1)}}};
+  EXPECT_TRUE(ValidateTrace(ok).ok()) << ValidateTrace(ok);
+  nlohmann::json bad = {{"traceEvents", {X("step", 0, 100), X("gen", 90, 20)}}};
+  const absl::Status s = ValidateTrace(bad);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("'gen'"), std::string::npos) << s;
+  EXPECT_FALSE(ValidateTrace(
+                   {{"traceEvents", {{{"name", "x"}, {"ph", "X"}, {"ts", 1}}}}})
+                   .ok());
+  EXPECT_FALSE(ValidateTrace(nlohmann::json::object()).ok());
+}
+
+}  // namespace
+}  // namespace verl::profiler
