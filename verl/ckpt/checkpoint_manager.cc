@@ -130,15 +130,36 @@ std::string CheckpointManager::TrackerPath() const {
   return Join(options_.default_local_dir, kTrackerFileName);
 }
 
-std::set<std::string> CheckpointManager::LoadContents() const {
-  return options_.load_contents.empty() ? options_.save_contents
-                                        : options_.load_contents;
+std::set<std::string> CheckpointManager::SaveContents(
+    const std::string& role) const {
+  auto it = options_.role_save_contents.find(role);
+  return it != options_.role_save_contents.end() ? it->second
+                                                 : options_.save_contents;
+}
+
+std::set<std::string> CheckpointManager::LoadContents(
+    const std::string& role) const {
+  auto it = options_.role_load_contents.find(role);
+  if (it != options_.role_load_contents.end() && !it->second.empty()) {
+    return it->second;
+  }
+  if (!options_.role_load_contents.count(role) &&
+      !options_.load_contents.empty()) {
+    return options_.load_contents;
+  }
+  return SaveContents(role);
 }
 
 absl::Status CheckpointManager::BeginSave(int64_t step) {
   if (!options_.save_contents.count("model")) {
     return absl::InvalidArgumentError(
         "checkpoint.save_contents must contain 'model'");
+  }
+  for (const auto& [role, contents] : options_.role_save_contents) {
+    if (!contents.count("model")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(role, ".checkpoint.save_contents must contain 'model'"));
+    }
   }
   VERL_RETURN_IF_ERROR(core::MakeDirs(options_.default_local_dir));
   std::error_code ec;
@@ -160,7 +181,7 @@ absl::Status CheckpointManager::SaveShard(int64_t step, const std::string& role,
                                           const RoleShard& shard) {
   const std::string dir = Join(TempStepDir(step), role);
   VERL_RETURN_IF_ERROR(core::MakeDirs(dir));
-  const auto& contents = options_.save_contents;
+  const std::set<std::string> contents = SaveContents(role);
   VERL_RETURN_IF_ERROR(SavePtTensorDict(
       Join(dir, RankFileName("model", rank, world_size)), shard.model));
   if (contents.count("optimizer")) {
@@ -194,7 +215,7 @@ absl::Status CheckpointManager::SaveRoleMeta(int64_t step,
     VERL_RETURN_IF_ERROR(
         CopyFileSynced(file, Join(hf, fs::path(file).filename().string())));
   }
-  if (options_.save_contents.count("hf_model")) {
+  if (SaveContents(role).count("hf_model")) {
     if (meta.hf_model.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("role ", role,
@@ -371,12 +392,22 @@ absl::StatusOr<RoleShard> CheckpointManager::LoadShard(
   VERL_ASSIGN_OR_RETURN(FsdpLayout layout, LoadLayout(step_dir, role));
   if (layout.world_size != world_size) {
     return absl::FailedPreconditionError(absl::StrCat(
-        dir, " was saved by ", layout.world_size,
-        " ranks but this run has world size ", world_size,
-        "; resuming with a different world size is not supported (merge it "
+        Join(dir, RankFileName("model", 0, layout.world_size)), " .. ",
+        RankFileName("model", layout.world_size - 1, layout.world_size), " (",
+        kFsdpConfigFileName, " world_size ", layout.world_size,
+        ") were saved by ", layout.world_size,
+        " ranks but this run has world size ", world_size, " (it looks for ",
+        RankFileName("model", rank, world_size),
+        "); resuming with a different world size is not supported (merge it "
         "with //tools:model_merger and start from the HF folder instead)"));
   }
-  const std::set<std::string> contents = LoadContents();
+  // Chunks are over the last mesh dim for HSDP ("ddp", "fsdp").
+  int chunks = world_size;
+  if (layout.mesh_shape.size() == 2 && layout.mesh_shape[1] > 0) {
+    chunks = static_cast<int>(layout.mesh_shape[1]);
+  }
+  const int chunk = rank % chunks;
+  const std::set<std::string> contents = LoadContents(role);
   RoleShard shard;
   if (contents.count("model")) {
     const std::string path = Join(dir, RankFileName("model", rank, world_size));
@@ -388,10 +419,10 @@ absl::StatusOr<RoleShard> CheckpointManager::LoadShard(
         return absl::DataLossError(absl::StrCat(
             path, ": tensor '", name, "' is not in ", kFsdpConfigFileName));
       }
-      if (tensor.sizes().vec() != it->second.ChunkShape(rank, world_size)) {
+      if (tensor.sizes().vec() != it->second.ChunkShape(chunk, chunks)) {
         return absl::DataLossError(absl::StrCat(
-            path, ": tensor '", name, "' has the wrong chunk shape for rank ",
-            rank, " of ", world_size));
+            path, ": tensor '", name, "' has the wrong chunk shape for chunk ",
+            chunk, " of ", chunks));
       }
     }
   }

@@ -71,6 +71,10 @@ struct CheckpointManagerOptions {
   std::set<std::string> load_contents;
   // Role -> how many of its checkpoints to keep (absent or <= 0: all).
   std::map<std::string, int> max_ckpt_to_keep;
+  // Per-role overrides of save_contents / load_contents (each role's
+  // <role>.checkpoint block); absent roles use the two sets above.
+  std::map<std::string, std::set<std::string>> role_save_contents;
+  std::map<std::string, std::set<std::string>> role_load_contents;
 };
 
 // What one rank saves for one role.
@@ -111,6 +115,11 @@ class CheckpointManager {
   std::string TempStepDir(int64_t step) const;  // global_step_N.tmp-save
   std::string TrackerPath() const;
 
+  // The effective save / load contents of `role` (load: the role's
+  // load_contents, else the global one, else the save contents).
+  std::set<std::string> SaveContents(const std::string& role) const;
+  std::set<std::string> LoadContents(const std::string& role) const;
+
   // --- save protocol steps (see the file comment) ---
   absl::Status BeginSave(int64_t step);
   absl::Status SaveShard(int64_t step, const std::string& role, int rank,
@@ -137,7 +146,9 @@ class CheckpointManager {
   // Reads `role`'s fsdp_config.json in `step_dir`.
   absl::StatusOr<FsdpLayout> LoadLayout(const std::string& step_dir,
                                         const std::string& role) const;
-  // This rank's files per load_contents (parts not loaded stay empty).
+  // This rank's files per load_contents (parts not loaded stay empty). For a
+  // (ddp, fsdp) mesh the model chunks are over the last mesh dim (chunk
+  // rank % fsdp size), else over the world.
   absl::StatusOr<RoleShard> LoadShard(const std::string& step_dir,
                                       const std::string& role, int rank,
                                       int world_size) const;
@@ -147,7 +158,6 @@ class CheckpointManager {
 
  private:
   absl::Status ApplyRetention(int64_t just_saved);
-  std::set<std::string> LoadContents() const;
 
   CheckpointManagerOptions options_;
 };

@@ -33,6 +33,8 @@ class KlController {
   virtual ~KlController() = default;
   virtual double value() const = 0;
   virtual void Update(double current_kl, int64_t n_steps) = 0;
+  // Restores a checkpointed coefficient.
+  virtual void set_value(double value) = 0;
 };
 
 // β constant.
@@ -41,6 +43,7 @@ class FixedKlController : public KlController {
   explicit FixedKlController(double kl_coef) : value_(kl_coef) {}
   double value() const override { return value_; }
   void Update(double, int64_t) override {}
+  void set_value(double value) override { value_ = value; }
 
  private:
   double value_;
@@ -53,6 +56,7 @@ class AdaptiveKlController : public KlController {
       : value_(init_kl_coef), target_(target_kl), horizon_(horizon) {}
   double value() const override { return value_; }
   void Update(double current_kl, int64_t n_steps) override;
+  void set_value(double value) override { value_ = value; }
 
  private:
   double value_;

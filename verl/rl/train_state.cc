@@ -135,6 +135,14 @@ absl::StatusOr<at::Tensor> GatherChunks(parallel::Communicator* group,
 
 }  // namespace
 
+NamedParams NamedParameters(const torch::nn::Module& module) {
+  NamedParams out;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    out.emplace_back(item.key(), item.value());
+  }
+  return out;
+}
+
 std::pair<int64_t, int64_t> ChunkRows(int64_t rows, int rank, int world) {
   const int64_t per = (rows + world - 1) / world;
   const int64_t begin = std::min(rows, per * rank);

@@ -27,6 +27,9 @@
 namespace torch::optim {
 class Optimizer;
 }
+namespace torch::nn {
+class Module;
+}
 
 namespace verl::rl {
 
@@ -76,6 +79,8 @@ struct TrainStateLoadParts {
 };
 
 using NamedParams = std::vector<std::pair<std::string, at::Tensor>>;
+// The module's parameters with their (HF) names, in parameter order.
+NamedParams NamedParameters(const torch::nn::Module& module);
 
 class TrainState {
  public:
