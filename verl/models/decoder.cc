@@ -123,6 +123,42 @@ variable_list Checkpoint(const CheckpointBackward::Fn& fn, const at::Tensor& x,
   return outs;
 }
 
+// Identity in forward; in backward calls `fn` (once all incoming gradients
+// have arrived) and passes the gradients through. Wraps the tensors of `xs`
+// that require grad; returns `xs` unchanged when none does.
+class HookBackward : public torch::autograd::Node {
+ public:
+  explicit HookBackward(std::function<void()> fn) : fn_(std::move(fn)) {}
+  std::string name() const override { return "LayerHookBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    if (fn_) fn_();
+    fn_ = nullptr;
+    return std::move(grads);
+  }
+  void release_variables() override { fn_ = nullptr; }
+
+ private:
+  std::function<void()> fn_;
+};
+
+variable_list OnBackward(variable_list xs, std::function<void()> fn) {
+  if (!torch::GradMode::is_enabled()) return xs;
+  variable_list wrapped;
+  for (const at::Tensor& x : xs) {
+    if (x.defined() && x.requires_grad()) wrapped.push_back(x);
+  }
+  if (wrapped.empty()) return xs;
+  auto node = std::shared_ptr<HookBackward>(new HookBackward(std::move(fn)),
+                                            torch::autograd::deleteNode);
+  node->set_next_edges(torch::autograd::collect_next_edges(wrapped));
+  for (at::Tensor& x : xs) {
+    if (!x.defined() || !x.requires_grad()) continue;
+    x = x.detach();
+    torch::autograd::set_history(x, node);
+  }
+  return xs;
+}
+
 }  // namespace
 
 Embedding::Embedding(int64_t vocab, int64_t hidden) {
@@ -301,12 +337,19 @@ at::Tensor CausalLM::RunLayers(const at::Tensor& input_ids,
                                std::vector<at::Tensor>* router_logits) {
   CHECK_EQ(input_ids.dim(), 1) << "packed input_ids must be [T]";
   CHECK_EQ(position_ids.numel(), input_ids.numel());
+  std::shared_ptr<LayerHooks> hooks = hooks_;
+  if (hooks) hooks->BeforeForward(LayerHooks::kRootStage);
   at::Tensor h = model->embed_tokens->Forward(input_ids);
   auto [cos, sin] =
       RopeCosSin(inv_freq_, position_ids.reshape({-1}), h.scalar_type());
   const bool checkpoint = checkpointing_ && torch::GradMode::is_enabled();
-  for (const auto& layer : model->layers) {
+  for (int64_t i = 0; i < static_cast<int64_t>(model->layers.size()); ++i) {
+    const auto& layer = model->layers[i];
     at::Tensor rl;
+    if (hooks) {
+      hooks->BeforeForward(i);
+      h = OnBackward({h}, [hooks, i] { hooks->AfterBackward(i); })[0];
+    }
     if (checkpoint) {
       // The closure owns everything the recompute needs (layer, rope
       // tables, backend) so backward can run after this frame returns.
@@ -320,6 +363,13 @@ at::Tensor CausalLM::RunLayers(const at::Tensor& input_ids,
       if (outs.size() > 1) rl = outs[1];
     } else {
       std::tie(h, rl) = layer->Forward(h, cos, sin, *attention);
+    }
+    if (hooks) {
+      hooks->AfterForward(i);
+      variable_list outs =
+          OnBackward({h, rl}, [hooks, i] { hooks->BeforeBackward(i); });
+      h = outs[0];
+      rl = outs[1];
     }
     if (rl.defined() && router_logits != nullptr) router_logits->push_back(rl);
   }

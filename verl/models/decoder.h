@@ -88,6 +88,25 @@ class DecoderModel : public torch::nn::Module {
   std::shared_ptr<RMSNorm> norm;
 };
 
+// Optional callbacks around each decoder layer's compute: the seam where
+// sharded data parallelism (FSDP's pre/post forward and backward hooks)
+// gathers a layer's parameters just before use and frees them after.
+// Stage kRootStage stands for the embeddings, final norm and heads: its
+// BeforeForward runs once per Forward(), before the embedding, and it gets
+// no other calls. For layer i: BeforeForward(i) / AfterForward(i) around its
+// forward; when autograd differentiates through the layer, BeforeBackward(i)
+// runs before its backward (checkpoint recompute included) and
+// AfterBackward(i) once its parameter gradients have been accumulated.
+class LayerHooks {
+ public:
+  static constexpr int64_t kRootStage = -1;
+  virtual ~LayerHooks() = default;
+  virtual void BeforeForward(int64_t stage) = 0;
+  virtual void AfterForward(int64_t layer) = 0;
+  virtual void BeforeBackward(int64_t layer) = 0;
+  virtual void AfterBackward(int64_t layer) = 0;
+};
+
 struct ForwardOutput {
   at::Tensor logits;    // LM: [T, V] packed / [B, L, V] padded (0 at pads)
   at::Tensor values;    // value model: [T] packed / [B, L] padded
@@ -134,6 +153,12 @@ class CausalLM : public torch::nn::Module {
   }
   bool gradient_checkpointing() const { return checkpointing_; }
 
+  // Installs (null: removes) per-layer hooks for every later forward.
+  void set_layer_hooks(std::shared_ptr<LayerHooks> hooks) {
+    hooks_ = std::move(hooks);
+  }
+  LayerHooks* layer_hooks() const { return hooks_.get(); }
+
   // Sliding window per layer (0 => full), from the config.
   std::vector<int64_t> LayerWindows() const;
 
@@ -152,6 +177,7 @@ class CausalLM : public torch::nn::Module {
   ModelConfig config_;
   at::Tensor inv_freq_;  // RoPE inverse frequencies (double, CPU)
   bool checkpointing_ = false;
+  std::shared_ptr<LayerHooks> hooks_;
 };
 
 // HF load_balancing_loss_func over all MoE layers' router logits:
