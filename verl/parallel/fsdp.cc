@@ -1,13 +1,25 @@
 #include "verl/parallel/fsdp.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/GradMode.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <deque>
 #include <map>
+#include <mutex>
+#include <numeric>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "glog/logging.h"
+#include "verl/core/status.h"
 #include "verl/parallel/device_mesh.h"
+#include "verl/profiler/memory_tracker.h"
 
 namespace verl::parallel {
 
@@ -102,27 +114,155 @@ std::vector<FsdpUnitSpec> UnitsByLayer(const NamedTensors& params) {
   return units;
 }
 
+namespace {
+
+// Groups made by MakeFsdpGroups are named after a per-process call counter:
+// every rank calls it in the same order, so names agree across ranks and
+// differ between calls (actor and critic each get their own groups).
+int NextGroupsId() {
+  static std::atomic<int> next{0};
+  return next++;
+}
+
+// A second group with the members of `comm`, for the background thread.
+absl::StatusOr<std::shared_ptr<Communicator>> AsyncTwin(
+    const std::shared_ptr<Communicator>& comm, const std::string& prefix) {
+  if (!comm || comm->size() <= 1) return std::shared_ptr<Communicator>();
+  std::vector<int> ranks(comm->size());
+  std::iota(ranks.begin(), ranks.end(), 0);
+  return comm->NewGroup(
+      ranks,
+      absl::StrCat(prefix, "_", absl::StrJoin(comm->global_ranks(), "_")));
+}
+
+}  // namespace
+
 absl::StatusOr<FsdpGroups> MakeFsdpGroups(std::shared_ptr<Communicator> world,
                                           int64_t fsdp_size) {
   const int n = world->size();
-  if (fsdp_size <= 0 || fsdp_size >= n) return FsdpGroups{world, nullptr};
-  if (n % fsdp_size != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("fsdp_config.fsdp_size: ", fsdp_size,
-                     " does not divide the world size ", n));
+  const std::string id = absl::StrCat("fsdp", NextGroupsId());
+  FsdpGroups groups;
+  if (fsdp_size <= 0 || fsdp_size >= n) {
+    groups.shard = world;
+  } else {
+    if (n % fsdp_size != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("fsdp_config.fsdp_size: ", fsdp_size,
+                       " does not divide the world size ", n));
+    }
+    auto mesh =
+        DeviceMesh::Create(world,
+                           {{"replicate", static_cast<int>(n / fsdp_size)},
+                            {"shard", static_cast<int>(fsdp_size)}},
+                           absl::StrCat(id, "_hsdp_", fsdp_size));
+    if (!mesh.ok()) return mesh.status();
+    auto shard = mesh->Get("shard");
+    if (!shard.ok()) return shard.status();
+    auto replicate = mesh->Get("replicate");
+    if (!replicate.ok()) return replicate.status();
+    groups.shard = *shard;
+    groups.replicate = *replicate;
   }
-  auto mesh =
-      DeviceMesh::Create(world,
-                         {{"replicate", static_cast<int>(n / fsdp_size)},
-                          {"shard", static_cast<int>(fsdp_size)}},
-                         absl::StrCat("fsdp_hsdp_", fsdp_size));
-  if (!mesh.ok()) return mesh.status();
-  auto shard = mesh->Get("shard");
-  if (!shard.ok()) return shard.status();
-  auto replicate = mesh->Get("replicate");
-  if (!replicate.ok()) return replicate.status();
-  return FsdpGroups{*shard, *replicate};
+  // Shard twins first, then replicate twins: the same order on every rank.
+  auto async_shard = AsyncTwin(groups.shard, id + "_async_shard");
+  if (!async_shard.ok()) return async_shard.status();
+  groups.async_shard = *async_shard;
+  auto async_replicate = AsyncTwin(groups.replicate, id + "_async_replicate");
+  if (!async_replicate.ok()) return async_replicate.status();
+  groups.async_replicate = *async_replicate;
+  return groups;
 }
+
+double FsdpCommStats::OverlapFraction() const {
+  if (comm_seconds <= 0) return 0;
+  return std::clamp(1.0 - wait_seconds / comm_seconds, 0.0, 1.0);
+}
+
+// One background collective: `run` executes on the queue's thread; `rows`
+// receives an all-gather's result.
+struct FsdpModule::Task {
+  std::function<absl::Status(Task&)> run;
+  at::Tensor rows;
+  absl::Status status;
+  bool done = false;
+};
+
+// A FIFO of collectives executed by one thread over the async groups. All
+// ranks enqueue in the same program order, so the collectives match.
+class FsdpModule::CommQueue {
+ public:
+  CommQueue() : thread_([this] { Loop(); }) {}
+  ~CommQueue() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  std::shared_ptr<Task> Submit(std::function<absl::Status(Task&)> run) {
+    auto task = std::make_shared<Task>();
+    task->run = std::move(run);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(task);
+    }
+    cv_.notify_all();
+    return task;
+  }
+
+  // Blocks until `task` ran; returns its status.
+  absl::Status Wait(const std::shared_ptr<Task>& task) {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, [&] { return task->done; });
+    return task->status;
+  }
+
+  FsdpCommStats stats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      std::shared_ptr<Task> task;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping
+        task = queue_.front();
+        queue_.pop_front();
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      absl::Status status;
+      {
+        at::NoGradGuard no_grad;
+        status = task->run(*task);
+      }
+      const double dt =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+              .count();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        task->status = std::move(status);
+        task->done = true;
+        task->run = nullptr;
+        ++stats_.collectives;
+        stats_.comm_seconds += dt;
+      }
+      done_cv_.notify_all();
+    }
+  }
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  std::deque<std::shared_ptr<Task>> queue_;
+  bool stop_ = false;
+  FsdpCommStats stats_;
+  std::thread thread_;  // last: starts after the other members exist
+};
 
 struct FsdpModule::Param {
   std::string name;
@@ -137,13 +277,24 @@ struct FsdpModule::Unit {
   std::vector<Param> params;
   int64_t shard_numel = 0;  // sum of the params' shard_numel
   int64_t grad_numel = 0;   // the same over trainable params
-  bool gathered = false;
+  int64_t full_bytes = 0;   // gathered size in the compute dtype
+  // kResharded: parameters are empty tensors. kFreed: full shapes, storage
+  // released (FreeStorage). kGathered: full parameters.
+  enum class State { kResharded, kFreed, kGathered } state = State::kResharded;
+  bool gathered() const { return state == State::kGathered; }
+  bool needs_reduce = false;    // marked by PreForward under grad mode
+  std::shared_ptr<Task> fetch;  // prefetch in flight (or finished)
 };
 
 FsdpModule::FsdpModule(std::vector<FsdpUnitSpec> units, FsdpGroups groups,
                        FsdpOptions options)
     : groups_(std::move(groups)), options_(options) {
   CHECK(groups_.shard != nullptr) << "FSDP needs a shard group";
+  if (groups_.async_shard) {
+    CHECK_EQ(groups_.async_shard->size(), groups_.shard->size());
+    queue_ = std::make_unique<CommQueue>();
+  }
+  const int64_t elem = at::elementSize(options_.compute_dtype);
   const int world = groups_.shard->size();
   const int rank = groups_.shard->rank();
   for (FsdpUnitSpec& spec : units) {
@@ -158,6 +309,7 @@ FsdpModule::FsdpModule(std::vector<FsdpUnitSpec> units, FsdpGroups groups,
       p.trainable = tensor.requires_grad();
       p.shard.set_requires_grad(p.trainable);
       u.shard_numel += p.layout.shard_numel();
+      u.full_bytes += p.layout.full_numel() * elem;
       if (p.trainable) u.grad_numel += p.layout.shard_numel();
       u.params.push_back(std::move(p));
     }
@@ -166,7 +318,14 @@ FsdpModule::FsdpModule(std::vector<FsdpUnitSpec> units, FsdpGroups groups,
   ReshardAll();
 }
 
-FsdpModule::~FsdpModule() = default;
+FsdpModule::~FsdpModule() {
+  // Finish background work before the units it refers to go away.
+  if (queue_) WaitPending().IgnoreError();
+  for (Unit& u : units_) {
+    if (u.fetch) queue_->Wait(u.fetch).IgnoreError();
+  }
+  queue_.reset();
+}
 
 int FsdpModule::num_units() const { return static_cast<int>(units_.size()); }
 
@@ -180,7 +339,7 @@ const FsdpModule::Unit& FsdpModule::unit(int i) const {
 }
 
 const std::string& FsdpModule::unit_name(int i) const { return unit(i).name; }
-bool FsdpModule::gathered(int i) const { return unit(i).gathered; }
+bool FsdpModule::gathered(int i) const { return unit(i).gathered(); }
 
 namespace {
 
@@ -189,11 +348,13 @@ namespace {
 absl::StatusOr<at::Tensor> GatherFlat(Communicator& group,
                                       const std::vector<at::Tensor>& shards,
                                       int64_t shard_numel, at::ScalarType dtype,
-                                      int64_t* bytes) {
+                                      std::atomic<int64_t>* bytes) {
   std::vector<at::Tensor> flat;
   for (const at::Tensor& s : shards) flat.push_back(s.detach().reshape(-1));
   at::Tensor local = at::cat(flat).to(dtype);
   *bytes += Bytes(local) * group.size();
+  // The gathered buffer holds full parameters.
+  profiler::MemoryCategoryScope category(profiler::MemoryCategory::kParameters);
   auto all = group.AllGatherCat(local);
   if (!all.ok()) return all.status();
   return all->view({group.size(), shard_numel});
@@ -201,22 +362,117 @@ absl::StatusOr<at::Tensor> GatherFlat(Communicator& group,
 
 }  // namespace
 
-absl::Status FsdpModule::Gather(int i) {
-  Unit& u = unit(i);
-  if (u.gathered) return absl::OkStatus();
-  std::vector<at::Tensor> shards;
-  for (const Param& p : u.params) shards.push_back(p.shard);
-  auto rows = GatherFlat(*groups_.shard, shards, u.shard_numel,
-                         options_.compute_dtype, &bytes_communicated_);
-  if (!rows.ok()) return rows.status();
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+double SecondsSince(SteadyClock::time_point t0) {
+  return std::chrono::duration<double>(SteadyClock::now() - t0).count();
+}
+
+// Releases (nbytes 0) or re-allocates a tensor's storage in place: every
+// tensor sharing the storage, views autograd saved included, follows.
+void SetStorageBytes(const at::Tensor& t, size_t nbytes) {
+  c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+  if (nbytes == 0) {
+    storage->set_data_ptr_noswap(at::DataPtr(nullptr, t.device()));
+  } else {
+    profiler::MemoryCategoryScope category(
+        profiler::MemoryCategory::kParameters);
+    storage->set_data_ptr_noswap(c10::GetCPUAllocator()->allocate(nbytes));
+  }
+  storage->set_nbytes(nbytes);
+}
+
+}  // namespace
+
+void FsdpModule::AddLive(int64_t bytes) {
+  live_gathered_bytes_ += bytes;
+  peak_gathered_bytes_ = std::max(peak_gathered_bytes_, live_gathered_bytes_);
+}
+
+absl::Status FsdpModule::Sticky(absl::Status s) {
+  if (!s.ok() && first_error_.ok()) first_error_ = s;
+  return first_error_.ok() ? s : first_error_;
+}
+
+void FsdpModule::Materialize(Unit& u, const at::Tensor& rows) {
+  const int world = groups_.shard->size();
   int64_t offset = 0;
   for (Param& p : u.params) {
-    at::Tensor full = FromShardRows(
-        rows->narrow(1, offset, p.layout.shard_numel()), p.layout);
-    p.param.set_data(full);
-    offset += p.layout.shard_numel();
+    const ShardLayout& l = p.layout;
+    at::Tensor dst;
+    if (u.state == Unit::State::kFreed) {
+      // Same tensor, fresh storage: what autograd saved sees the values.
+      SetStorageBytes(p.param, l.full_numel() * p.param.element_size());
+      dst = p.param.variable_data();  // no version bump on the parameter
+    } else {
+      profiler::MemoryCategoryScope category(
+          profiler::MemoryCategory::kParameters);
+      dst = at::empty(l.full_shape, rows.options());
+    }
+    at::Tensor dst_rows = dst.view({l.dim0, l.row_numel});
+    for (int r = 0; r < world; ++r) {
+      const int64_t valid = l.ValidRows(r);
+      if (valid == 0) continue;
+      dst_rows.narrow(0, r * l.shard_rows, valid)
+          .copy_(rows[r]
+                     .narrow(0, offset, l.shard_numel())
+                     .view({l.shard_rows, l.row_numel})
+                     .narrow(0, 0, valid));
+    }
+    if (u.state != Unit::State::kFreed) p.param.set_data(dst);
+    offset += l.shard_numel();
   }
-  u.gathered = true;
+  u.state = Unit::State::kGathered;
+}
+
+void FsdpModule::Prefetch(int i) {
+  Unit& u = unit(i);
+  if (!queue_ || u.gathered() || u.fetch) return;
+  std::vector<at::Tensor> shards;
+  for (const Param& p : u.params) shards.push_back(p.shard);
+  const int64_t numel = u.shard_numel;
+  const at::ScalarType dtype = options_.compute_dtype;
+  Communicator* group = groups_.async_shard.get();
+  std::atomic<int64_t>* bytes = &bytes_communicated_;
+  u.fetch = queue_->Submit([=](Task& t) -> absl::Status {
+    auto rows = GatherFlat(*group, shards, numel, dtype, bytes);
+    if (!rows.ok()) return rows.status();
+    t.rows = *rows;
+    return absl::OkStatus();
+  });
+  AddLive(u.full_bytes);  // the gather buffer
+}
+
+absl::Status FsdpModule::Gather(int i) {
+  Unit& u = unit(i);
+  if (u.gathered()) return absl::OkStatus();
+  VERL_RETURN_IF_ERROR(Sticky(absl::OkStatus()));
+  at::Tensor rows;
+  const auto t0 = SteadyClock::now();
+  if (queue_) {
+    Prefetch(i);  // no-op when already in flight
+    std::shared_ptr<Task> fetch = std::move(u.fetch);
+    u.fetch.reset();
+    absl::Status s = queue_->Wait(fetch);
+    wait_seconds_ += SecondsSince(t0);
+    AddLive(-u.full_bytes);  // the buffer becomes the parameters below
+    VERL_RETURN_IF_ERROR(Sticky(s));
+    rows = std::move(fetch->rows);
+  } else {
+    std::vector<at::Tensor> shards;
+    for (const Param& p : u.params) shards.push_back(p.shard);
+    auto gathered = GatherFlat(*groups_.shard, shards, u.shard_numel,
+                               options_.compute_dtype, &bytes_communicated_);
+    const double dt = SecondsSince(t0);
+    inline_stats_.comm_seconds += dt;
+    inline_stats_.wait_seconds += dt;
+    ++inline_stats_.collectives;
+    VERL_RETURN_IF_ERROR(Sticky(gathered.status()));
+    rows = *std::move(gathered);
+  }
+  Materialize(u, rows);
+  AddLive(u.full_bytes);
   return absl::OkStatus();
 }
 
@@ -230,23 +486,75 @@ absl::Status FsdpModule::GatherAll() {
 
 void FsdpModule::Reshard(int i) {
   Unit& u = unit(i);
+  if (u.fetch) {  // a prefetch nobody used
+    queue_->Wait(u.fetch).IgnoreError();
+    u.fetch.reset();
+    AddLive(-u.full_bytes);
+  }
+  if (u.gathered()) AddLive(-u.full_bytes);
   for (Param& p : u.params) {
     p.param.set_data(at::empty({0}, p.param.options()));
     if (p.param.grad().defined()) p.param.mutable_grad() = at::Tensor();
   }
-  u.gathered = false;
+  u.state = Unit::State::kResharded;
 }
 
 void FsdpModule::ReshardAll() {
   for (int i = 0; i < num_units(); ++i) Reshard(i);
 }
 
-absl::Status FsdpModule::ReduceGradients(int i) {
+void FsdpModule::FreeStorage(int i) {
   Unit& u = unit(i);
+  CHECK(u.gathered()) << "FreeStorage of FSDP unit " << u.name
+                      << " that is not gathered";
+  for (Param& p : u.params) SetStorageBytes(p.param, 0);
+  u.state = Unit::State::kFreed;
+  AddLive(-u.full_bytes);
+}
+
+absl::Status FsdpModule::PreForward(int i, int next) {
+  Unit& u = unit(i);
+  if (c10::GradMode::is_enabled() && u.grad_numel > 0) u.needs_reduce = true;
+  VERL_RETURN_IF_ERROR(Gather(i));
+  if (options_.forward_prefetch && next >= 0) Prefetch(next);
+  return absl::OkStatus();
+}
+
+void FsdpModule::PostForward(int i) {
+  if (!c10::GradMode::is_enabled()) {
+    Reshard(i);
+  } else if (options_.reshard_after_forward) {
+    FreeStorage(i);
+  }
+}
+
+absl::Status FsdpModule::PreBackward(int i, int prev) {
+  VERL_RETURN_IF_ERROR(Gather(i));
+  if (options_.backward_prefetch && prev >= 0) Prefetch(prev);
+  return absl::OkStatus();
+}
+
+absl::Status FsdpModule::PostBackward(int i) {
+  VERL_RETURN_IF_ERROR(StartReduceGradients(i));
+  Reshard(i);
+  return absl::OkStatus();
+}
+
+absl::Status FsdpModule::ReduceMarkedGradients() {
+  for (int i = 0; i < num_units(); ++i) {
+    if (units_[i].needs_reduce) VERL_RETURN_IF_ERROR(StartReduceGradients(i));
+  }
+  return WaitPending();
+}
+
+at::Tensor FsdpModule::TakeFlatGrads(Unit& u) {
+  u.needs_reduce = false;
+  if (u.grad_numel == 0) return at::Tensor();  // frozen unit
   const int world = groups_.shard->size();
   // [world, shard_numel]: row r is what rank r's shards receive.
-  if (u.grad_numel == 0) return absl::OkStatus();  // frozen unit
   std::vector<at::Tensor> parts;
+  profiler::MemoryCategoryScope category(
+      profiler::MemoryCategory::kCommunication);
   for (Param& p : u.params) {
     if (!p.trainable) continue;
     at::Tensor g = p.param.grad();
@@ -254,15 +562,21 @@ absl::Status FsdpModule::ReduceGradients(int i) {
                           ? g.detach().to(at::kFloat)
                           : at::zeros(p.layout.full_shape, at::kFloat);
     parts.push_back(PaddedRows(full, p.layout).view({world, -1}));
+    if (g.defined()) p.param.mutable_grad() = at::Tensor();
   }
-  at::Tensor flat = at::cat(parts, 1).reshape(-1);
+  return at::cat(parts, 1).reshape(-1);
+}
+
+absl::Status FsdpModule::ReduceInto(Unit& u, const at::Tensor& flat,
+                                    Communicator& shard,
+                                    Communicator* replicate) {
   bytes_communicated_ += Bytes(flat);
-  auto mine = groups_.shard->ReduceScatter(flat, ReduceOp::kAvg);
+  auto mine = shard.ReduceScatter(flat, ReduceOp::kAvg);
   if (!mine.ok()) return mine.status();
   at::Tensor grad = *mine;
-  if (groups_.replicate && groups_.replicate->size() > 1) {
+  if (replicate && replicate->size() > 1) {
     bytes_communicated_ += Bytes(grad);
-    absl::Status s = groups_.replicate->AllReduce(grad, ReduceOp::kAvg);
+    absl::Status s = replicate->AllReduce(grad, ReduceOp::kAvg);
     if (!s.ok()) return s;
   }
   int64_t offset = 0;
@@ -275,21 +589,59 @@ absl::Status FsdpModule::ReduceGradients(int i) {
     } else {
       p.shard.mutable_grad() = g.clone();
     }
-    if (p.param.grad().defined()) p.param.mutable_grad() = at::Tensor();
     offset += p.layout.shard_numel();
   }
   return absl::OkStatus();
 }
 
-absl::Status FsdpModule::ReduceAllGradients() {
-  for (int i = 0; i < num_units(); ++i) {
-    absl::Status s = ReduceGradients(i);
-    if (!s.ok()) return s;
+absl::Status FsdpModule::ReduceGradients(int i) {
+  VERL_RETURN_IF_ERROR(StartReduceGradients(i));
+  return WaitPending();
+}
+
+absl::Status FsdpModule::StartReduceGradients(int i) {
+  VERL_RETURN_IF_ERROR(Sticky(absl::OkStatus()));
+  Unit& u = unit(i);
+  at::Tensor flat = TakeFlatGrads(u);
+  if (!flat.defined()) return absl::OkStatus();
+  if (!queue_) {
+    const auto t0 = SteadyClock::now();
+    absl::Status s =
+        ReduceInto(u, flat, *groups_.shard, groups_.replicate.get());
+    const double dt = SecondsSince(t0);
+    inline_stats_.comm_seconds += dt;
+    inline_stats_.wait_seconds += dt;
+    ++inline_stats_.collectives;
+    return Sticky(s);
   }
+  Unit* target = &u;
+  Communicator* shard = groups_.async_shard.get();
+  Communicator* replicate = groups_.async_replicate.get();
+  pending_reduces_.push_back(queue_->Submit(
+      [=](Task&) { return ReduceInto(*target, flat, *shard, replicate); }));
   return absl::OkStatus();
 }
 
+absl::Status FsdpModule::WaitPending() {
+  if (!queue_) return first_error_;
+  const auto t0 = SteadyClock::now();
+  for (const auto& task : pending_reduces_) {
+    Sticky(queue_->Wait(task)).IgnoreError();
+  }
+  pending_reduces_.clear();
+  wait_seconds_ += SecondsSince(t0);
+  return first_error_;
+}
+
+absl::Status FsdpModule::ReduceAllGradients() {
+  for (int i = 0; i < num_units(); ++i) {
+    VERL_RETURN_IF_ERROR(StartReduceGradients(i));
+  }
+  return WaitPending();
+}
+
 absl::StatusOr<double> FsdpModule::GradNorm() {
+  VERL_RETURN_IF_ERROR(WaitPending());
   double sq = 0;
   for (const Unit& u : units_) {
     for (const Param& p : u.params) {
@@ -304,6 +656,7 @@ absl::StatusOr<double> FsdpModule::GradNorm() {
 }
 
 void FsdpModule::ScaleGrads(double factor) {
+  WaitPending().IgnoreError();  // sticky: the next Status call reports it
   for (Unit& u : units_) {
     for (Param& p : u.params) {
       if (p.shard.grad().defined()) p.shard.mutable_grad().mul_(factor);
@@ -312,6 +665,7 @@ void FsdpModule::ScaleGrads(double factor) {
 }
 
 void FsdpModule::ZeroGrad() {
+  WaitPending().IgnoreError();  // sticky: the next Status call reports it
   for (Unit& u : units_) {
     for (Param& p : u.params) {
       if (p.shard.grad().defined()) p.shard.mutable_grad().zero_();
@@ -411,7 +765,7 @@ FsdpMemory FsdpModule::Memory() const {
     for (const Param& p : u.params) {
       m.param_shard_bytes += Bytes(p.shard);
       m.grad_shard_bytes += Bytes(p.shard.grad());
-      if (u.gathered) m.gathered_bytes += Bytes(p.param);
+      if (u.gathered()) m.gathered_bytes += Bytes(p.param);
       m.full_grad_bytes += Bytes(p.param.grad());
     }
   }
@@ -420,7 +774,23 @@ FsdpMemory FsdpModule::Memory() const {
   const int64_t shard_bytes = m.param_shard_bytes + m.grad_shard_bytes;
   (options_.param_offload ? m.host_bytes : m.device_bytes) += shard_bytes;
   m.device_bytes += m.gathered_bytes + m.full_grad_bytes;
+  m.peak_gathered_bytes = peak_gathered_bytes_;
   return m;
 }
+
+void FsdpModule::ResetPeak() { peak_gathered_bytes_ = live_gathered_bytes_; }
+
+FsdpCommStats FsdpModule::comm_stats() const {
+  FsdpCommStats s = inline_stats_;
+  if (queue_) {
+    const FsdpCommStats q = queue_->stats();
+    s.collectives += q.collectives;
+    s.comm_seconds += q.comm_seconds;
+    s.wait_seconds += wait_seconds_;
+  }
+  return s;
+}
+
+int64_t FsdpModule::bytes_communicated() const { return bytes_communicated_; }
 
 }  // namespace verl::parallel

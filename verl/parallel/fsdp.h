@@ -21,11 +21,23 @@
 // Reshard points them at empty tensors. Hybrid sharding (fsdp_size < world)
 // shards within `groups.shard` and averages gradients across
 // `groups.replicate` with one all-reduce.
+//
+// ZeRO-3 during compute: PreForward / PostForward / PreBackward /
+// PostBackward implement FSDP's per-unit schedule for a model's layer hooks
+// (verl/models LayerHooks): a unit is gathered just before its forward,
+// freed after it (reshard_after_forward: the storage is released but the
+// tensors keep their shapes, so what autograd saved sees the data again
+// once PreBackward re-gathers), and its gradients are reduce-scattered as
+// soon as its backward is done. With `groups.async_shard` the all-gathers
+// and reduce-scatters run on a background thread over that dedicated group,
+// so the next unit's gather (forward_prefetch / backward prefetch) and the
+// previous unit's reduce-scatter overlap with compute.
 #ifndef VERL_PARALLEL_FSDP_H_
 #define VERL_PARALLEL_FSDP_H_
 
 #include <ATen/core/Tensor.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -83,12 +95,17 @@ std::vector<FsdpUnitSpec> UnitsByLayer(const NamedTensors& params);
 struct FsdpGroups {
   std::shared_ptr<Communicator> shard;      // parameters sharded over this
   std::shared_ptr<Communicator> replicate;  // null or size 1: pure FSDP
+  // Same members as shard / replicate, used only by FSDP's background
+  // communication thread (null: collectives run inline on the caller).
+  std::shared_ptr<Communicator> async_shard;
+  std::shared_ptr<Communicator> async_replicate;
 };
 
 // fsdp_size <= 0 or >= world size: one shard group over the whole world.
 // Otherwise hybrid: world = replicate x shard with shard = fsdp_size
 // (consecutive ranks share a shard group, as torch's HSDP mesh does).
-// Collective over `world`.
+// With more than one rank, also creates the async groups. Collective over
+// `world`; every call creates new groups (unique names per call).
 absl::StatusOr<FsdpGroups> MakeFsdpGroups(std::shared_ptr<Communicator> world,
                                           int64_t fsdp_size);
 
@@ -101,6 +118,23 @@ struct FsdpOptions {
   // where Memory() accounts the bytes.
   bool param_offload = false;
   bool optimizer_offload = false;
+  // Per-unit schedule (PreForward ... PostBackward): free a unit after its
+  // forward (false: keep it until its backward, ZeRO-2 style), prefetch the
+  // next unit's all-gather in forward / the previous one's in backward.
+  bool reshard_after_forward = true;
+  bool forward_prefetch = false;
+  bool backward_prefetch = true;
+};
+
+// Communication timing: `comm_seconds` of collectives (on the background
+// thread when async), `wait_seconds` the caller spent blocked on them; the
+// difference ran while the caller computed.
+struct FsdpCommStats {
+  int64_t collectives = 0;
+  double comm_seconds = 0;
+  double wait_seconds = 0;
+  // 1 - wait / comm, clamped to [0, 1] (0 without communication).
+  double OverlapFraction() const;
 };
 
 // Bytes of live storage owned by this rank's FSDP state.
@@ -109,8 +143,11 @@ struct FsdpMemory {
   int64_t grad_shard_bytes = 0;   // fp32 shard gradients
   int64_t gathered_bytes = 0;     // full parameters of gathered units
   int64_t full_grad_bytes = 0;    // full gradients not yet reduced
-  int64_t host_bytes = 0;         // of the above, in host memory
-  int64_t device_bytes = 0;       // of the above, on the compute device
+  // Most full-parameter bytes live at once (gathered units plus prefetch
+  // buffers) since construction / ResetPeak().
+  int64_t peak_gathered_bytes = 0;
+  int64_t host_bytes = 0;    // of the above, in host memory
+  int64_t device_bytes = 0;  // of the above, on the compute device
 };
 
 // One entry of a sharded state dict (a rank's part of one parameter).
@@ -135,15 +172,39 @@ class FsdpModule {
   const std::string& unit_name(int unit) const;
   bool gathered(int unit) const;
   const FsdpGroups& groups() const { return groups_; }
+  const FsdpOptions& options() const { return options_; }
 
   // All-gathers the unit's shards (one collective over a flat buffer in the
   // compute dtype) and points its parameters at the full tensors. No-op if
-  // already gathered.
+  // already gathered; waits for a prefetch in flight.
   absl::Status Gather(int unit);
   absl::Status GatherAll();
+  // Starts the unit's all-gather on the background thread (no-op without
+  // async groups, or if gathered / already in flight).
+  void Prefetch(int unit);
   // Frees the unit's full parameters (and any unreduced full gradients).
   void Reshard(int unit);
   void ReshardAll();
+  // Releases the unit's full-parameter storage but keeps the tensors'
+  // shapes (and identity), so tensors autograd saved in forward see the
+  // values again after the next Gather(). Gathered units only.
+  void FreeStorage(int unit);
+
+  // FSDP's schedule around one unit's compute (see the file comment).
+  // PreForward marks the unit for gradient reduction when grad mode is on
+  // and prefetches `next` (forward_prefetch; -1: none). PostForward frees
+  // the storage (grad mode on and reshard_after_forward), keeps the unit
+  // (grad mode on, no reshard) or reshards it (no grad). PreBackward
+  // re-gathers it and prefetches `prev` (backward_prefetch). PostBackward
+  // starts its reduce-scatter and reshards it.
+  absl::Status PreForward(int unit, int next = -1);
+  void PostForward(int unit);
+  absl::Status PreBackward(int unit, int prev = -1);
+  absl::Status PostBackward(int unit);
+  // Reduces every unit marked by PreForward and not reduced since (e.g.
+  // the embeddings / head, which stay gathered through backward), then
+  // waits for all reduce-scatters in flight.
+  absl::Status ReduceMarkedGradients();
 
   // Reduce-scatters the unit's full gradients (fp32, one collective,
   // averaged over the shard group, then over the replicate group) and adds
@@ -153,6 +214,12 @@ class FsdpModule {
   // gathered but never reduced or optimized.
   absl::Status ReduceGradients(int unit);
   absl::Status ReduceAllGradients();
+  // Like ReduceGradients, but the collective and the accumulation into the
+  // shard gradients run on the background thread (inline without async
+  // groups); the unit's full gradients are taken at once.
+  absl::Status StartReduceGradients(int unit);
+  // Waits for every background collective; the first error, sticky.
+  absl::Status WaitPending();
 
   // Global L2 norm of the shard gradients: local squares all-reduced over
   // the shard group (replicas hold identical shards).
@@ -182,22 +249,44 @@ class FsdpModule {
   absl::Status LoadShardedStateDict(const std::vector<ShardedTensor>& shards);
 
   FsdpMemory Memory() const;
+  void ResetPeak();
+  FsdpCommStats comm_stats() const;
   // Bytes of collective buffers this rank took part in so far: the full
   // gathered buffer of an all-gather, the full input of a reduce-scatter,
   // the buffer of an all-reduce (ZeRO-3 expects ~3x the parameter bytes per
   // step: gather for forward, re-gather for backward, reduce-scatter).
-  int64_t bytes_communicated() const { return bytes_communicated_; }
+  int64_t bytes_communicated() const;
 
  private:
   struct Param;
   struct Unit;
+  class CommQueue;
+  struct Task;
   Unit& unit(int i);
   const Unit& unit(int i) const;
+  // Fills the unit's parameters from gathered [world, shard_numel] rows.
+  void Materialize(Unit& u, const at::Tensor& rows);
+  // Prepares the flat fp32 full gradients of `u` (clearing them); empty
+  // when the unit has no trainable parameters.
+  at::Tensor TakeFlatGrads(Unit& u);
+  // Reduce-scatters `flat` over the given groups into `u`'s shard grads.
+  absl::Status ReduceInto(Unit& u, const at::Tensor& flat, Communicator& shard,
+                          Communicator* replicate);
+  void AddLive(int64_t bytes);
+  absl::Status Sticky(absl::Status s);
 
   std::vector<Unit> units_;
   FsdpGroups groups_;
   FsdpOptions options_;
-  int64_t bytes_communicated_ = 0;
+  std::unique_ptr<CommQueue> queue_;  // null: inline collectives
+  std::vector<std::shared_ptr<Task>> pending_reduces_;
+  absl::Status first_error_;
+  int64_t live_gathered_bytes_ = 0;
+  int64_t peak_gathered_bytes_ = 0;
+  // Inline collectives' timing (the queue keeps its own).
+  FsdpCommStats inline_stats_;
+  double wait_seconds_ = 0;
+  std::atomic<int64_t> bytes_communicated_{0};
 };
 
 }  // namespace verl::parallel
