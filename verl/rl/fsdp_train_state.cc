@@ -6,21 +6,105 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "glog/logging.h"
 #include "verl/core/status.h"
+#include "verl/models/decoder.h"
 #include "verl/rl/torch_functional.h"
 
 namespace verl::rl {
+namespace {
 
-absl::StatusOr<std::unique_ptr<FsdpTrainState>> FsdpTrainState::Create(
-    std::vector<parallel::FsdpUnitSpec> units, const OptimizerOptions& options,
-    parallel::FsdpGroups groups, parallel::FsdpOptions fsdp_options) {
+// The decoder's layer hooks driving FsdpModule's per-unit schedule. The
+// hooks run inside forward/backward, where a Status cannot be returned: a
+// failed collective there ends the process with a line naming the rank
+// (the launcher then stops the other ranks).
+class FsdpLayerHooks : public models::LayerHooks {
+ public:
+  FsdpLayerHooks(std::weak_ptr<parallel::FsdpModule> fsdp,
+                 std::vector<int> root_units, std::vector<int> layer_units)
+      : fsdp_(std::move(fsdp)),
+        root_units_(std::move(root_units)),
+        layer_units_(std::move(layer_units)) {}
+
+  void BeforeForward(int64_t stage) override {
+    parallel::FsdpModule& f = Fsdp();
+    if (stage == kRootStage) {
+      for (int u : root_units_) Check(f.PreForward(u), "root forward");
+      return;
+    }
+    const int next = stage + 1 < static_cast<int64_t>(layer_units_.size())
+                         ? layer_units_[stage + 1]
+                         : -1;
+    Check(f.PreForward(Unit(stage), next), "forward");
+  }
+  void AfterForward(int64_t layer) override { Fsdp().PostForward(Unit(layer)); }
+  void BeforeBackward(int64_t layer) override {
+    Check(Fsdp().PreBackward(Unit(layer), layer > 0 ? Unit(layer - 1) : -1),
+          "backward");
+  }
+  void AfterBackward(int64_t layer) override {
+    Check(Fsdp().PostBackward(Unit(layer)), "gradient reduce-scatter");
+  }
+
+ private:
+  parallel::FsdpModule& Fsdp() {
+    std::shared_ptr<parallel::FsdpModule> f = fsdp_.lock();
+    CHECK(f) << "model used after its FSDP train state was destroyed";
+    return *f;  // the state (owner) outlives this call
+  }
+  int Unit(int64_t layer) const {
+    CHECK(layer >= 0 && layer < static_cast<int64_t>(layer_units_.size()))
+        << "FSDP hooks: no unit for layer " << layer;
+    return layer_units_[layer];
+  }
+  void Check(const absl::Status& s, const char* what) {
+    if (!s.ok()) {
+      LOG(FATAL) << "FSDP " << what << " (rank "
+                 << Fsdp().groups().shard->global_rank() << "): " << s;
+    }
+  }
+
+  std::weak_ptr<parallel::FsdpModule> fsdp_;
+  std::vector<int> root_units_, layer_units_;
+};
+
+std::vector<std::string> TrainableNames(
+    const std::vector<parallel::FsdpUnitSpec>& units) {
   std::vector<std::string> trainable;  // FsdpModule's trainable params
   for (const auto& unit : units) {
     for (const auto& [name, tensor] : unit.params) {
       if (tensor.requires_grad()) trainable.push_back(name);
     }
   }
-  auto fsdp = std::make_unique<parallel::FsdpModule>(
+  return trainable;
+}
+
+// Unit index of each decoder layer ("model.layers.<i>") and the others
+// (root); false if some layer has no unit.
+bool LayerUnits(const std::vector<parallel::FsdpUnitSpec>& units,
+                int64_t num_layers, std::vector<int>* root,
+                std::vector<int>* layers) {
+  std::map<std::string, int> index;
+  for (size_t i = 0; i < units.size(); ++i) index[units[i].name] = i;
+  layers->clear();
+  for (int64_t l = 0; l < num_layers; ++l) {
+    auto it = index.find(absl::StrCat("model.layers.", l));
+    if (it == index.end()) return false;
+    layers->push_back(it->second);
+    index.erase(it);
+  }
+  root->clear();
+  for (const auto& [name, i] : index) root->push_back(i);
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<FsdpTrainState>> FsdpTrainState::Create(
+    std::vector<parallel::FsdpUnitSpec> units, const OptimizerOptions& options,
+    parallel::FsdpGroups groups, parallel::FsdpOptions fsdp_options) {
+  std::vector<std::string> trainable = TrainableNames(units);
+  auto fsdp = std::make_shared<parallel::FsdpModule>(
       std::move(units), std::move(groups), fsdp_options);
   VERL_RETURN_IF_ERROR(fsdp->GatherAll());
   auto state = std::unique_ptr<FsdpTrainState>(
@@ -42,7 +126,7 @@ absl::StatusOr<at::ScalarType> DtypeFromName(const std::string& name) {
 absl::StatusOr<std::unique_ptr<FsdpTrainState>> FsdpTrainState::ForModule(
     torch::nn::Module& model, const parallel::FsdpConfig& config,
     const OptimizerOptions& options,
-    std::shared_ptr<parallel::Communicator> dp_group) {
+    std::shared_ptr<parallel::Communicator> dp_group, bool per_layer) {
   if (config.ulysses_sequence_parallel_size() > 1) {
     return absl::UnimplementedError(
         "fsdp_config.ulysses_sequence_parallel_size > 1 is not supported by "
@@ -53,6 +137,8 @@ absl::StatusOr<std::unique_ptr<FsdpTrainState>> FsdpTrainState::ForModule(
                         DtypeFromName(config.dtype()));
   fsdp_options.param_offload = config.param_offload();
   fsdp_options.optimizer_offload = config.optimizer_offload();
+  fsdp_options.reshard_after_forward = config.reshard_after_forward();
+  fsdp_options.forward_prefetch = config.forward_prefetch();
   VERL_ASSIGN_OR_RETURN(
       parallel::FsdpGroups groups,
       parallel::MakeFsdpGroups(std::move(dp_group), config.fsdp_size()));
@@ -60,11 +146,25 @@ absl::StatusOr<std::unique_ptr<FsdpTrainState>> FsdpTrainState::ForModule(
   for (const auto& item : model.named_parameters(/*recurse=*/true)) {
     params.emplace_back(item.key(), item.value());
   }
-  return Create(parallel::UnitsByLayer(params), options, std::move(groups),
-                fsdp_options);
+  std::vector<parallel::FsdpUnitSpec> units = parallel::UnitsByLayer(params);
+  auto* lm = dynamic_cast<models::CausalLM*>(&model);
+  std::vector<int> root, layers;
+  if (!per_layer || lm == nullptr ||
+      !LayerUnits(units, lm->config().num_hidden_layers, &root, &layers)) {
+    return Create(std::move(units), options, std::move(groups), fsdp_options);
+  }
+  std::vector<std::string> trainable = TrainableNames(units);
+  auto fsdp = std::make_shared<parallel::FsdpModule>(
+      std::move(units), std::move(groups), fsdp_options);
+  lm->set_layer_hooks(std::make_shared<FsdpLayerHooks>(fsdp, root, layers));
+  auto state =
+      std::unique_ptr<FsdpTrainState>(new FsdpTrainState(fsdp, options));
+  state->trainable_names_ = std::move(trainable);
+  state->per_layer_ = true;
+  return state;
 }
 
-FsdpTrainState::FsdpTrainState(std::unique_ptr<parallel::FsdpModule> fsdp,
+FsdpTrainState::FsdpTrainState(std::shared_ptr<parallel::FsdpModule> fsdp,
                                const OptimizerOptions& options)
     : fsdp_(std::move(fsdp)), options_(options) {
   torch::optim::AdamWOptions adam(options.lr);
@@ -80,12 +180,21 @@ FsdpTrainState::~FsdpTrainState() = default;
 
 void FsdpTrainState::ZeroGrad() { fsdp_->ZeroGrad(); }
 
+absl::Status FsdpTrainState::RefreshParams() {
+  fsdp_->ReshardAll();
+  return per_layer_ ? absl::OkStatus() : fsdp_->GatherAll();
+}
+
 absl::StatusOr<double> FsdpTrainState::Step() {
-  VERL_RETURN_IF_ERROR(fsdp_->ReduceAllGradients());
+  // Per-layer: the layers were reduced in backward; the root (and any unit
+  // whose backward did not run) is reduced here.
+  VERL_RETURN_IF_ERROR(per_layer_ ? fsdp_->ReduceMarkedGradients()
+                                  : fsdp_->ReduceAllGradients());
   VERL_ASSIGN_OR_RETURN(const double norm, fsdp_->GradNorm());
   if (!std::isfinite(norm)) {
     ++skipped_steps_;
     fsdp_->ZeroGrad();
+    VERL_RETURN_IF_ERROR(RefreshParams());
     return norm;
   }
   if (options_.grad_clip > 0) {
@@ -93,10 +202,7 @@ absl::StatusOr<double> FsdpTrainState::Step() {
     if (coef < 1.0) fsdp_->ScaleGrads(coef);
   }
   optimizer_->step();
-  // The model computes on full parameters until per-layer hooks exist:
-  // gather the updated shards back.
-  fsdp_->ReshardAll();
-  VERL_RETURN_IF_ERROR(fsdp_->GatherAll());
+  VERL_RETURN_IF_ERROR(RefreshParams());
   return norm;
 }
 
@@ -221,8 +327,7 @@ absl::Status FsdpTrainState::LoadShard(const TrainStateShard& shard,
       VERL_ASSIGN_OR_RETURN(s.shard, Padded(s.name, chunk, s.layout, rank));
     }
     VERL_RETURN_IF_ERROR(fsdp_->LoadShardedStateDict(current));
-    fsdp_->ReshardAll();
-    VERL_RETURN_IF_ERROR(fsdp_->GatherAll());
+    VERL_RETURN_IF_ERROR(RefreshParams());
   }
   if (parts.optimizer) {
     const std::vector<at::Tensor> params = fsdp_->shard_params();

@@ -3,11 +3,22 @@
 // TrainState over verl::parallel::FsdpModule (ZeRO-3 sharding of parameters,
 // gradients and AdamW state over the data-parallel group). A drop-in for
 // ReplicatedTrainState: the actor/critic run forward/backward on the model's
-// own parameters, which this state keeps gathered between steps (the model
-// has no per-layer FSDP hooks yet); Step() reduce-scatters the gradients
-// unit by unit into fp32 shard gradients, clips by the global norm across
-// shards, skips non-finite steps, runs AdamW on the local shards only and
-// re-gathers the updated parameters.
+// own parameters.
+//
+// Per-layer mode (ForModule on a models::CausalLM): the state installs the
+// decoder's LayerHooks, so each layer is all-gathered just before its
+// forward, freed after it, re-gathered for its backward and its gradients
+// reduce-scattered right after (FSDP's schedule, with prefetch); the
+// embeddings / final norm / heads form the root unit, gathered from the
+// first forward until Step() (as FSDP2 keeps its root). Between steps every
+// parameter is resharded (empty); stream them with fsdp().ForEachGatheredUnit.
+//
+// Eager mode (Create, other modules): all units stay gathered between steps
+// and Step() reduce-scatters every unit.
+//
+// Step(): reduce the remaining gradients into fp32 shard gradients, clip by
+// the global norm across shards, skip non-finite steps, AdamW on the local
+// shards only, then reshard (per-layer) or re-gather (eager).
 #ifndef VERL_RL_FSDP_TRAIN_STATE_H_
 #define VERL_RL_FSDP_TRAIN_STATE_H_
 
@@ -40,12 +51,15 @@ class FsdpTrainState : public TrainState {
       parallel::FsdpOptions fsdp_options);
   // The state for `model` under verl's `<role>.fsdp_config`: one unit per
   // decoder layer plus embed/head (HF parameter names), hybrid groups from
-  // fsdp_size, compute dtype from `dtype`, offload flags. Collective over
-  // `dp_group`.
+  // fsdp_size, compute dtype from `dtype`, offload flags,
+  // reshard_after_forward, forward_prefetch. Per-layer mode when `model` is
+  // a models::CausalLM and `per_layer` (which needs the same number of
+  // forward/backward passes on every rank: false with dynamic batch sizes),
+  // else eager. Collective over `dp_group`.
   static absl::StatusOr<std::unique_ptr<FsdpTrainState>> ForModule(
       torch::nn::Module& model, const parallel::FsdpConfig& config,
       const OptimizerOptions& options,
-      std::shared_ptr<parallel::Communicator> dp_group);
+      std::shared_ptr<parallel::Communicator> dp_group, bool per_layer = true);
   ~FsdpTrainState() override;
 
   void ZeroGrad() override;
@@ -65,15 +79,20 @@ class FsdpTrainState : public TrainState {
   absl::StatusOr<NamedParams> FullStateDict() override;
 
   parallel::FsdpModule& fsdp() { return *fsdp_; }
+  bool per_layer() const { return per_layer_; }
   // Bytes of AdamW state (exp_avg, exp_avg_sq) held by this rank.
   int64_t OptimizerStateBytes() const;
 
  private:
-  FsdpTrainState(std::unique_ptr<parallel::FsdpModule> fsdp,
+  FsdpTrainState(std::shared_ptr<parallel::FsdpModule> fsdp,
                  const OptimizerOptions& options);
   void ApplyLr(double lr);
+  // After the shards changed: reshard, and re-gather in eager mode.
+  absl::Status RefreshParams();
 
-  std::unique_ptr<parallel::FsdpModule> fsdp_;
+  // Shared with the model's layer hooks (which hold a weak reference).
+  std::shared_ptr<parallel::FsdpModule> fsdp_;
+  bool per_layer_ = false;
   OptimizerOptions options_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   // Names of fsdp_->shard_params(), in order (the trainable parameters).
