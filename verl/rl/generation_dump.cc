@@ -7,6 +7,17 @@
 
 namespace verl::rl {
 
+void AppendRecords(const GenerationRecords& from, GenerationRecords* to) {
+  auto append = [](const auto& src, auto* dst) {
+    dst->insert(dst->end(), src.begin(), src.end());
+  };
+  append(from.inputs, &to->inputs);
+  append(from.outputs, &to->outputs);
+  append(from.gts, &to->gts);
+  append(from.scores, &to->scores);
+  for (const auto& [key, column] : from.extra) append(column, &to->extra[key]);
+}
+
 absl::StatusOr<std::vector<nlohmann::json>> GenerationLines(
     const GenerationRecords& r, int64_t step) {
   const size_t n = r.inputs.size();

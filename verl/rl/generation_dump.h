@@ -29,6 +29,9 @@ struct GenerationRecords {
   std::map<std::string, std::vector<nlohmann::json>> extra;
 };
 
+// Appends `from`'s rows to `to` (validation batches add up to one dump).
+void AppendRecords(const GenerationRecords& from, GenerationRecords* to);
+
 // The JSON lines verl writes (exposed for tests). Error if inputs, outputs,
 // gts and scores differ in length.
 absl::StatusOr<std::vector<nlohmann::json>> GenerationLines(

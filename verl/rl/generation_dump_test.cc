@@ -38,6 +38,17 @@ TEST(GenerationDumpTest, MismatchedColumnsAreAnError) {
   EXPECT_NE(lines.status().message().find("1 scores"), std::string::npos);
 }
 
+TEST(GenerationDumpTest, AppendConcatenatesColumns) {
+  GenerationRecords all;
+  AppendRecords(TwoRecords(), &all);
+  AppendRecords(TwoRecords(), &all);
+  auto lines = GenerationLines(all, 2);
+  ASSERT_TRUE(lines.ok()) << lines.status();
+  ASSERT_EQ(lines->size(), 4u);
+  EXPECT_EQ((*lines)[3]["acc"], false);
+  EXPECT_EQ((*lines)[2]["input"], "1+1=?");
+}
+
 TEST(GenerationDumpTest, WritesStepFile) {
   const std::string dir =
       std::string(std::getenv("TEST_TMPDIR")) + "/dumps/rollout";
