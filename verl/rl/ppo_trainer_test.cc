@@ -147,5 +147,67 @@ TEST(PpoTrainerTest, BadConfigIsAClearError) {
             std::string::npos);
 }
 
+TEST(PpoTrainerTest, DumpsRolloutAndValidationGenerations) {
+  const std::string tmp = std::getenv("TEST_TMPDIR");
+  PpoTrainerConfig config = TinyConfig("grpo", "dumps");
+  config.mutable_trainer()->set_rollout_data_dir(tmp + "/rollout_dump");
+  config.mutable_trainer()->set_validation_data_dir(tmp + "/val_dump");
+  auto result = RunPpo(config, nullptr);
+  ASSERT_TRUE(result.ok()) << result.status();
+  // verl: {dir}/{global_steps}.jsonl, one line per trajectory.
+  for (int step : {1, 2}) {
+    auto rows =
+        ReadLines(tmp + "/rollout_dump/" + std::to_string(step) + ".jsonl");
+    ASSERT_EQ(rows.size(), 4u * 2u) << step;  // train_batch_size x n
+    for (const char* key : {"input", "output", "gts", "score", "step"})
+      EXPECT_TRUE(rows[0].contains(key)) << key;
+    EXPECT_EQ(rows[0]["step"], step);
+    EXPECT_NE(rows[0]["input"].get<std::string>().find("=?"),
+              std::string::npos);
+  }
+  // Validation before training (step 0) and at the last step.
+  for (int step : {0, 2}) {
+    auto rows = ReadLines(tmp + "/val_dump/" + std::to_string(step) + ".jsonl");
+    EXPECT_EQ(rows.size(), 8u) << step;  // val_max_samples x val n
+  }
+}
+
+TEST(PpoTrainerTest, DynamicSamplingFillsTheBatchOrStopsAtTheRoundLimit) {
+  PpoTrainerConfig config = TinyConfig("grpo", "filter_groups");
+  config.mutable_trainer()->set_total_training_steps(1);
+  config.mutable_trainer()->set_test_freq(0);
+  config.mutable_data()->set_max_response_length(4);
+  auto* fg = config.mutable_algorithm()->mutable_filter_groups();
+  fg->set_enable(true);
+  fg->set_metric("seq_reward");
+  // The barely trained policy scores 0 on (almost) every sample: groups
+  // have no reward variance, so one round cannot fill the batch.
+  fg->set_max_num_gen_batches(1);
+  auto result = RunPpo(config, nullptr);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.status().message().find("max_num_gen_batches"),
+            std::string::npos)
+      << result.status();
+  fg->set_metric("no_such_metric");
+  result = RunPpo(config, nullptr);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.status().message().find("no_such_metric"),
+            std::string::npos);
+
+  // An external scorer (one line per sample, in generation order: n=2
+  // samples per prompt are adjacent) whose "acc" varies within every other
+  // group: each round keeps 2 of 4 prompt groups, so two rounds fill it.
+  config.mutable_custom_reward_function()->set_path(
+      "awk '{g = int((NR - 1) / 2); a = (g % 2 == 0) ? NR % 2 : 0; "
+      "print \"{\\\"score\\\": \" a \", \\\"acc\\\": \" a \"}\"}'");
+  fg->set_metric("acc");
+  fg->set_max_num_gen_batches(0);
+  result = RunPpo(config, nullptr);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->last_step_metrics.at("train/num_gen_batches"), 2.0);
+  // Kept groups only: every group of the training batch has reward variance.
+  EXPECT_DOUBLE_EQ(result->last_step_metrics.at("critic/score/mean"), 0.5);
+}
+
 }  // namespace
 }  // namespace verl::rl
