@@ -2,9 +2,13 @@
 //
 // Equivalence of FSDP training with the single-process replicated run:
 // launches :fsdp_train_state_worker on 1, 2 and 4 ranks over loopback (the
-// worker compares losses, grad norms, the gathered full state dict and the
-// per-rank memory against its in-process reference and exits non-zero on a
-// mismatch), with offload, gradient checkpointing and hybrid sharding.
+// worker compares losses, grad norms, the gathered full state dict, the
+// per-rank memory and the compute-time parameter peak against its
+// in-process reference, then checks the unit-by-unit weight sync into a
+// rollout engine by its greedy outputs, and exits non-zero on a mismatch):
+// per-layer ZeRO-3 schedule and eager mode, offload, gradient
+// checkpointing, forward prefetch, no reshard after forward, hybrid
+// sharding.
 #include "verl/rl/fsdp_train_state.h"
 
 #include <torch/torch.h>
@@ -42,13 +46,22 @@ TEST(FsdpTrainStateTest, TwoRanksMatchReplicated) {
   EXPECT_EQ(RunWorker(2, {}), 0);
 }
 
-TEST(FsdpTrainStateTest, TwoRanksOffloadAndCheckpointing) {
-  EXPECT_EQ(RunWorker(2, {"--offload", "--checkpointing"}), 0);
+TEST(FsdpTrainStateTest, TwoRanksEagerMatchReplicated) {
+  EXPECT_EQ(RunWorker(2, {"--eager"}), 0);
+}
+
+TEST(FsdpTrainStateTest, TwoRanksOffloadCheckpointingPrefetch) {
+  EXPECT_EQ(
+      RunWorker(2, {"--offload", "--checkpointing", "--forward_prefetch"}), 0);
+}
+
+TEST(FsdpTrainStateTest, TwoRanksNoReshardAfterForward) {
+  EXPECT_EQ(RunWorker(2, {"--noreshard_after_forward"}), 0);
 }
 
 TEST(FsdpTrainStateTest, FourRanksFullyShardedAndHybrid) {
   EXPECT_EQ(RunWorker(4, {}), 0);
-  EXPECT_EQ(RunWorker(4, {"--fsdp_size=2"}), 0);
+  EXPECT_EQ(RunWorker(4, {"--fsdp_size=2", "--forward_prefetch"}), 0);
 }
 
 TEST(FsdpTrainStateTest, ForModuleMixedPrecisionKeepsFp32Masters) {
@@ -63,6 +76,7 @@ TEST(FsdpTrainStateTest, ForModuleMixedPrecisionKeepsFp32Masters) {
   auto state = FsdpTrainState::ForModule(*net, config, options,
                                          parallel::SingleProcessCommunicator());
   ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_FALSE((*state)->per_layer());  // not a decoder: eager
   at::Tensor w = net->parameters()[0];
   EXPECT_EQ(w.scalar_type(), at::kBFloat16);  // gathered for compute
   (*state)->ZeroGrad();

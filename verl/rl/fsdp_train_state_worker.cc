@@ -2,12 +2,17 @@
 //
 // SPMD worker for fsdp_train_state_test: every rank trains a tiny decoder
 // for --steps AdamW steps on its slice of one fixed global batch (packed
-// layout) under FsdpTrainState, and also runs the single-process reference
-// (ReplicatedTrainState on the whole global batch) locally. Rank 0 checks
-// losses, grad norms and the gathered full state dict against the reference
-// (relative L2 error <= --tol) and every rank checks that its parameter +
-// optimizer bytes are ~1/N of the unsharded ones. Prints
-// "fsdp equivalence OK" on rank 0 and exits 0, else exits 1.
+// layout) under FsdpTrainState::ForModule (per-layer ZeRO-3 schedule unless
+// --eager), and also runs the single-process reference (ReplicatedTrainState
+// on the whole global batch) locally. Rank 0 checks losses, grad norms and
+// the gathered full state dict against the reference (relative L2 error <=
+// --tol); every rank checks that its parameter + optimizer bytes are ~1/N of
+// the unsharded ones and, per-layer, that the full-parameter bytes live
+// during compute (FSDP's count and the profiler's allocation tracker) stay
+// within root + 2 layers. Then the weights are synced unit by unit into a
+// rollout engine (never more than one unit gathered), whose greedy outputs
+// must equal those of a fresh engine built from the full state dict.
+// Prints "fsdp equivalence OK" on rank 0 and exits 0, else exits 1.
 #include <torch/torch.h>
 
 #include <cmath>
@@ -20,10 +25,12 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
+#include "verl/infer/engine.h"
 #include "verl/models/decoder.h"
 #include "verl/models/presets.h"
 #include "verl/parallel/distributed.h"
 #include "verl/parallel/fsdp.h"
+#include "verl/profiler/memory_tracker.h"
 #include "verl/rl/fsdp_train_state.h"
 #include "verl/rl/train_state.h"
 
@@ -34,6 +41,9 @@ ABSL_FLAG(bool, offload, false, "param_offload + optimizer_offload.");
 ABSL_FLAG(bool, checkpointing, false, "Gradient checkpointing.");
 ABSL_FLAG(int64_t, fsdp_size, -1, "Hybrid shard group size.");
 ABSL_FLAG(double, tol, 1e-5, "Relative tolerance.");
+ABSL_FLAG(bool, eager, false, "Keep all units gathered (no per-layer hooks).");
+ABSL_FLAG(bool, reshard_after_forward, true, "fsdp_config key.");
+ABSL_FLAG(bool, forward_prefetch, false, "fsdp_config key.");
 
 namespace verl::rl {
 namespace {
@@ -92,6 +102,77 @@ parallel::NamedTensors NamedParams(torch::nn::Module& m) {
   return out;
 }
 
+// Greedy completions of a few fixed prompts.
+std::vector<std::vector<int64_t>> Greedy(infer::LLMEngine& engine,
+                                         int64_t vocab) {
+  std::vector<std::vector<int64_t>> prompts;
+  for (int64_t i = 0; i < 3; ++i) {
+    prompts.push_back(
+        {(3 * i + 1) % vocab, (7 * i + 5) % vocab, (11 + i) % vocab});
+  }
+  infer::SamplingParams greedy;
+  greedy.do_sample = false;
+  greedy.max_tokens = 8;
+  greedy.ignore_eos = true;
+  std::vector<std::vector<int64_t>> out;
+  for (auto& r : engine.Generate(prompts, greedy)) {
+    out.push_back(r.ok() ? r->outputs[0].token_ids : std::vector<int64_t>{});
+  }
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<infer::LLMEngine>> MakeEngine(
+    std::shared_ptr<models::CausalLM> model) {
+  infer::EngineOptions eo;
+  eo.num_kv_blocks = 32;
+  eo.max_model_len = 64;
+  return infer::LLMEngine::Create(std::move(model), eo);
+}
+
+// Hybrid-engine weight sync: streams the FSDP units into an engine whose
+// model starts from other weights, checking that nothing but the unit being
+// synced is gathered. Rank 0 then compares the engine's greedy outputs with
+// those of a fresh engine built from the full state dict `full`.
+absl::Status CheckWeightSync(const models::ModelConfig& cfg,
+                             parallel::FsdpModule& fsdp,
+                             const parallel::NamedTensors& full, bool* ok) {
+  fsdp.ReshardAll();
+  VERL_ASSIGN_OR_RETURN(auto synced, MakeEngine(models::CreateModel(cfg, 99)));
+  const std::vector<std::vector<int64_t>> before =
+      Greedy(*synced, cfg.vocab_size);
+  int64_t worst_extra = 0;
+  VERL_RETURN_IF_ERROR(fsdp.ForEachGatheredUnit(
+      [&](const std::string&, const parallel::NamedTensors& unit) {
+        int64_t unit_bytes = 0;
+        for (const auto& [n, t] : unit)
+          unit_bytes += t.numel() * t.element_size();
+        worst_extra =
+            std::max(worst_extra, fsdp.Memory().gathered_bytes - unit_bytes);
+        return synced->UpdateWeights(unit);
+      }));
+  if (worst_extra != 0) {
+    std::cout << "weight sync had " << worst_extra
+              << " bytes gathered besides the unit being synced\n";
+    *ok = false;
+  }
+  if (fsdp.groups().shard->rank() != 0) return absl::OkStatus();
+  auto fresh_model = models::CreateModel(cfg, 5);
+  {
+    torch::NoGradGuard no_grad;
+    auto params = fresh_model->named_parameters(true);
+    for (const auto& [name, t] : full) params[name].copy_(t);
+  }
+  VERL_ASSIGN_OR_RETURN(auto fresh, MakeEngine(fresh_model));
+  const auto got = Greedy(*synced, cfg.vocab_size);
+  const auto want = Greedy(*fresh, cfg.vocab_size);
+  std::cout << "weight sync: greedy outputs "
+            << (got == want ? "equal" : "DIFFER") << " to a fresh engine's ("
+            << (got == before ? "same as" : "changed from")
+            << " before the sync)\n";
+  if (got != want || got == before || got[0].empty()) *ok = false;
+  return absl::OkStatus();
+}
+
 absl::Status Run() {
   VERL_ASSIGN_OR_RETURN(parallel::DistributedContext dist,
                         parallel::InitDistributed({}));
@@ -131,16 +212,38 @@ absl::Status Run() {
   int64_t full_bytes = 0;
   for (const at::Tensor& p : model->parameters())
     full_bytes += p.numel() * p.element_size();
-  VERL_ASSIGN_OR_RETURN(
-      parallel::FsdpGroups groups,
-      parallel::MakeFsdpGroups(dist.world, absl::GetFlag(FLAGS_fsdp_size)));
-  const int shard_world = groups.shard->size();
-  parallel::FsdpOptions fo;
-  fo.param_offload = fo.optimizer_offload = absl::GetFlag(FLAGS_offload);
-  VERL_ASSIGN_OR_RETURN(
-      auto state,
-      FsdpTrainState::Create(parallel::UnitsByLayer(NamedParams(*model)), opt,
-                             groups, fo));
+  // The ZeRO-3 bound on full parameters live during compute: the root unit
+  // (embeddings, norm, head) plus two layers (current + prefetched).
+  int64_t root_bytes = 0, max_layer_bytes = 0;
+  for (const parallel::FsdpUnitSpec& u :
+       parallel::UnitsByLayer(NamedParams(*model))) {
+    int64_t bytes = 0;
+    for (const auto& [name, t] : u.params)
+      bytes += t.numel() * t.element_size();
+    if (u.name.rfind("model.layers.", 0) == 0) {
+      max_layer_bytes = std::max(max_layer_bytes, bytes);
+    } else {
+      root_bytes += bytes;
+    }
+  }
+  parallel::FsdpConfig fc;
+  fc.set_dtype("float32");
+  fc.set_fsdp_size(absl::GetFlag(FLAGS_fsdp_size));
+  fc.set_param_offload(absl::GetFlag(FLAGS_offload));
+  fc.set_optimizer_offload(absl::GetFlag(FLAGS_offload));
+  fc.set_reshard_after_forward(absl::GetFlag(FLAGS_reshard_after_forward));
+  fc.set_forward_prefetch(absl::GetFlag(FLAGS_forward_prefetch));
+  VERL_ASSIGN_OR_RETURN(auto state,
+                        FsdpTrainState::ForModule(*model, fc, opt, dist.world,
+                                                  !absl::GetFlag(FLAGS_eager)));
+  const int shard_world = state->fsdp().groups().shard->size();
+  const bool per_layer = state->per_layer();
+  if (per_layer == absl::GetFlag(FLAGS_eager)) {
+    return absl::InternalError("ForModule did not pick the requested mode");
+  }
+  state->fsdp().ResetPeak();
+  profiler::MemoryTracker& tracker = profiler::MemoryTracker::Global();
+  tracker.Enable({/*trace_alloc_max_entries=*/0, /*stack_depth=*/0});
   bool ok = true;
   const int64_t bytes_before = state->fsdp().bytes_communicated();
   for (int s = 0; s < steps; ++s) {
@@ -163,13 +266,37 @@ absl::Status Run() {
     }
   }
 
-  // Communication: per step one all-gather (params stay gathered between
-  // steps, so no backward re-gather) and one reduce-scatter.
+  // Full parameters live during compute: FSDP's own count and the bytes
+  // the allocation tracker saw allocated as parameters.
+  const int64_t tracked_peak =
+      tracker.Stats().peak_by_category[static_cast<int>(
+          profiler::MemoryCategory::kParameters)];
+  tracker.Disable();
   parallel::FsdpModule& fsdp = state->fsdp();
+  const int64_t fsdp_peak = fsdp.Memory().peak_gathered_bytes;
+  const int64_t bound = root_bytes + 2 * max_layer_bytes;
+  std::cout << "rank " << rank << " peak gathered parameter bytes " << fsdp_peak
+            << " (tracked allocations " << tracked_peak << ") of " << full_bytes
+            << " (ratio " << static_cast<double>(fsdp_peak) / full_bytes
+            << "; root + 2 layers = " << bound << ")\n";
+  // The tracker also sees the transient all-gather buffers of one unit in
+  // flight (Gloo's per-rank outputs and their concatenation).
+  if (per_layer && shard_world > 1 &&
+      absl::GetFlag(FLAGS_reshard_after_forward) &&
+      (fsdp_peak > bound || tracked_peak > bound + 2 * max_layer_bytes)) {
+    std::cout << "rank " << rank << " compute-time parameters not sharded\n";
+    ok = false;
+  }
+  // Communication: eager = one all-gather + one reduce-scatter per step;
+  // per-layer adds the backward re-gather of every layer (ZeRO-3's ~3x;
+  // the root stays gathered through backward, as FSDP2 keeps its root).
   const double per_step =
       static_cast<double>(fsdp.bytes_communicated() - bytes_before) / steps;
+  const parallel::FsdpCommStats comm = fsdp.comm_stats();
   std::cout << "rank " << rank << " collective bytes per step " << per_step
-            << " = " << per_step / full_bytes << "x parameter bytes\n";
+            << " = " << per_step / full_bytes << "x parameter bytes; "
+            << comm.collectives << " collectives, overlap "
+            << comm.OverlapFraction() << "\n";
   // Memory: sharded params + grads + AdamW state vs the unsharded 4x.
   fsdp.ReshardAll();
   parallel::FsdpMemory mem = fsdp.Memory();
@@ -181,7 +308,7 @@ absl::Status Run() {
             << ", 1/N = " << 1.0 / shard_world << "), host " << mem.host_bytes
             << " device " << mem.device_bytes << "\n";
   if (ratio > 1.05 / shard_world || mem.gathered_bytes != 0) ok = false;
-  if (fo.param_offload != (mem.host_bytes > 0)) ok = false;
+  if (fc.param_offload() != (mem.host_bytes > 0)) ok = false;
 
   // Full state dict on rank 0 equals the reference model's parameters.
   VERL_ASSIGN_OR_RETURN(parallel::NamedTensors full, fsdp.FullStateDict(0));
@@ -211,6 +338,7 @@ absl::Status Run() {
               << worst << "\n";
     if (global > absl::GetFlag(FLAGS_tol)) ok = false;
   }
+  VERL_RETURN_IF_ERROR(CheckWeightSync(cfg, fsdp, full, &ok));
   if (!ok) return absl::InternalError(absl::StrCat("rank ", rank, " failed"));
   if (rank == 0) std::cout << "fsdp equivalence OK world " << world << "\n";
   return absl::OkStatus();
