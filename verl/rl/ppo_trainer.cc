@@ -137,14 +137,17 @@ std::shared_ptr<models::CausalLM> CloneModel(const models::CausalLM& src,
 
 // The role's trainable state: FSDP (sharded parameters, gradients and AdamW
 // state) for strategy fsdp/fsdp2 on more than one rank, else replicated.
+// FSDP gathers layer by layer during compute unless dynamic batch sizes may
+// give the ranks different numbers of micro-batches (then it stays gathered).
 absl::StatusOr<std::unique_ptr<TrainState>> MakeTrainState(
     models::CausalLM& model, Strategy::Value strategy,
     const parallel::FsdpConfig& fsdp, const OptimizerOptions& options,
-    std::shared_ptr<parallel::Communicator> world) {
+    std::shared_ptr<parallel::Communicator> world, bool dynamic_bsz) {
   if (world->size() > 1 &&
       (strategy == Strategy::fsdp || strategy == Strategy::fsdp2)) {
-    VERL_ASSIGN_OR_RETURN(
-        auto state, FsdpTrainState::ForModule(model, fsdp, options, world));
+    VERL_ASSIGN_OR_RETURN(auto state,
+                          FsdpTrainState::ForModule(model, fsdp, options, world,
+                                                    /*per_layer=*/!dynamic_bsz));
     return std::unique_ptr<TrainState>(std::move(state));
   }
   return std::unique_ptr<TrainState>(std::make_unique<ReplicatedTrainState>(
@@ -209,6 +212,8 @@ class PpoTrainer {
 
   absl::Status SftWarmup(models::CausalLM& model,
                          const MicroBatchOptions& micro);
+  // Hybrid-engine weight sync of the actor into the rollout engine.
+  absl::Status SyncRolloutWeights();
   absl::StatusOr<Batch> GenerateSequences(const Batch& prompts, int64_t step,
                                           bool validate);
   absl::StatusOr<std::vector<RewardRequest>> RewardRequests(
@@ -376,8 +381,10 @@ absl::Status PpoTrainer::Init() {
     co.cliprange_value = c.cliprange_value();
     co.loss_agg_mode =
         c.has_loss_agg_mode() ? c.loss_agg_mode() : actor_cfg().loss_agg_mode();
-    auto critic_state = std::make_unique<ReplicatedTrainState>(
-        critic_model->parameters(), copt, world_);
+    VERL_ASSIGN_OR_RETURN(
+        auto critic_state,
+        MakeTrainState(*critic_model, c.strategy(), c.model().fsdp_config(),
+                       copt, world_, co.update_micro.use_dynamic_bsz));
     critic_ = std::make_unique<Critic>(critic_model, std::move(critic_state),
                                        co, world_);
   }
@@ -385,8 +392,13 @@ absl::Status PpoTrainer::Init() {
       OptimizerOptions aopt,
       OptimizerOptionsFromConfig(actor_cfg().optim(), actor_cfg().grad_clip(),
                                  total_steps_));
-  auto actor_state = std::make_unique<ReplicatedTrainState>(
-      policy.model->parameters(), aopt, world_);
+  // The engine's copy first: under FSDP the policy's own tensors are sharded.
+  auto engine_model = CloneModel(*policy.model, false, seed_);
+  VERL_ASSIGN_OR_RETURN(
+      auto actor_state,
+      MakeTrainState(*policy.model, actor_cfg().strategy(),
+                     actor_cfg().fsdp_config(), aopt, world_,
+                     ao.update_micro.use_dynamic_bsz));
   actor_ =
       std::make_unique<Actor>(policy.model, std::move(actor_state), ao, world_);
 
@@ -421,7 +433,7 @@ absl::Status PpoTrainer::Init() {
   eo.seed = seed_;
   VERL_ASSIGN_OR_RETURN(
       rollout_,
-      Rollout::Create(CloneModel(*policy.model, false, seed_), eo, ro));
+      Rollout::Create(std::move(engine_model), eo, ro));
 
   // Rewards.
   RewardManagerConfig rm;
@@ -465,6 +477,18 @@ absl::Status PpoTrainer::Init() {
     VERL_ASSIGN_OR_RETURN(tracker_, profiler::Tracker::Create(t));
   }
   return absl::OkStatus();
+}
+
+// Under FSDP the actor's parameters are sharded: stream them unit by unit
+// (at most one extra unit gathered at a time).
+absl::Status PpoTrainer::SyncRolloutWeights() {
+  if (auto* fsdp = dynamic_cast<FsdpTrainState*>(actor_->train_state())) {
+    return fsdp->fsdp().ForEachGatheredUnit(
+        [&](const std::string&, const parallel::NamedTensors& params) {
+          return rollout_->engine().UpdateWeights(params);
+        });
+  }
+  return rollout_->SyncWeights(actor_->model());
 }
 
 absl::Status PpoTrainer::Log(const MetricMap& metrics, int64_t step) {
@@ -804,7 +828,7 @@ absl::StatusOr<MetricMap> PpoTrainer::TrainStep(
         metrics.insert(m.begin(), m.end());
       }
       Timer t(&timing, "update_weights");
-      VERL_RETURN_IF_ERROR(rollout_->SyncWeights(actor_->model()));
+      VERL_RETURN_IF_ERROR(SyncRolloutWeights());
     }
   }
   // Data, timing and throughput metrics (verl's names).
@@ -834,7 +858,7 @@ absl::StatusOr<MetricMap> PpoTrainer::TrainStep(
 
 absl::StatusOr<FitResult> PpoTrainer::Fit() {
   FitResult result;
-  VERL_RETURN_IF_ERROR(rollout_->SyncWeights(actor_->model()));
+  VERL_RETURN_IF_ERROR(SyncRolloutWeights());
   int64_t global_steps = 0;
   const TrainerConfig& tr = config_.trainer();
   if (val_set_ && tr.val_before_train()) {
