@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "verl/profiler/memory_tracker.h"
 
 namespace verl::infer {
 
@@ -56,6 +57,7 @@ int64_t KvCache::AllocatedBytes() const {
 
 void KvCache::Allocate() {
   if (allocated()) return;
+  profiler::MemoryCategoryScope category(profiler::MemoryCategory::kKvCache);
   const auto opts = at::TensorOptions().dtype(spec_.dtype);
   const std::vector<int64_t> shape = {num_blocks_, spec_.block_size,
                                       spec_.num_kv_heads, spec_.head_dim};

@@ -25,6 +25,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "verl/core/status.h"
+#include "verl/profiler/memory_tracker.h"
+#include "verl/profiler/timeline.h"
 
 namespace verl::parallel {
 
@@ -123,6 +125,29 @@ namespace {
 
 at::Tensor Contiguous(const at::Tensor& t) {
   return t.is_contiguous() ? t : t.contiguous();
+}
+
+// Profiling of one collective: a timeline span (category "collective") with
+// the bytes this rank contributes, the group and its size; allocations made
+// inside count as communication buffers in memory snapshots.
+class CollectiveSpan {
+ public:
+  CollectiveSpan(const Communicator::Impl& impl, const char* op, int64_t bytes)
+      : category_(profiler::MemoryCategory::kCommunication),
+        trace_(op, "collective",
+               profiler::Timeline::Global().enabled()
+                   ? nlohmann::json{{"bytes", bytes},
+                                    {"group", impl.name},
+                                    {"group_size", impl.size}}
+                   : nlohmann::json()) {}
+
+ private:
+  profiler::MemoryCategoryScope category_;
+  profiler::TraceScope trace_;
+};
+
+int64_t Bytes(const at::Tensor& t) {
+  return static_cast<int64_t>(t.numel()) * t.element_size();
 }
 
 std::string ShapeString(at::IntArrayRef sizes) {
@@ -271,6 +296,7 @@ c10d::ReduceOp ToC10d(ReduceOp op) {
 absl::Status Communicator::AllReduce(at::Tensor& tensor, ReduceOp op) {
   VERL_RETURN_IF_ERROR(CheckAvgDtype(*impl_, "all_reduce", op, tensor));
   if (impl_->size == 1) return absl::OkStatus();
+  CollectiveSpan span(*impl_, "all_reduce", Bytes(tensor));
   at::Tensor buffer = Contiguous(tensor);
   std::vector<at::Tensor> tensors = {buffer};
   c10d::AllreduceOptions opts;
@@ -294,6 +320,7 @@ absl::StatusOr<std::vector<at::Tensor>> Communicator::AllGather(
   }
   at::Tensor input = Contiguous(tensor);
   if (impl_->size == 1) return std::vector<at::Tensor>{input.clone()};
+  CollectiveSpan span(*impl_, kOp, Bytes(input));
 
   // Agree on shapes first: [rows, ndim, dtype, trailing dims (padded)].
   at::Tensor meta = at::zeros({3 + kMaxTrailingDims}, at::kLong);
@@ -349,6 +376,7 @@ absl::StatusOr<at::Tensor> Communicator::ReduceScatter(const at::Tensor& input,
   }
   at::Tensor in = Contiguous(input);
   if (impl_->size == 1) return in.clone();
+  CollectiveSpan span(*impl_, kOp, Bytes(in));
   // Row block j goes to member j; afterwards row block i holds member i's
   // contribution to this rank's slice.
   at::Tensor received = at::empty_like(in);
@@ -376,6 +404,7 @@ absl::Status Communicator::Broadcast(at::Tensor& tensor, int root) {
         absl::StrCat("root ", root, " is outside [0, ", impl_->size, ")"));
   }
   if (impl_->size == 1) return absl::OkStatus();
+  CollectiveSpan span(*impl_, "broadcast", Bytes(tensor));
   at::Tensor buffer = Contiguous(tensor);
   std::vector<at::Tensor> tensors = {buffer};
   c10d::BroadcastOptions opts;
@@ -419,6 +448,7 @@ absl::StatusOr<at::Tensor> Communicator::AllToAll(
     if (recv_splits != nullptr) *recv_splits = {rows};
     return in.clone();
   }
+  CollectiveSpan span(*impl_, kOp, Bytes(in));
   if (send_splits.empty()) {
     at::Tensor out = at::empty_like(in);
     VERL_RETURN_IF_ERROR(impl_->AllToAllBase(kOp, out, in, {}, {}));
@@ -455,12 +485,14 @@ absl::Status CheckPeer(const Communicator::Impl& impl, const char* op,
 
 absl::Status Communicator::Send(const at::Tensor& tensor, int dst, int tag) {
   VERL_RETURN_IF_ERROR(CheckPeer(*impl_, "send", dst));
+  CollectiveSpan span(*impl_, "send", Bytes(tensor));
   std::vector<at::Tensor> tensors = {Contiguous(tensor)};
   return impl_->Run("send", [&] { return impl_->pg->send(tensors, dst, tag); });
 }
 
 absl::Status Communicator::Recv(at::Tensor& tensor, int src, int tag) {
   VERL_RETURN_IF_ERROR(CheckPeer(*impl_, "recv", src));
+  CollectiveSpan span(*impl_, "recv", Bytes(tensor));
   at::Tensor buffer = Contiguous(tensor);
   std::vector<at::Tensor> tensors = {buffer};
   VERL_RETURN_IF_ERROR(
@@ -471,6 +503,7 @@ absl::Status Communicator::Recv(at::Tensor& tensor, int src, int tag) {
 
 absl::Status Communicator::Barrier() {
   if (impl_->size == 1) return absl::OkStatus();
+  CollectiveSpan span(*impl_, "barrier", 0);
   c10d::BarrierOptions opts;
   opts.timeout = impl_->options.timeout;
   return impl_->Run("barrier", [&] { return impl_->pg->barrier(opts); });

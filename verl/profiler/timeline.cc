@@ -85,6 +85,11 @@ nlohmann::json Timeline::ToJson() const {
 }
 
 absl::Status Timeline::WriteJson(const std::string& path) const {
+  const size_t slash = path.find_last_of('/');
+  if (slash != std::string::npos && slash > 0) {
+    absl::Status s = core::MakeDirs(path.substr(0, slash));
+    if (!s.ok()) return s;
+  }
   return core::WriteFileAtomic(path, ToJson().dump());
 }
 

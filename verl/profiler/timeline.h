@@ -48,7 +48,7 @@ class Timeline {
 
   // The trace as JSON (also used by tests).
   nlohmann::json ToJson() const;
-  // Writes ToJson() atomically to `path`.
+  // Writes ToJson() atomically to `path`, creating its folder.
   absl::Status WriteJson(const std::string& path) const;
 
  private:

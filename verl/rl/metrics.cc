@@ -144,6 +144,31 @@ MetricMap ComputeThroughputMetrics(int64_t total_num_tokens, double step_time_s,
                                   (step_time_s * static_cast<double>(n_gpus))}};
 }
 
+MetricMap ComputeMfuMetrics(const profiler::FlopsModelDims& dims,
+                            const std::vector<int64_t>& seqlens,
+                            const std::map<std::string, double>& timing_raw,
+                            int64_t actor_epochs, int64_t critic_epochs,
+                            double peak_flops, int64_t world_size) {
+  const double train = profiler::TrainingFlops(dims, seqlens);
+  const struct {
+    const char* key;
+    const char* phase;
+    double flops;
+  } kEntries[] = {
+      {"perf/mfu/actor", "update_actor", train * actor_epochs},
+      {"perf/mfu/actor_infer", "old_log_prob",
+       profiler::ForwardFlops(dims, seqlens)},
+      {"perf/mfu/critic", "update_critic", train * critic_epochs},
+  };
+  MetricMap m;
+  for (const auto& e : kEntries) {
+    auto it = timing_raw.find(e.phase);
+    if (it == timing_raw.end()) continue;
+    m[e.key] = profiler::Mfu(e.flops, it->second, peak_flops, world_size);
+  }
+  return m;
+}
+
 absl::StatusOr<MetricMap> ComputeRolloutProbsDiffMetrics(
     const at::Tensor& old_log_probs, const at::Tensor& rollout_log_probs,
     const at::Tensor& response_mask) {

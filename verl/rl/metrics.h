@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "verl/profiler/flops_counter.h"
 
 namespace verl::rl {
 
@@ -49,6 +50,19 @@ MetricMap ComputeTimingMetrics(const std::map<std::string, double>& timing_raw,
 // tokens / (time·n_gpus).
 MetricMap ComputeThroughputMetrics(int64_t total_num_tokens, double step_time_s,
                                    int64_t n_gpus);
+
+// Model FLOPs utilisation (verl's FlopsCounter over the batch's per-sample
+// sequence lengths, against `peak_flops` per device):
+//   perf/mfu/actor       = TrainingFlops * actor_epochs / t(update_actor)
+//   perf/mfu/actor_infer = ForwardFlops / t(old_log_prob)
+//   perf/mfu/critic      = TrainingFlops * critic_epochs / t(update_critic)
+// each divided by peak_flops * world_size; a key is absent when its phase is
+// not in `timing_raw`, and 0 when the peak is unknown (0).
+MetricMap ComputeMfuMetrics(const profiler::FlopsModelDims& dims,
+                            const std::vector<int64_t>& seqlens,
+                            const std::map<std::string, double>& timing_raw,
+                            int64_t actor_epochs, int64_t critic_epochs,
+                            double peak_flops, int64_t world_size);
 
 // Debug comparison of rollout-engine vs recomputed log-probs over response
 // tokens (verl/utils/debug/metrics.py): training/rollout_probs_diff_valid (1),

@@ -134,6 +134,31 @@ TEST(ValidationMetricsTest, NamesAndValues) {
   EXPECT_EQ(m, *ComputeValidationMetrics(Samples()));
 }
 
+TEST(MfuMetricsTest, MatchesHandCount) {
+  profiler::FlopsModelDims d;
+  d.vocab_size = 10;
+  d.hidden_size = 4;
+  d.intermediate_size = 8;
+  d.num_hidden_layers = 2;
+  d.num_attention_heads = 2;
+  d.num_key_value_heads = 1;
+  d.head_dim = 2;
+  // N = 2 * (4*(4+2+2+4) + 3*4*8) + 2*10*4 = 368 matmul weights;
+  // train = 6*368*(3+5) + 6*(9+25)*2*2*2 = 17664 + 1632 FLOPs.
+  const double train = 17664 + 1632;
+  const MetricMap m = ComputeMfuMetrics(
+      d, {3, 5}, {{"update_actor", 2.0}, {"old_log_prob", 0.5}, {"gen", 1.0}},
+      /*actor_epochs=*/2, /*critic_epochs=*/1, /*peak_flops=*/1000,
+      /*world_size=*/2);
+  EXPECT_DOUBLE_EQ(m.at("perf/mfu/actor"), train * 2 / 2.0 / 2000);
+  EXPECT_DOUBLE_EQ(m.at("perf/mfu/actor_infer"), train / 3 / 0.5 / 2000);
+  EXPECT_FALSE(m.count("perf/mfu/critic"));  // no update_critic phase
+  EXPECT_EQ(ComputeMfuMetrics(d, {3}, {{"update_actor", 1.0}}, 1, 1,
+                              /*peak_flops=*/0, 1)
+                .at("perf/mfu/actor"),
+            0);  // unknown peak
+}
+
 TEST(ValidationMetricsTest, SingleResponseAndErrors) {
   ValidationSamples s;
   s.data_sources = {"openai/gsm8k", "openai/gsm8k"};

@@ -7,6 +7,7 @@
 #include "verl/models/attention.h"
 #include "verl/models/logprob.h"
 #include "verl/models/padding.h"
+#include "verl/profiler/profile_scope.h"
 
 namespace verl::rl {
 
@@ -82,6 +83,9 @@ absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
     if (with_entropy) out.entropy = zeros();
   }
   for (const auto& rows : micro_rows) {
+    profiler::ProfileScope micro_scope("micro_batch");
+    profiler::ProfileScope forward("forward",
+                                   profiler::MemoryCategory::kActivations);
     at::Tensor idx = torch::tensor(rows, torch::kLong);
     auto take = [&](const char* key) {
       return batch.tensor(key).index_select(0, idx);

@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
@@ -14,6 +16,7 @@
 #include "verl/models/tokenizer.h"
 #include "verl/models/tokenizer_builtin.h"
 #include "verl/parallel/batch_comm.h"
+#include "verl/profiler/progress.h"
 #include "verl/profiler/tracking.h"
 #include "verl/rl/actor.h"
 #include "verl/rl/advantage.h"
@@ -29,6 +32,7 @@
 #include "verl/rl/rl_dataset.h"
 #include "verl/rl/rollout.h"
 #include "verl/rl/seqlen_balancing.h"
+#include "verl/rl/trainer_profiling.h"
 #include "verl/rl/value_loss.h"
 
 namespace verl::rl {
@@ -41,19 +45,9 @@ double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Accumulates seconds into timing_raw[name] for the enclosing scope
-// (marked_timer).
-class Timer {
- public:
-  Timer(std::map<std::string, double>* timing, std::string name)
-      : timing_(timing), name_(std::move(name)), start_(Clock::now()) {}
-  ~Timer() { (*timing_)[name_] += Since(start_); }
-
- private:
-  std::map<std::string, double>* timing_;
-  std::string name_;
-  Clock::time_point start_;
-};
+// timing_raw[name] += seconds of the scope, plus a timeline span and a
+// memory phase of that name (verl's marked_timer; trainer_profiling.h).
+using Timer = TrainerPhase;
 
 std::vector<std::string> ToStrings(const std::vector<nlohmann::json>& v) {
   std::vector<std::string> out;
@@ -236,6 +230,10 @@ class PpoTrainer {
   std::unique_ptr<RewardManager> reward_, val_reward_;
   std::unique_ptr<KlController> kl_ctrl_;
   std::unique_ptr<profiler::Tracker> tracker_;
+  std::unique_ptr<TrainerProfiler> profiler_;
+  // Rank 0 with the console logger: progress lines for gen and validation.
+  std::FILE* progress_out_ = nullptr;
+  std::unique_ptr<profiler::ProgressBar> gen_bar_;
   int64_t total_steps_ = 0;
   int64_t uid_counter_ = 0;
 };
@@ -245,6 +243,9 @@ absl::Status PpoTrainer::Init() {
   const auto& model_settings = config_.actor_rollout_ref().model();
   seed_ = data.has_seed() ? data.seed() : 1;
   torch::manual_seed(seed_);
+  // First, so memory recording (torch_memory) sees the models being built.
+  profiler_ = std::make_unique<TrainerProfiler>(config_, world_->global_rank(),
+                                                world_->size());
 
   VERL_ASSIGN_OR_RETURN(models::Tokenizer tok, LoadTokenizer(model_settings));
   tokenizer_ = std::make_unique<models::Tokenizer>(std::move(tok));
@@ -295,7 +296,10 @@ absl::Status PpoTrainer::Init() {
     total_steps_ = config_.trainer().total_training_steps();
   }
 
-  // Roles.
+  // Roles. Allocations count as parameters unless a scope says otherwise
+  // (the update loop's activations/gradients/optimizer state, the KV cache).
+  profiler::MemoryCategoryScope parameters(
+      profiler::MemoryCategory::kParameters);
   VERL_ASSIGN_OR_RETURN(LoadedPolicy policy,
                         LoadPolicy(model_settings, *tokenizer_, seed_));
   policy.model->enable_gradient_checkpointing(
@@ -475,6 +479,12 @@ absl::Status PpoTrainer::Init() {
                       config_.trainer().logger().end());
     t.total_steps = total_steps_;
     VERL_ASSIGN_OR_RETURN(tracker_, profiler::Tracker::Create(t));
+    for (const auto& name : t.backends) {
+      if (name == "console") progress_out_ = stderr;
+    }
+    rollout_->set_progress([this](int64_t finished, int64_t, int64_t tokens) {
+      if (gen_bar_) gen_bar_->Update(finished, tokens);
+    });
   }
   return absl::OkStatus();
 }
@@ -575,8 +585,17 @@ absl::StatusOr<Batch> PpoTrainer::GenerateSequences(const Batch& prompts,
                                                     int64_t step,
                                                     bool validate) {
   // Each rank generates its chunk of prompts; seeds use global row indices.
-  if (world_->size() == 1)
-    return rollout_->Generate(prompts, 0, step, validate);
+  if (progress_out_ != nullptr && !validate) {
+    const int64_t ranks = world_->size();
+    const int64_t local = (prompts.size() + ranks - 1) / ranks;
+    gen_bar_ = std::make_unique<profiler::ProgressBar>("gen", local, "prompts",
+                                                       progress_out_);
+  }
+  if (world_->size() == 1) {
+    auto out = rollout_->Generate(prompts, 0, step, validate);
+    gen_bar_.reset();
+    return out;
+  }
   VERL_ASSIGN_OR_RETURN(auto padded, prompts.PadToDivisor(world_->size()));
   const int64_t per_rank = padded.first.size() / world_->size();
   VERL_ASSIGN_OR_RETURN(Batch local,
@@ -584,6 +603,7 @@ absl::StatusOr<Batch> PpoTrainer::GenerateSequences(const Batch& prompts,
   VERL_ASSIGN_OR_RETURN(
       Batch out,
       rollout_->Generate(local, per_rank * world_->rank(), step, validate));
+  gen_bar_.reset();
   VERL_ASSIGN_OR_RETURN(Batch all, parallel::GatherBatch(*world_, out));
   const int64_t samples = validate ? rollout_->options().val_params.n : n();
   return all.Unpad(padded.second * samples);
@@ -617,7 +637,11 @@ absl::StatusOr<MetricMap> PpoTrainer::Validate() {
   DataLoader loader(val_set_.get(), val_bs, config_.data().validation_shuffle(),
                     seed_, false);
   ValidationSamples samples;
-  int64_t index = 0;
+  int64_t index = 0, tokens = 0;
+  std::optional<profiler::ProgressBar> bar;
+  if (progress_out_ != nullptr) {
+    bar.emplace("validation", val_set_->size(), "prompts", progress_out_);
+  }
   while (auto rows = loader.Next()) {
     std::vector<std::string> uids;
     for (size_t i = 0; i < rows->size(); ++i)
@@ -647,7 +671,11 @@ absl::StatusOr<MetricMap> PpoTrainer::Validate() {
       for (const auto& p : scores.extra_text.at("pred"))
         samples.preds.push_back(p);
     }
+    tokens += static_cast<int64_t>(
+        gen.tensor("response_mask").sum().item<double>());
+    if (bar) bar->Update(index, tokens);
   }
+  if (bar) bar->Finish();
   return ComputeValidationMetrics(samples);
 }
 
@@ -853,6 +881,9 @@ absl::StatusOr<MetricMap> PpoTrainer::TrainStep(
   MetricMap thr =
       ComputeThroughputMetrics(total_tokens, timing["step"], world_->size());
   metrics.insert(thr.begin(), thr.end());
+  MetricMap perf = profiler_->PerfMetrics(
+      actor_->model().config(), batch.tensor("attention_mask"), timing);
+  metrics.insert(perf.begin(), perf.end());
   return metrics;
 }
 
@@ -870,22 +901,36 @@ absl::StatusOr<FitResult> PpoTrainer::Fit() {
   while (global_steps <= total_steps_) {
     auto rows = train_loader_->Next();
     if (!rows) continue;  // epoch boundary
+    std::map<std::string, double> timing;  // start/stop_profile, testing
+    {
+      Timer t(&timing, "start_profile");
+      VERL_RETURN_IF_ERROR(profiler_->StartStep(global_steps));
+    }
     VERL_ASSIGN_OR_RETURN(MetricMap metrics, TrainStep(*rows, global_steps));
     const bool last = global_steps >= total_steps_;
     if (val_set_ && tr.test_freq() > 0 &&
         (last || global_steps % tr.test_freq() == 0)) {
-      const auto t0 = Clock::now();
-      VERL_ASSIGN_OR_RETURN(MetricMap val, Validate());
-      metrics["timing_s/testing"] = Since(t0);
+      MetricMap val;
+      {
+        Timer t(&timing, "testing");
+        VERL_ASSIGN_OR_RETURN(val, Validate());
+      }
       metrics.insert(val.begin(), val.end());
       result.last_validation = val;
     }
+    {
+      Timer t(&timing, "stop_profile");
+      VERL_RETURN_IF_ERROR(profiler_->StopStep(global_steps));
+    }
+    for (const auto& [k, v] : timing) metrics["timing_s/" + k] = v;
     metrics["training/global_step"] = global_steps;
     metrics["training/epoch"] = train_loader_->state().epoch;
     VERL_RETURN_IF_ERROR(Log(metrics, global_steps));
     result.last_step_metrics = metrics;
     result.steps = global_steps;
     ++global_steps;
+    // verl names the actor's post-update snapshot after the next step.
+    VERL_RETURN_IF_ERROR(profiler_->AfterStep(global_steps));
   }
   return result;
 }

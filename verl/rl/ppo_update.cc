@@ -2,8 +2,11 @@
 
 #include <torch/torch.h>
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
+#include "verl/profiler/profile_scope.h"
 #include "verl/rl/seqlen_balancing.h"
 
 namespace verl::rl {
@@ -74,17 +77,27 @@ absl::StatusOr<MetricMap> RunPpoUpdate(const core::Batch& batch,
       train_state.ZeroGrad();
       MetricMap mini_values;  // summed parts and token-share-weighted means
       for (const auto& rows : micro) {
+        profiler::ProfileScope micro_scope("micro_batch");
         VERL_ASSIGN_OR_RETURN(core::Batch mbatch, mb.Index(rows));
+        std::optional<profiler::ProfileScope> forward;
+        forward.emplace("forward", profiler::MemoryCategory::kActivations);
         VERL_ASSIGN_OR_RETURN(MicroBatchResult r, micro_fn(mbatch, agg));
+        forward.reset();
         const double share =
             mbatch.tensor(options.mask_key).sum().item<double>() /
             std::max(counts[0], 1.0);
         for (const auto& [k, v] : r.summed) mini_values["s:" + k] += v;
         for (const auto& [k, v] : r.token_means)
           mini_values["m:" + k] += v * share;
+        profiler::ProfileScope backward("backward",
+                                        profiler::MemoryCategory::kGradients);
         r.loss.backward();
       }
+      std::optional<profiler::ProfileScope> optimizer;
+      optimizer.emplace("optimizer_step",
+                        profiler::MemoryCategory::kOptimizerState);
       VERL_ASSIGN_OR_RETURN(double grad_norm, train_state.Step());
+      optimizer.reset();
       std::vector<std::string> keys;
       std::vector<double> values;
       for (const auto& [k, v] : mini_values) {

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -81,7 +82,20 @@ absl::StatusOr<core::Batch> Rollout::Generate(const core::Batch& prompts,
     }
     request_ids[b] = *id;
   }
-  std::vector<infer::RequestOutput> outputs = engine_->RunUntilDone();
+  std::vector<infer::RequestOutput> outputs;
+  if (!progress_) {
+    outputs = engine_->RunUntilDone();
+  } else {
+    while (engine_->HasUnfinished()) {
+      for (infer::RequestOutput& o : engine_->Step())
+        outputs.push_back(std::move(o));
+      progress_(outputs.size(), B,
+                engine_->stats().decode_tokens - before.decode_tokens);
+    }
+    std::sort(outputs.begin(), outputs.end(), [](const auto& a, const auto& b) {
+      return a.request_id < b.request_id;
+    });
+  }
   if (static_cast<int64_t>(outputs.size()) != B) {
     return absl::InternalError(absl::StrCat("rollout: ", outputs.size(),
                                             " results for ", B, " prompts"));

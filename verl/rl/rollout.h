@@ -14,6 +14,7 @@
 #ifndef VERL_RL_ROLLOUT_H_
 #define VERL_RL_ROLLOUT_H_
 
+#include <functional>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -60,6 +61,12 @@ class Rollout {
   // one tensor at a time, into the engine (and drops stale prefix-cache KV).
   absl::Status SyncWeights(const models::CausalLM& trainer_model);
 
+  // Called after every engine step of Generate with the prompts finished so
+  // far, the prompts of the call and the tokens decoded so far (progress).
+  using ProgressFn = std::function<void(int64_t finished, int64_t total,
+                                        int64_t decoded_tokens)>;
+  void set_progress(ProgressFn fn) { progress_ = std::move(fn); }
+
   const RolloutStats& last_stats() const { return stats_; }
   infer::LLMEngine& engine() { return *engine_; }
   const RolloutOptions& options() const { return options_; }
@@ -71,6 +78,7 @@ class Rollout {
   std::unique_ptr<infer::LLMEngine> engine_;
   RolloutOptions options_;
   RolloutStats stats_;
+  ProgressFn progress_;
 };
 
 // Seed of the request for global prompt `index` at `step` (splitmix-style).
