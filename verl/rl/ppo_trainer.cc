@@ -32,6 +32,7 @@
 #include "verl/rl/rl_dataset.h"
 #include "verl/rl/rollout.h"
 #include "verl/rl/seqlen_balancing.h"
+#include "verl/rl/trainer_checkpoint.h"
 #include "verl/rl/trainer_profiling.h"
 #include "verl/rl/value_loss.h"
 
@@ -145,7 +146,7 @@ absl::StatusOr<std::unique_ptr<TrainState>> MakeTrainState(
     return std::unique_ptr<TrainState>(std::move(state));
   }
   return std::unique_ptr<TrainState>(std::make_unique<ReplicatedTrainState>(
-      model.parameters(), options, world));
+      NamedParameters(model), options, world));
 }
 
 // ---- Sharded worker-group calls ---------------------------------------------
@@ -236,6 +237,12 @@ class PpoTrainer {
   std::unique_ptr<profiler::ProgressBar> gen_bar_;
   int64_t total_steps_ = 0;
   int64_t uid_counter_ = 0;
+
+  // Checkpoints (trainer_checkpoint.h): save_freq, resume_mode, retention.
+  std::vector<CheckpointRole> CheckpointRoles();
+  absl::Status SaveCheckpoint(int64_t step);
+  absl::StatusOr<int64_t> ResumeCheckpoint();  // the step resumed from
+  std::unique_ptr<TrainerCheckpointer> checkpointer_;
 };
 
 absl::Status PpoTrainer::Init() {
@@ -889,15 +896,16 @@ absl::StatusOr<MetricMap> PpoTrainer::TrainStep(
 
 absl::StatusOr<FitResult> PpoTrainer::Fit() {
   FitResult result;
+  VERL_ASSIGN_OR_RETURN(const int64_t resumed_step, ResumeCheckpoint());
   VERL_RETURN_IF_ERROR(SyncRolloutWeights());
-  int64_t global_steps = 0;
+  int64_t global_steps = resumed_step;
   const TrainerConfig& tr = config_.trainer();
   if (val_set_ && tr.val_before_train()) {
     VERL_ASSIGN_OR_RETURN(result.first_validation, Validate());
     VERL_RETURN_IF_ERROR(Log(result.first_validation, global_steps));
     if (tr.val_only()) return result;
   }
-  global_steps = 1;
+  global_steps = resumed_step + 1;
   while (global_steps <= total_steps_) {
     auto rows = train_loader_->Next();
     if (!rows) continue;  // epoch boundary
@@ -918,6 +926,10 @@ absl::StatusOr<FitResult> PpoTrainer::Fit() {
       metrics.insert(val.begin(), val.end());
       result.last_validation = val;
     }
+    if (checkpointer_->ShouldSave(global_steps, last)) {
+      Timer t(&timing, "save_checkpoint");
+      VERL_RETURN_IF_ERROR(SaveCheckpoint(global_steps));
+    }
     {
       Timer t(&timing, "stop_profile");
       VERL_RETURN_IF_ERROR(profiler_->StopStep(global_steps));
@@ -933,6 +945,44 @@ absl::StatusOr<FitResult> PpoTrainer::Fit() {
     VERL_RETURN_IF_ERROR(profiler_->AfterStep(global_steps));
   }
   return result;
+}
+
+// ---- Checkpoints -------------------------------------------------------------
+
+std::vector<CheckpointRole> PpoTrainer::CheckpointRoles() {
+  std::vector<CheckpointRole> roles = {MakeCheckpointRole(
+      "actor", actor_->train_state(), actor_->model().config(),
+      actor_cfg().checkpoint())};
+  if (critic_) {
+    roles.push_back(MakeCheckpointRole("critic", critic_->train_state(),
+                                       critic_->model().config(),
+                                       config_.critic().checkpoint()));
+  }
+  return roles;
+}
+
+absl::Status PpoTrainer::SaveCheckpoint(int64_t step) {
+  TrainerProgress progress;
+  progress.dataloader = train_loader_->state();
+  progress.trainer = {{"uid_counter", uid_counter_},
+                      {"kl_coef", kl_ctrl_->value()}};
+  return checkpointer_->Save(step, CheckpointRoles(), progress);
+}
+
+absl::StatusOr<int64_t> PpoTrainer::ResumeCheckpoint() {
+  TrainerCheckpointOptions options =
+      TrainerCheckpointOptionsFromConfig(config_.trainer());
+  options.tokenizer = tokenizer_.get();
+  checkpointer_ = std::make_unique<TrainerCheckpointer>(options, world_);
+  TrainerProgress progress;
+  progress.dataloader = train_loader_->state();
+  VERL_ASSIGN_OR_RETURN(int64_t step,
+                        checkpointer_->Resume(CheckpointRoles(), &progress));
+  if (step == 0) return step;
+  train_loader_->set_state(progress.dataloader);
+  uid_counter_ = progress.trainer.value("uid_counter", uid_counter_);
+  kl_ctrl_->set_value(progress.trainer.value("kl_coef", kl_ctrl_->value()));
+  return step;
 }
 
 }  // namespace
