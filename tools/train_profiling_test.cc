@@ -57,6 +57,8 @@ TEST(TrainProfilingTest, TwoRankTimelinesHoldCollectivesInsidePhases) {
        {"trainer.n_gpus_per_node=2", "trainer.total_training_steps=1",
         // 2 trajectories per rank and mini-batch
         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
+        // FSDP over Gloo: fp32 compute (Gloo has no bf16 collectives)
+        "actor_rollout_ref.actor.fsdp_config.dtype=float32",
         "global_profiler.tool=timeline", "global_profiler.steps=[1]",
         "actor_rollout_ref.actor.profiler.enable=true",
         "actor_rollout_ref.actor.profiler.all_ranks=true"}) {
