@@ -23,7 +23,9 @@
 #include "verl/rl/agg_loss.h"
 #include "verl/rl/config.h"
 #include "verl/rl/critic.h"
+#include "verl/rl/dapo.h"
 #include "verl/rl/fsdp_train_state.h"
+#include "verl/rl/generation_dump.h"
 #include "verl/rl/kl.h"
 #include "verl/rl/metrics.h"
 #include "verl/rl/model_forward.h"
@@ -54,6 +56,35 @@ std::vector<std::string> ToStrings(const std::vector<nlohmann::json>& v) {
   std::vector<std::string> out;
   for (const auto& j : v)
     out.push_back(j.is_string() ? j.get<std::string>() : j.dump());
+  return out;
+}
+
+// Per-trajectory value of algorithm.filter_groups.metric: seq_reward and
+// seq_final_reward sum token_level_scores (KL-in-reward is applied after the
+// filter here, so both are the sequence score); any other name is a reward
+// extra-info column (acc, score, ...).
+absl::StatusOr<std::vector<double>> GroupFilterMetric(
+    const Batch& batch, const std::string& metric) {
+  std::vector<double> out;
+  if (metric == "seq_reward" || metric == "seq_final_reward") {
+    at::Tensor sums =
+        batch.tensor("token_level_scores").sum(1).to(at::kDouble).contiguous();
+    out.assign(sums.data_ptr<double>(), sums.data_ptr<double>() + sums.numel());
+    return out;
+  }
+  if (!batch.HasNonTensor(metric)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "algorithm.filter_groups.metric: \"", metric,
+        "\" is neither seq_reward, seq_final_reward nor a reward extra info"));
+  }
+  for (const auto& v : batch.non_tensor(metric)) {
+    if (!v.is_number() && !v.is_boolean()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "algorithm.filter_groups.metric: \"", metric, "\" is not numeric"));
+    }
+    out.push_back(v.is_boolean() ? (v.get<bool>() ? 1.0 : 0.0)
+                                 : v.get<double>());
+  }
   return out;
 }
 
@@ -213,7 +244,19 @@ class PpoTrainer {
                                           bool validate);
   absl::StatusOr<std::vector<RewardRequest>> RewardRequests(
       const Batch& batch) const;
-  absl::StatusOr<MetricMap> Validate();
+  // Validation at `step`; dumps to trainer.validation_data_dir when set.
+  absl::StatusOr<MetricMap> Validate(int64_t step);
+  // Decoded prompts/responses, ground truths and scores of `gen` for
+  // trainer.rollout_data_dir / validation_data_dir.
+  GenerationRecords Records(const Batch& gen, const at::Tensor& seq_scores,
+                            const std::vector<std::string>& extra_keys) const;
+  absl::StatusOr<Batch> GenerateScored(const std::vector<nlohmann::json>& rows,
+                                       int64_t step,
+                                       std::map<std::string, double>* timing);
+  absl::StatusOr<Batch> GenerateBatch(const std::vector<nlohmann::json>& rows,
+                                      int64_t step,
+                                      std::map<std::string, double>* timing,
+                                      MetricMap* metrics);
   absl::StatusOr<MetricMap> TrainStep(const std::vector<nlohmann::json>& rows,
                                       int64_t step);
   absl::Status Log(const MetricMap& metrics, int64_t step);
@@ -237,6 +280,7 @@ class PpoTrainer {
   std::unique_ptr<profiler::ProgressBar> gen_bar_;
   int64_t total_steps_ = 0;
   int64_t uid_counter_ = 0;
+  std::vector<std::string> reward_extra_keys_;  // last reward's extra infos
 
   // Checkpoints (trainer_checkpoint.h): save_freq, resume_mode, retention.
   std::vector<CheckpointRole> CheckpointRoles();
@@ -637,13 +681,17 @@ absl::StatusOr<std::vector<RewardRequest>> PpoTrainer::RewardRequests(
   return out;
 }
 
-absl::StatusOr<MetricMap> PpoTrainer::Validate() {
+absl::StatusOr<MetricMap> PpoTrainer::Validate(int64_t step) {
   if (!val_set_) return MetricMap{};
   const int64_t val_bs =
       config_.data().has_val_batch_size() ? config_.data().val_batch_size() : 0;
   DataLoader loader(val_set_.get(), val_bs, config_.data().validation_shuffle(),
                     seed_, false);
   ValidationSamples samples;
+  const std::string& dump_dir = config_.trainer().validation_data_dir();
+  const bool dump = !dump_dir.empty() && world_->rank() == 0;
+  GenerationRecords dumped;
+  std::vector<std::string> extra_keys;
   int64_t index = 0, tokens = 0;
   std::optional<profiler::ProgressBar> bar;
   if (progress_out_ != nullptr) {
@@ -666,6 +714,16 @@ absl::StatusOr<MetricMap> PpoTrainer::Validate() {
         RewardOutput scores,
         val_reward_->Score(requests, gen.tensor("responses").size(1)));
     at::Tensor totals = scores.reward_tensor.sum(1);
+    if (dump) {
+      for (const auto& [k, v] : scores.extra_numeric) {
+        VERL_RETURN_IF_ERROR(gen.SetNonTensor(
+            k, std::vector<nlohmann::json>(v.begin(), v.end())));
+        extra_keys.push_back(k);
+      }
+      GenerationRecords part = Records(gen, totals, extra_keys);
+      AppendRecords(part, &dumped);
+      extra_keys.clear();
+    }
     for (int64_t i = 0; i < gen.size(); ++i) {
       samples.data_sources.push_back(requests[i].sample.data_source);
       samples.uids.push_back(gen.non_tensor("uid")[i]);
@@ -683,7 +741,134 @@ absl::StatusOr<MetricMap> PpoTrainer::Validate() {
     if (bar) bar->Update(index, tokens);
   }
   if (bar) bar->Finish();
+  if (dump) VERL_RETURN_IF_ERROR(DumpGenerations(dump_dir, step, dumped));
   return ComputeValidationMetrics(samples);
+}
+
+GenerationRecords PpoTrainer::Records(
+    const Batch& gen, const at::Tensor& seq_scores,
+    const std::vector<std::string>& extra_keys) const {
+  GenerationRecords r;
+  const at::Tensor& prompts = gen.tensor("prompts");
+  const at::Tensor prompt_mask =
+      gen.tensor("attention_mask").narrow(1, 0, prompts.size(1));
+  const at::Tensor& responses = gen.tensor("responses");
+  const at::Tensor& response_mask = gen.tensor("response_mask");
+  const at::Tensor scores = seq_scores.to(at::kDouble).contiguous();
+  for (int64_t i = 0; i < gen.size(); ++i) {
+    r.inputs.push_back(tokenizer_->Decode(MaskedIds(prompts, prompt_mask, i),
+                                          /*skip_special=*/true));
+    r.outputs.push_back(tokenizer_->Decode(
+        MaskedIds(responses, response_mask, i), /*skip_special=*/true));
+    const auto& rm = gen.non_tensor("reward_model")[i];
+    r.gts.push_back(rm.is_object() && rm.contains("ground_truth")
+                        ? rm["ground_truth"]
+                        : nlohmann::json());
+    r.scores.push_back(scores.data_ptr<double>()[i]);
+  }
+  for (const std::string& key : extra_keys) {
+    if (gen.HasNonTensor(key)) r.extra[key] = gen.non_tensor(key);
+  }
+  return r;
+}
+
+// gen → (gen_max) → reward for one set of prompt rows: the trajectories with
+// their non-tensor columns (repeated n times, interleaved) and
+// token_level_scores plus the reward extra infos.
+absl::StatusOr<Batch> PpoTrainer::GenerateScored(
+    const std::vector<nlohmann::json>& rows, int64_t step,
+    std::map<std::string, double>* timing_out) {
+  std::map<std::string, double>& timing = *timing_out;
+  const AlgorithmConfig& alg = config_.algorithm();
+  Batch batch;
+  std::vector<std::string> uids;
+  for (size_t i = 0; i < rows.size(); ++i)
+    uids.push_back(absl::StrCat("uid", uid_counter_++));
+  VERL_ASSIGN_OR_RETURN(Batch prompts, encoder_->Encode(rows, uids));
+  prompts.meta_info()["temperature"] = rollout_cfg().temperature();
+  prompts.meta_info()["global_steps"] = step;
+  Batch gen;
+  {
+    Timer t(&timing, "gen");
+    VERL_ASSIGN_OR_RETURN(gen, GenerateSequences(prompts, step, false));
+  }
+  if (alg.adv_estimator() == "remax") {
+    Timer t(&timing, "gen_max");
+    VERL_ASSIGN_OR_RETURN(Batch greedy,
+                          GenerateSequences(prompts, step, true));
+    VERL_ASSIGN_OR_RETURN(Batch meta,
+                          prompts.Select(std::vector<std::string>{}));
+    VERL_RETURN_IF_ERROR(greedy.Union(meta));
+    VERL_ASSIGN_OR_RETURN(auto requests, RewardRequests(greedy));
+    VERL_ASSIGN_OR_RETURN(
+        RewardOutput base,
+        reward_->Score(requests, greedy.tensor("responses").size(1)));
+    VERL_ASSIGN_OR_RETURN(Batch base_batch,
+                          Batch::FromColumns({{"reward_baselines",
+                                               base.reward_tensor.sum(1)}}));
+    VERL_ASSIGN_OR_RETURN(Batch rep, base_batch.Repeat(n(), true));
+    VERL_RETURN_IF_ERROR(gen.Union(rep));
+  }
+  // Non-tensor columns follow the trajectories (repeat interleave).
+  VERL_ASSIGN_OR_RETURN(Batch meta,
+                        prompts.Select(std::vector<std::string>{}));
+  VERL_ASSIGN_OR_RETURN(Batch repeated, meta.Repeat(n(), true));
+  VERL_RETURN_IF_ERROR(gen.Union(repeated));
+  batch = std::move(gen);
+
+  {
+    Timer t(&timing, "reward");
+    VERL_ASSIGN_OR_RETURN(auto requests, RewardRequests(batch));
+    VERL_ASSIGN_OR_RETURN(
+        RewardOutput scores,
+        reward_->Score(requests, batch.tensor("responses").size(1)));
+    VERL_RETURN_IF_ERROR(
+        batch.SetTensor("token_level_scores", scores.reward_tensor));
+    reward_extra_keys_.clear();
+    for (const auto& [k, v] : scores.extra_numeric) {
+      std::vector<nlohmann::json> col(v.begin(), v.end());
+      VERL_RETURN_IF_ERROR(batch.SetNonTensor(k, col));
+      reward_extra_keys_.push_back(k);
+    }
+  }
+  return batch;
+}
+
+// The training batch of one step. With algorithm.filter_groups.enable, DAPO's
+// dynamic sampling: prompt groups whose metric is constant are dropped and
+// more prompts are drawn from the loader until train_batch_size groups are
+// kept (truncated to exactly that many); metric train/num_gen_batches.
+absl::StatusOr<Batch> PpoTrainer::GenerateBatch(
+    const std::vector<nlohmann::json>& rows, int64_t step,
+    std::map<std::string, double>* timing, MetricMap* metrics) {
+  const FilterGroupsConfig& fg = config_.algorithm().filter_groups();
+  if (!fg.enable()) return GenerateScored(rows, step, timing);
+  const int64_t want = config_.data().train_batch_size();
+  std::vector<Batch> kept;
+  int64_t kept_prompts = 0, rounds = 0;
+  std::vector<nlohmann::json> current = rows;
+  while (true) {
+    ++rounds;
+    VERL_ASSIGN_OR_RETURN(Batch b, GenerateScored(current, step, timing));
+    VERL_ASSIGN_OR_RETURN(std::vector<double> metric,
+                          GroupFilterMetric(b, fg.metric()));
+    GroupFilterResult f =
+        FilterGroupsByStd(ToStrings(b.non_tensor("uid")), metric);
+    VERL_ASSIGN_OR_RETURN(Batch k, b.Index(f.kept_rows));
+    if (k.size() > 0) kept.push_back(std::move(k));
+    kept_prompts += static_cast<int64_t>(f.kept_uids.size());
+    VERL_ASSIGN_OR_RETURN(
+        bool more, DynamicSamplingNeedsMoreRounds(kept_prompts, want, rounds,
+                                                  fg.max_num_gen_batches()));
+    if (!more) break;
+    auto next = train_loader_->Next();
+    if (!next) next = train_loader_->Next();  // epoch boundary
+    if (!next) return absl::InternalError("filter_groups: loader is empty");
+    current = std::move(*next);
+  }
+  (*metrics)["train/num_gen_batches"] = static_cast<double>(rounds);
+  VERL_ASSIGN_OR_RETURN(Batch all, Batch::Concat(kept));
+  return all.Slice(0, want * n());
 }
 
 absl::StatusOr<MetricMap> PpoTrainer::TrainStep(
@@ -694,41 +879,7 @@ absl::StatusOr<MetricMap> PpoTrainer::TrainStep(
   Batch batch;
   {
     Timer step_timer(&timing, "step");
-    std::vector<std::string> uids;
-    for (size_t i = 0; i < rows.size(); ++i)
-      uids.push_back(absl::StrCat("uid", uid_counter_++));
-    VERL_ASSIGN_OR_RETURN(Batch prompts, encoder_->Encode(rows, uids));
-    prompts.meta_info()["temperature"] = rollout_cfg().temperature();
-    prompts.meta_info()["global_steps"] = step;
-    Batch gen;
-    {
-      Timer t(&timing, "gen");
-      VERL_ASSIGN_OR_RETURN(gen, GenerateSequences(prompts, step, false));
-    }
-    if (alg.adv_estimator() == "remax") {
-      Timer t(&timing, "gen_max");
-      VERL_ASSIGN_OR_RETURN(Batch greedy,
-                            GenerateSequences(prompts, step, true));
-      VERL_ASSIGN_OR_RETURN(Batch meta,
-                            prompts.Select(std::vector<std::string>{}));
-      VERL_RETURN_IF_ERROR(greedy.Union(meta));
-      VERL_ASSIGN_OR_RETURN(auto requests, RewardRequests(greedy));
-      VERL_ASSIGN_OR_RETURN(
-          RewardOutput base,
-          reward_->Score(requests, greedy.tensor("responses").size(1)));
-      VERL_ASSIGN_OR_RETURN(Batch base_batch,
-                            Batch::FromColumns({{"reward_baselines",
-                                                 base.reward_tensor.sum(1)}}));
-      VERL_ASSIGN_OR_RETURN(Batch rep, base_batch.Repeat(n(), true));
-      VERL_RETURN_IF_ERROR(gen.Union(rep));
-    }
-    // Non-tensor columns follow the trajectories (repeat interleave).
-    VERL_ASSIGN_OR_RETURN(Batch meta,
-                          prompts.Select(std::vector<std::string>{}));
-    VERL_ASSIGN_OR_RETURN(Batch repeated, meta.Repeat(n(), true));
-    VERL_RETURN_IF_ERROR(gen.Union(repeated));
-    batch = std::move(gen);
-
+    VERL_ASSIGN_OR_RETURN(batch, GenerateBatch(rows, step, &timing, &metrics));
     if (config_.trainer().balance_batch()) {
       at::Tensor lens =
           batch.tensor("attention_mask").sum(1).to(torch::kLong).contiguous();
@@ -739,19 +890,6 @@ absl::StatusOr<MetricMap> PpoTrainer::TrainStep(
       VERL_RETURN_IF_ERROR(
           batch.Reorder(torch::tensor(order.order, torch::kLong)));
       metrics.insert(order.metrics.begin(), order.metrics.end());
-    }
-    {
-      Timer t(&timing, "reward");
-      VERL_ASSIGN_OR_RETURN(auto requests, RewardRequests(batch));
-      VERL_ASSIGN_OR_RETURN(
-          RewardOutput scores,
-          reward_->Score(requests, batch.tensor("responses").size(1)));
-      VERL_RETURN_IF_ERROR(
-          batch.SetTensor("token_level_scores", scores.reward_tensor));
-      for (const auto& [k, v] : scores.extra_numeric) {
-        std::vector<nlohmann::json> col(v.begin(), v.end());
-        VERL_RETURN_IF_ERROR(batch.SetNonTensor(k, col));
-      }
     }
     {
       Timer t(&timing, "old_log_prob");
@@ -865,6 +1003,14 @@ absl::StatusOr<MetricMap> PpoTrainer::TrainStep(
       Timer t(&timing, "update_weights");
       VERL_RETURN_IF_ERROR(SyncRolloutWeights());
     }
+    const std::string& dump_dir = config_.trainer().rollout_data_dir();
+    if (!dump_dir.empty() && world_->rank() == 0) {
+      Timer t(&timing, "dump_rollout_generations");
+      VERL_RETURN_IF_ERROR(DumpGenerations(
+          dump_dir, step,
+          Records(batch, batch.tensor("token_level_scores").sum(1),
+                  reward_extra_keys_)));
+    }
   }
   // Data, timing and throughput metrics (verl's names).
   DataMetricsInputs dm;
@@ -901,7 +1047,7 @@ absl::StatusOr<FitResult> PpoTrainer::Fit() {
   int64_t global_steps = resumed_step;
   const TrainerConfig& tr = config_.trainer();
   if (val_set_ && tr.val_before_train()) {
-    VERL_ASSIGN_OR_RETURN(result.first_validation, Validate());
+    VERL_ASSIGN_OR_RETURN(result.first_validation, Validate(global_steps));
     VERL_RETURN_IF_ERROR(Log(result.first_validation, global_steps));
     if (tr.val_only()) return result;
   }
@@ -921,7 +1067,7 @@ absl::StatusOr<FitResult> PpoTrainer::Fit() {
       MetricMap val;
       {
         Timer t(&timing, "testing");
-        VERL_ASSIGN_OR_RETURN(val, Validate());
+        VERL_ASSIGN_OR_RETURN(val, Validate(global_steps));
       }
       metrics.insert(val.begin(), val.end());
       result.last_validation = val;
