@@ -13,11 +13,13 @@
 // The last line is a one-line summary of the measured ratios.
 #include <ATen/ATen.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <string>
@@ -45,7 +47,11 @@ ABSL_FLAG(int, stop_ids, 128,
 ABSL_FLAG(int, static_batch, 64, "sequences per static batch");
 ABSL_FLAG(std::string, decode_batches, "1,8,32,64,128",
           "batch sizes for the decode sweep");
-ABSL_FLAG(int, decode_steps, 32, "decode steps timed per batch size");
+ABSL_FLAG(int, decode_steps, 32, "decode steps timed per window");
+ABSL_FLAG(int, decode_repeats, 3,
+          "timed windows per batch size (each next to its own GEMM peak)");
+ABSL_FLAG(bool, compare_unfused, true,
+          "also time the model's own Forward (no FusedForward) at batch >= 64");
 
 namespace verl {
 namespace {
@@ -246,23 +252,123 @@ RunResult RunEngine(std::shared_ptr<models::CausalLM> model,
 
 void PrintBreakdown(const char* name, const RunResult& r) {
   const infer::EngineStats& s = r.stats;
-  const double gemm = s.forward_s - s.attention_s + s.logits_s;
+  const double sched = s.schedule_s + s.prepare_s;
+  const double known =
+      s.gemm_s + s.attention_s + s.elementwise_s + s.sample_s + sched;
   absl::PrintF(
-      "  %-9s time split: forward-excl-attention (GEMMs, norms) %.1f%%, "
-      "attention %.1f%%, sampling %.1f%%, scheduling+prep %.1f%%, other "
-      "%.1f%%\n",
-      name, 100 * gemm / r.seconds, 100 * s.attention_s / r.seconds,
-      100 * s.sample_s / r.seconds,
-      100 * (s.schedule_s + s.prepare_s) / r.seconds,
-      100 *
-          (r.seconds - gemm - s.attention_s - s.sample_s - s.schedule_s -
-           s.prepare_s) /
-          r.seconds);
+      "  %-9s time split: GEMMs %.1f%% (%.1f GFLOP/s inside), attention "
+      "%.1f%%, norms/rope/act %.1f%%, sampling %.1f%%, scheduling+prep "
+      "%.1f%%, other %.1f%%\n",
+      name, 100 * s.gemm_s / r.seconds,
+      s.gemm_s > 0 ? s.gemm_flops / s.gemm_s / 1e9 : 0.0,
+      100 * s.attention_s / r.seconds, 100 * s.elementwise_s / r.seconds,
+      100 * s.sample_s / r.seconds, 100 * sched / r.seconds,
+      100 * (r.seconds - known) / r.seconds);
+}
+
+struct Range {
+  std::vector<double> v;
+  void Add(double x) { v.push_back(x); }
+  double Min() const { return *std::min_element(v.begin(), v.end()); }
+  double Max() const { return *std::max_element(v.begin(), v.end()); }
+  double Median() const {
+    std::vector<double> s = v;
+    std::sort(s.begin(), s.end());
+    return s[s.size() / 2];
+  }
+};
+
+// One decode point: `b` greedy requests with 64-token prompts; `repeats`
+// windows of `steps` decode steps, each next to a fresh GEMM peak.
+struct DecodePoint {
+  Range tok_s, gflops, fraction, peak, inner_gemm;
+  // Time split over all windows (fractions of decode wall time).
+  double gemm = 0, attention = 0, elementwise = 0, sampling = 0, sched = 0,
+         other = 0;
+};
+DecodePoint MeasureDecode(std::shared_ptr<models::CausalLM> model,
+                          EngineOptions opt, int64_t b, int steps, int repeats,
+                          const ModelFlops& flops, std::mt19937& rng) {
+  opt.enable_prefix_caching = false;
+  auto engine = LLMEngine::Create(model, opt);
+  CHECK(engine.ok()) << engine.status();
+  const int64_t vocab = model->config().vocab_size;
+  std::uniform_int_distribution<int64_t> tok(0, vocab - 1);
+  SamplingParams g;
+  g.do_sample = false;
+  g.ignore_eos = true;
+  g.max_tokens = repeats * steps + 2;
+  constexpr int64_t kPrompt = 64;
+  for (int64_t i = 0; i < b; ++i) {
+    std::vector<int64_t> p(kPrompt);
+    for (auto& t : p) t = tok(rng);
+    CHECK((*engine)->AddRequest(p, g).ok());
+  }
+  (*engine)->Step();  // prefill
+  (*engine)->Step();  // first decode (warm-up)
+  DecodePoint d;
+  double total = 0;
+  for (int w = 0; w < repeats; ++w) {
+    const double peak =
+        std::max(GemmGflops(1024, 1024, 1024), GemmGflops(2048, 2048, 2048));
+    const infer::EngineStats s0 = (*engine)->stats();
+    auto t0 = Clock::now();
+    for (int i = 0; i < steps; ++i) (*engine)->Step();
+    const double secs = Since(t0);
+    const infer::EngineStats s1 = (*engine)->stats();
+    // Context during the window: prompt + 2 + w*steps .. + steps.
+    const double ctx = kPrompt + 2 + w * steps + steps / 2.0;
+    const double rate =
+        b * steps * (flops.matmul + flops.attention_per_ctx * ctx) / secs / 1e9;
+    d.tok_s.Add(b * steps / secs);
+    d.gflops.Add(rate);
+    d.peak.Add(peak);
+    d.fraction.Add(rate / peak);
+    const double gemm = s1.gemm_s - s0.gemm_s;
+    if (gemm > 0)
+      d.inner_gemm.Add((s1.gemm_flops - s0.gemm_flops) / gemm / 1e9);
+    const double attn = s1.attention_s - s0.attention_s;
+    const double elem = s1.elementwise_s - s0.elementwise_s;
+    const double samp = s1.sample_s - s0.sample_s;
+    const double sched =
+        s1.schedule_s - s0.schedule_s + s1.prepare_s - s0.prepare_s;
+    // Unfused runs have no GEMM timer: their forward minus attention.
+    const double fwd = s1.forward_s - s0.forward_s + s1.logits_s - s0.logits_s;
+    const double g2 = gemm > 0 ? gemm : fwd - attn;
+    d.gemm += g2;
+    d.attention += attn;
+    d.elementwise += elem;
+    d.sampling += samp;
+    d.sched += sched;
+    d.other += secs - g2 - attn - elem - samp - sched;
+    total += secs;
+  }
+  for (double* x :
+       {&d.gemm, &d.attention, &d.elementwise, &d.sampling, &d.sched, &d.other})
+    *x /= total;
+  return d;
+}
+
+void PrintDecode(const char* tag, int64_t b, const DecodePoint& d) {
+  absl::PrintF(
+      "  %-8s batch %4d: %7.1f tok/s [%.1f-%.1f]  %6.1f GFLOP/s = %4.1f%% "
+      "[%.1f-%.1f%%] of GEMM peak %.1f [%.1f-%.1f]",
+      tag, b, d.tok_s.Median(), d.tok_s.Min(), d.tok_s.Max(), d.gflops.Median(),
+      100 * d.fraction.Median(), 100 * d.fraction.Min(), 100 * d.fraction.Max(),
+      d.peak.Median(), d.peak.Min(), d.peak.Max());
+  if (!d.inner_gemm.v.empty()) {
+    absl::PrintF("; GEMMs inside run at %.1f GFLOP/s", d.inner_gemm.Median());
+  }
+  absl::PrintF(
+      "\n             split: GEMMs %.0f%%, attention %.0f%%, norms/rope/act "
+      "%.0f%%, sampling %.0f%%, sched+prep %.0f%%, other %.0f%%\n",
+      100 * d.gemm, 100 * d.attention, 100 * d.elementwise, 100 * d.sampling,
+      100 * d.sched, 100 * d.other);
 }
 
 int Main() {
   const int threads = absl::GetFlag(FLAGS_threads);
-  at::set_num_threads(threads);
+  infer::SetIntraOpThreads(threads);  // before the first GEMM (BLIS threads)
   auto cfg = models::MakePreset(absl::GetFlag(FLAGS_preset));
   CHECK(cfg.ok()) << cfg.status();
   const int64_t max_resp = absl::GetFlag(FLAGS_max_response);
@@ -271,7 +377,9 @@ int Main() {
   auto model = models::CreateModel(*cfg, /*seed=*/1);
   const double peak =
       std::max(GemmGflops(2048, 2048, 2048), GemmGflops(1024, 1024, 1024));
-  absl::PrintF("threads=%d blas=%s\n", threads, BlasInUse());
+  absl::PrintF("threads=%d BLIS_NUM_THREADS=%s OMP_WAIT_POLICY=%s blas=%s\n",
+               threads, std::getenv("BLIS_NUM_THREADS"),
+               std::getenv("OMP_WAIT_POLICY"), BlasInUse());
   absl::PrintF(
       "model=%s params=%.1fM  gemm_peak=%.1f GFLOP/s (fp32, best of "
       "2048^3 / 1024^3)\n",
@@ -340,55 +448,36 @@ int Main() {
 
   // Decode sweep: B requests of 64-token prompts, greedy, fixed length.
   const ModelFlops flops = CountFlops(*cfg);
-  double best_fraction = 0;
-  absl::PrintF("decode sweep (prompt 64, %d steps timed):\n",
-               absl::GetFlag(FLAGS_decode_steps));
+  const int steps = absl::GetFlag(FLAGS_decode_steps);
+  const int repeats = absl::GetFlag(FLAGS_decode_repeats);
+  absl::PrintF(
+      "decode sweep (prompt 64, %d windows x %d steps; FLOPs per token = "
+      "%.1f M matmul + %.3f M per context token of attention; median "
+      "[min-max]):\n",
+      repeats, steps, flops.matmul / 1e6, flops.attention_per_ctx / 1e6);
+  double best_fraction = 0, best_lo = 0, best_hi = 0;
   for (absl::string_view b_str :
        absl::StrSplit(absl::GetFlag(FLAGS_decode_batches), ',')) {
     int64_t b = 0;
     CHECK(absl::SimpleAtoi(b_str, &b));
-    EngineOptions dopt = opt;
-    dopt.enable_prefix_caching = false;
-    auto engine = LLMEngine::Create(model, dopt);
-    CHECK(engine.ok());
-    SamplingParams g;
-    g.do_sample = false;
-    g.ignore_eos = true;
-    g.max_tokens = absl::GetFlag(FLAGS_decode_steps) + 2;
-    for (int64_t i = 0; i < b; ++i) {
-      std::vector<int64_t> p(64);
-      for (auto& t : p) t = tok(rng);
-      CHECK((*engine)->AddRequest(p, g).ok());
+    const DecodePoint d =
+        MeasureDecode(model, opt, b, steps, repeats, flops, rng);
+    PrintDecode("fused", b, d);
+    if (b >= 64 && d.fraction.Median() > best_fraction) {
+      best_fraction = d.fraction.Median();
+      best_lo = d.fraction.Min();
+      best_hi = d.fraction.Max();
     }
-    (*engine)->Step();  // prefill
-    (*engine)->Step();  // first decode (warm-up)
-    const infer::EngineStats s0 = (*engine)->stats();
-    const int steps = absl::GetFlag(FLAGS_decode_steps);
-    // Peak re-measured next to each point: on a shared machine the rate
-    // available to this process drifts.
-    const double local_peak =
-        std::max(GemmGflops(1024, 1024, 1024), GemmGflops(2048, 2048, 2048));
-    auto t0 = Clock::now();
-    for (int i = 0; i < steps; ++i) (*engine)->Step();
-    const double secs = Since(t0);
-    const infer::EngineStats s1 = (*engine)->stats();
-    const double tps = b * steps / secs;
-    const double ctx = 64 + 2 + steps / 2.0;
-    const double rate =
-        tps * (flops.matmul + flops.attention_per_ctx * ctx) / 1e9;
-    const double fwd = s1.forward_s - s0.forward_s + s1.logits_s - s0.logits_s;
-    const double attn = s1.attention_s - s0.attention_s;
-    if (b >= 64) best_fraction = std::max(best_fraction, rate / local_peak);
-    absl::PrintF(
-        "  batch %4d: %9.1f tok/s  %6.1f GFLOP/s = %5.1f%% of GEMM peak %.1f  "
-        "(forward-excl-attn %.0f%%, attention %.0f%%, sampling %.0f%%, "
-        "sched+prep %.0f%%)\n",
-        b, tps, rate, 100 * rate / local_peak, local_peak,
-        100 * (fwd - attn) / secs, 100 * attn / secs,
-        100 * (s1.sample_s - s0.sample_s) / secs,
-        100 * (s1.schedule_s - s0.schedule_s + s1.prepare_s - s0.prepare_s) /
-            secs);
+    if (b >= 64 && absl::GetFlag(FLAGS_compare_unfused)) {
+      EngineOptions plain = opt;
+      plain.fused_forward = false;
+      PrintDecode("unfused", b,
+                  MeasureDecode(model, plain, b, steps, repeats, flops, rng));
+    }
   }
+  absl::PrintF(
+      "decode_gemm_fraction range at the best batch >= 64: %.2f-%.2f\n",
+      best_lo, best_hi);
   absl::PrintF(
       "rollout_speedup_vs_static=%.2f prefix_sharing_gain=%.2f "
       "decode_gemm_fraction=%.2f\n",
@@ -401,6 +490,14 @@ int Main() {
 }  // namespace verl
 
 int main(int argc, char** argv) {
+  // libgomp reads OMP_WAIT_POLICY when it loads. Its default (spinning
+  // threads) collapses on an oversubscribed machine: every parallel region
+  // (each GEMM, each kernel) waits for a descheduled spinner. Re-exec once
+  // with passive waiting unless the caller chose a policy.
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    execv("/proc/self/exe", argv);
+  }
   absl::ParseCommandLine(argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   return verl::Main();

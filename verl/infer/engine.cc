@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
@@ -28,6 +30,25 @@ uint64_t MixSeed(uint64_t a, uint64_t b) {
 }
 
 }  // namespace
+
+void SetIntraOpThreads(int num_threads) {
+  at::set_num_threads(num_threads);
+  setenv("BLIS_NUM_THREADS", std::to_string(num_threads).c_str(),
+         /*overwrite=*/0);
+}
+
+absl::StatusOr<std::optional<c10::ScalarType>> ParseEngineDtype(
+    const std::string& dtype) {
+  if (dtype.empty()) return std::optional<c10::ScalarType>();
+  if (dtype == "float32" || dtype == "fp32" || dtype == "float") {
+    return std::optional<c10::ScalarType>(at::kFloat);
+  }
+  if (dtype == "bfloat16" || dtype == "bf16") {
+    return std::optional<c10::ScalarType>(at::kBFloat16);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "dtype must be float32 or bfloat16 for this engine, got '", dtype, "'"));
+}
 
 absl::StatusOr<std::unique_ptr<LLMEngine>> LLMEngine::Create(
     std::shared_ptr<models::CausalLM> model, const EngineOptions& in) {
@@ -59,7 +80,13 @@ absl::StatusOr<std::unique_ptr<LLMEngine>> LLMEngine::Create(
                      ") must be >= max_model_len (", opt.max_model_len,
                      ") when enable_chunked_prefill is false"));
   }
-  if (opt.num_threads > 0) at::set_num_threads(opt.num_threads);
+  if (opt.num_threads > 0) SetIntraOpThreads(opt.num_threads);
+  VERL_ASSIGN_OR_RETURN(std::optional<c10::ScalarType> dtype,
+                        ParseEngineDtype(opt.dtype));
+  if (dtype.has_value() &&
+      model->parameters().front().scalar_type() != *dtype) {
+    model->to(*dtype);
+  }
 
   KvCacheSpec spec;
   spec.num_layers = cfg.num_hidden_layers;
@@ -116,6 +143,8 @@ LLMEngine::LLMEngine(std::shared_ptr<models::CausalLM> model,
   scheduler_ = std::make_unique<Scheduler>(so, blocks_.get());
   attention_ =
       std::make_unique<PagedAttention>(kv_cache_.get(), model_->LayerWindows());
+  forward_ =
+      std::make_unique<FusedForward>(model_.get(), options_.max_model_len);
   model_->eval();
 }
 
@@ -267,14 +296,21 @@ std::vector<RequestOutput> LLMEngine::Step() {
     c10::InferenceMode guard;
     t0 = Clock::now();
     const double attn0 = attention_->attend_seconds();
-    at::Tensor hidden = model_->Forward(
-        at::tensor(ids, at::kLong), at::tensor(pos, at::kLong), *attention_);
+    at::Tensor ids_t = at::tensor(ids, at::kLong);
+    at::Tensor pos_t = at::tensor(pos, at::kLong);
+    at::Tensor hidden = options_.fused_forward
+                            ? forward_->Forward(ids_t, pos_t, *attention_)
+                            : model_->Forward(ids_t, pos_t, *attention_);
     stats_.forward_s += SecondsSince(t0);
     stats_.attention_s += attention_->attend_seconds() - attn0;
     t0 = Clock::now();
     if (!sample_rows.empty()) {
-      logits = model_->Logits(
-          hidden.index_select(0, at::tensor(sample_rows, at::kLong)));
+      const at::Tensor hidden_rows =
+          static_cast<int64_t>(sample_rows.size()) == total
+              ? hidden
+              : hidden.index_select(0, at::tensor(sample_rows, at::kLong));
+      logits = options_.fused_forward ? forward_->Logits(hidden_rows)
+                                      : model_->Logits(hidden_rows);
     }
     stats_.logits_s += SecondsSince(t0);
   }
@@ -306,7 +342,7 @@ std::vector<RequestOutput> LLMEngine::Step() {
     for (SeqState* g : group) {
       targets.push_back(g);
       logit_row.push_back(r);
-      rows.push_back({&req.params, &g->rng});
+      rows.push_back({&req.params, &g->rng, &g->seq.tokens});
     }
     ++r;
   }
@@ -406,6 +442,9 @@ EngineStats LLMEngine::stats() const {
   s.prefill_tokens = ss.prefill_tokens;
   s.decode_tokens = ss.decode_tokens;
   s.prefix_cache_hit_rate = blocks_->cache().stats().HitRate();
+  s.gemm_s = forward_->stats().gemm_s;
+  s.gemm_flops = forward_->stats().gemm_flops;
+  s.elementwise_s = forward_->stats().other_s;
   return s;
 }
 

@@ -19,12 +19,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "verl/infer/fused_forward.h"
 #include "verl/infer/kv_cache.h"
 #include "verl/infer/paged_attention.h"
 #include "verl/infer/sampler.h"
@@ -48,7 +50,16 @@ struct EngineOptions {
   bool enable_prefix_caching = true;
   int64_t max_model_len = 0;  // 0 => the model's max_position_embeddings
   uint64_t seed = 0;          // for requests without their own seed
-  int num_threads = 0;        // > 0: set LibTorch's intra-op threads
+  int num_threads = 0;        // > 0: SetIntraOpThreads(num_threads)
+  // Engine weight dtype (verl rollout.dtype): "" keeps the model's;
+  // "float32"/"fp32" or "bfloat16"/"bf16" converts the model's parameters in
+  // place at Create (the KV cache follows). fp32 is the fast path on CPU
+  // (FusedForward, BLIS); bf16 halves weight/KV memory and runs the
+  // model's own forward. Anything else is a config error.
+  std::string dtype;
+  // fp32 models: run the FusedForward decode path (false: the model's own
+  // Forward, e.g. to compare).
+  bool fused_forward = true;
 };
 
 struct CompletionOutput {
@@ -74,10 +85,26 @@ struct EngineStats {
   int64_t prefill_tokens = 0;  // tokens computed in prefill / recompute
   int64_t decode_tokens = 0;
   double prefix_cache_hit_rate = 0.0;
-  // Wall time split.
+  // Wall time split. forward_s includes attention_s (paged attention incl.
+  // K/V cache writes) and, on the fused fp32 path, gemm_s (projections; the
+  // LM head is in logits_s and gemm_s) and elementwise_s (embedding, norms,
+  // RoPE, SwiGLU).
   double schedule_s = 0, prepare_s = 0, forward_s = 0, attention_s = 0,
          logits_s = 0, sample_s = 0;
+  double gemm_s = 0, elementwise_s = 0;
+  double gemm_flops = 0;  // of the fused path's GEMMs incl. the LM head
 };
+
+// Sets LibTorch's intra-op threads and, unless already set, BLIS_NUM_THREADS:
+// Debian's BLIS (OpenMP build) takes its thread count from BLIS_NUM_THREADS /
+// OMP_NUM_THREADS at its first call and ignores at::set_num_threads, so
+// without them every GEMM runs on one thread. Effective only before the
+// process's first BLAS call.
+void SetIntraOpThreads(int num_threads);
+
+// Parses EngineOptions::dtype ("" => nullopt).
+absl::StatusOr<std::optional<c10::ScalarType>> ParseEngineDtype(
+    const std::string& dtype);
 
 class LLMEngine {
  public:
@@ -157,6 +184,7 @@ class LLMEngine {
   std::unique_ptr<BlockManager> blocks_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<PagedAttention> attention_;
+  std::unique_ptr<FusedForward> forward_;
   std::unordered_map<int64_t, std::unique_ptr<SeqState>> seqs_;
   std::unordered_map<int64_t, RequestState> requests_;
   int64_t next_request_id_ = 0;

@@ -367,6 +367,32 @@ TEST(EngineTest, ConfigErrors) {
   auto e = LLMEngine::Create(f.model, o);
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_EQ((*e)->num_kv_blocks(), 32 * 16 + 1);
+  o = SmallOptions();
+  o.dtype = "float16";
+  auto bad = LLMEngine::Create(f.model, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("dtype"), std::string::npos);
+}
+
+TEST(EngineTest, Bf16DtypeConvertsWeightsAndKvCache) {
+  auto model = TinyModel(/*seed=*/5);
+  EngineOptions o = SmallOptions();
+  o.dtype = "bfloat16";
+  auto engine = LLMEngine::Create(model, o);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  EXPECT_EQ(model->parameters().front().scalar_type(), at::kBFloat16);
+  EngineOptions f32 = SmallOptions();
+  f32.dtype = "float32";
+  auto fp32_engine = LLMEngine::Create(TinyModel(5), f32);
+  ASSERT_TRUE(fp32_engine.ok());
+  EXPECT_EQ((*engine)->kv_cache_bytes() * 2, (*fp32_engine)->kv_cache_bytes());
+  SamplingParams p;
+  p.do_sample = false;
+  p.max_tokens = 6;
+  p.ignore_eos = true;
+  auto out = (*engine)->Generate({Shared().prompts[0]}, p);
+  ASSERT_TRUE(out[0].ok());
+  EXPECT_EQ(out[0]->outputs[0].token_ids.size(), 6u);
 }
 
 }  // namespace

@@ -8,8 +8,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <utility>
+
+#include "verl/infer/vec_math.h"
 
 namespace verl::infer {
 namespace {
@@ -28,6 +31,7 @@ inline void Axpy(float alpha, const float* x, float* y, int64_t n) {
 
 struct DecodeJobArgs {
   int64_t bs, n_kv, d, n_heads, group, window;
+  int64_t q_stride;  // floats between consecutive query rows
   float scale;
   const float* q;
   float* out;
@@ -46,7 +50,7 @@ __attribute__((target_clones("arch=haswell", "default"))) void DecodeJob(
   const int64_t span = len - start;
   scratch->resize(group * span);
   float* scores = scratch->data();
-  const float* qrow = a.q + (row * a.n_heads + h * group) * d;
+  const float* qrow = a.q + row * a.q_stride + h * group * d;
   auto slot = [&](int64_t p) {
     return (static_cast<int64_t>(table[p / a.bs]) * a.bs + p % a.bs) * a.n_kv +
            h;
@@ -62,8 +66,9 @@ __attribute__((target_clones("arch=haswell", "default"))) void DecodeJob(
     float* sc = scores + g * span;
     const float mx = *std::max_element(sc, sc + span);
     float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
     for (int64_t p = 0; p < span; ++p) {
-      sc[p] = std::exp(sc[p] - mx);
+      sc[p] = VecExp(sc[p] - mx);
       sum += sc[p];
     }
     const float inv = 1.0f / sum;
@@ -137,12 +142,23 @@ void PagedAttention::Prepare(const std::vector<AttentionSequence>& seqs,
   }
   for (int64_t x : slots) CHECK_GE(x, 0) << "packed row not covered";
   slot_mapping_ = at::tensor(slots, at::kLong);
+  slots_ = std::move(slots);
   decode_tables_.assign(decode_.size() * decode_table_width_, 0);
   for (size_t j = 0; j < decode_.size(); ++j) {
     const auto& table = *seqs_[decode_[j]].block_table;
     const int64_t n = (seqs_[decode_[j]].context_len + bs - 1) / bs;
     std::copy(table.begin(), table.begin() + n,
               decode_tables_.begin() + j * decode_table_width_);
+  }
+}
+
+void PagedAttention::WriteSlots(const at::Tensor& x,
+                                const at::Tensor& cache) const {
+  const int64_t row = x.size(1) * x.size(2), stride = x.stride(0);
+  const float* src = x.data_ptr<float>();
+  float* dst = cache.data_ptr<float>();
+  for (size_t t = 0; t < slots_.size(); ++t) {
+    std::memcpy(dst + slots_[t] * row, src + t * stride, row * sizeof(float));
   }
 }
 
@@ -158,6 +174,7 @@ void PagedAttention::DecodeAttention(int64_t layer, const at::Tensor& q,
   a.window = Window(layer);
   a.scale = 1.0f / std::sqrt(static_cast<float>(a.d));
   a.q = q.data_ptr<float>();
+  a.q_stride = q.stride(0);
   a.out = out.data_ptr<float>();
   a.k = cache_->key(layer).data_ptr<float>();
   a.v = cache_->value(layer).data_ptr<float>();
@@ -183,15 +200,26 @@ at::Tensor PagedAttention::Attend(int64_t layer, const at::Tensor& q,
       cache_->key(layer).view({-1, spec.num_kv_heads, spec.head_dim});
   const at::Tensor vc =
       cache_->value(layer).view({-1, spec.num_kv_heads, spec.head_dim});
-  const at::Tensor kk = k.to(kc.scalar_type()).contiguous();
-  const at::Tensor vv = v.to(vc.scalar_type()).contiguous();
-  kc.index_copy_(0, slot_mapping_, kk);
-  vc.index_copy_(0, slot_mapping_, vv);
+  // Rows [heads, head_dim] contiguous, any row stride (views into a fused
+  // qkv buffer qualify).
+  auto rows_dense = [](const at::Tensor& x) {
+    return x.dim() == 3 && x.stride(2) == 1 && x.stride(1) == x.size(2);
+  };
+  const bool fp32 =
+      q.scalar_type() == at::kFloat && kc.scalar_type() == at::kFloat &&
+      k.scalar_type() == at::kFloat && v.scalar_type() == at::kFloat;
+  if (fp32 && rows_dense(k) && rows_dense(v)) {
+    WriteSlots(k, kc);
+    WriteSlots(v, vc);
+  } else {
+    kc.index_copy_(0, slot_mapping_, k.to(kc.scalar_type()).contiguous());
+    vc.index_copy_(0, slot_mapping_, v.to(vc.scalar_type()).contiguous());
+  }
 
-  const bool fused_decode = q.scalar_type() == at::kFloat &&
-                            kc.scalar_type() == at::kFloat && !decode_.empty();
-  at::Tensor qc = q.contiguous();
-  at::Tensor out = fused_decode ? at::empty_like(qc) : at::zeros_like(qc);
+  const bool fused_decode = fp32 && !decode_.empty();
+  const at::Tensor qc = fused_decode && rows_dense(q) ? q : q.contiguous();
+  // Every packed row belongs to a decode or a prefill sequence (Prepare).
+  at::Tensor out = at::empty(qc.sizes(), qc.options());
   if (fused_decode) DecodeAttention(layer, qc, out);
 
   const int64_t window = Window(layer);

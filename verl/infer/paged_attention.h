@@ -47,6 +47,8 @@ class PagedAttention : public models::AttentionBackend {
 
  private:
   int64_t Window(int64_t layer) const;
+  // fp32 rows x [T, n_kv, d] (row stride free) into `cache` at the slots.
+  void WriteSlots(const at::Tensor& x, const at::Tensor& cache) const;
   void DecodeAttention(int64_t layer, const at::Tensor& q,
                        at::Tensor& out) const;
 
@@ -54,7 +56,8 @@ class PagedAttention : public models::AttentionBackend {
   std::vector<int64_t> layer_windows_;
   std::vector<AttentionSequence> seqs_;
   int64_t num_tokens_ = 0;
-  at::Tensor slot_mapping_;  // [T] long: cache slot of each packed token
+  at::Tensor slot_mapping_;     // [T] long: cache slot of each packed token
+  std::vector<int64_t> slots_;  // the same
   // Prefill chunks: their index in seqs_ and their context slots.
   std::vector<int64_t> prefill_;
   std::vector<at::Tensor> prefill_slots_;

@@ -46,6 +46,13 @@ absl::StatusOr<EngineOptions> EngineOptionsFromRolloutConfig(
     if (c.max_model_len() <= 0) return Bad("max_model_len", "must be > 0");
     o.max_model_len = c.max_model_len();
   }
+  if (!ParseEngineDtype(c.dtype()).ok()) {
+    return Bad("dtype",
+               absl::StrCat("'", c.dtype(),
+                            "' is not supported (float32 or "
+                            "bfloat16; float32 is the fast CPU path)"));
+  }
+  o.dtype = c.dtype();
   const auto& vllm = c.engine_kwargs().vllm();
   if (auto it = vllm.find("block_size"); it != vllm.end()) {
     if (!absl::SimpleAtoi(it->second, &o.block_size) || o.block_size <= 0) {
@@ -80,6 +87,7 @@ absl::StatusOr<SamplingParams> SamplingParamsFromRolloutConfig(
     p.do_sample = c.do_sample();
   }
   p.ignore_eos = c.ignore_eos();
+  p.repetition_penalty = c.repetition_penalty();
   if (c.has_response_length()) p.max_tokens = c.response_length();
   absl::Status st = ValidateSamplingParams(p);
   if (!st.ok()) {

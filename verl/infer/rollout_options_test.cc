@@ -17,6 +17,7 @@ TEST(RolloutOptionsTest, DefaultsMapToVerlDefaults) {
   EXPECT_TRUE(o->enable_prefix_caching);
   EXPECT_EQ(o->max_model_len, 0);
   EXPECT_EQ(o->block_size, 16);
+  EXPECT_EQ(o->dtype, "bfloat16");  // verl's default
 
   auto train = SamplingParamsFromRolloutConfig(c, false);
   ASSERT_TRUE(train.ok());
@@ -71,6 +72,26 @@ TEST(RolloutOptionsTest, ErrorsNameTheKey) {
   auto p = SamplingParamsFromRolloutConfig(c, false);
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.status().message().find("top_p"), std::string::npos);
+}
+
+TEST(RolloutOptionsTest, DtypeAndRepetitionPenalty) {
+  RolloutConfig c;
+  c.set_dtype("float32");
+  c.set_repetition_penalty(1.2);
+  auto o = EngineOptionsFromRolloutConfig(c);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->dtype, "float32");
+  auto p = SamplingParamsFromRolloutConfig(c, false);
+  ASSERT_TRUE(p.ok());
+  EXPECT_DOUBLE_EQ(p->repetition_penalty, 1.2);
+  c.set_dtype("float16");
+  auto bad = EngineOptionsFromRolloutConfig(c);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("actor_rollout_ref.rollout.dtype"),
+            std::string::npos);
+  c.set_dtype("float32");
+  c.set_repetition_penalty(0.0);
+  EXPECT_FALSE(SamplingParamsFromRolloutConfig(c, false).ok());
 }
 
 }  // namespace

@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+
+#include "verl/infer/vec_math.h"
 
 namespace verl::infer {
 namespace {
@@ -91,23 +94,95 @@ int64_t Draw(const float* w, int64_t vocab, bool filtered,
   return id(0);
 }
 
-// Temperature-scaled log-probabilities and probabilities of every row,
-// computed with vectorised ATen kernels (1/T = 1 for greedy rows).
-struct ScaledRows {
-  at::Tensor logits, logprobs, probs;  // [B, V] float, contiguous
-};
-ScaledRows Scale(const at::Tensor& logits, const std::vector<double>& inv_t) {
-  const at::Tensor x = logits.to(at::kFloat).contiguous();
-  at::Tensor scale = at::tensor(inv_t, at::kDouble).to(at::kFloat).unsqueeze(1);
-  ScaledRows r;
-  r.logits = x;
-  r.logprobs = at::log_softmax(x * scale, 1).contiguous();
-  r.probs = r.logprobs.exp().contiguous();
-  return r;
-}
-
 double InvTemperature(const SamplingParams& p) {
   return p.greedy() ? 1.0 : 1.0 / p.temperature;
+}
+
+// Per-thread buffers of the row kernel.
+struct RowScratch {
+  std::vector<float> penalized, weights;
+  std::vector<int64_t> kept;
+};
+
+// The logits a row samples from: `x` itself, or a copy with the repetition
+// penalty applied to every token in `context` (HF / vLLM: positive logits
+// divided by the penalty, negative ones multiplied). Each penalised value is
+// computed from the original logit, so repeated tokens are penalised once.
+const float* PenalizedLogits(const float* x, int64_t vocab,
+                             const SamplingParams& p,
+                             const std::vector<int64_t>* context,
+                             RowScratch* scratch) {
+  if (p.repetition_penalty == 1.0 || context == nullptr || context->empty()) {
+    return x;
+  }
+  scratch->penalized.assign(x, x + vocab);
+  const float pen = static_cast<float>(p.repetition_penalty);
+  for (int64_t t : *context) {
+    if (t < 0 || t >= vocab) continue;
+    scratch->penalized[t] = x[t] > 0 ? x[t] / pen : x[t] * pen;
+  }
+  return scratch->penalized.data();
+}
+
+// exp((x - max) / T) of a row into `w`; returns log of their sum and sets
+// `*max_out`.
+__attribute__((target_clones("arch=haswell", "default"))) double ScaledExp(
+    const float* x, int64_t vocab, float inv_t, float* w, float* max_out) {
+  float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
+  for (int64_t i = 0; i < vocab; ++i) mx = std::max(mx, x[i]);
+  double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < vocab; ++i) {
+    w[i] = VecExp((x[i] - mx) * inv_t);
+    sum += w[i];
+  }
+  *max_out = mx;
+  return std::log(sum);
+}
+
+// Samples one row: the token and its log-probability under the
+// temperature-scaled (penalised, unfiltered) distribution. With `probs`
+// set, returns the filtered, renormalised distribution there instead of
+// drawing.
+SampledToken SampleRowImpl(const float* raw, int64_t vocab,
+                           const SamplingParams& p,
+                           const std::vector<int64_t>* context, SeqRng* rng,
+                           RowScratch* scratch, std::vector<double>* probs) {
+  const float* x = PenalizedLogits(raw, vocab, p, context, scratch);
+  const float inv_t = static_cast<float>(InvTemperature(p));
+  scratch->weights.resize(vocab);
+  float* w = scratch->weights.data();
+  float mx = 0.f;
+  const double log_sum = ScaledExp(x, vocab, inv_t, w, &mx);
+  auto logprob = [&](int64_t t) {
+    return static_cast<float>((x[t] - mx) * inv_t - log_sum);
+  };
+  if (p.greedy()) {
+    // First maximum of the (penalised) logits: exact, no rounding ties.
+    const int64_t token = std::max_element(x, x + vocab) - x;
+    if (probs != nullptr) {
+      probs->assign(vocab, 0.0);
+      (*probs)[token] = 1.0;
+    }
+    return {token, logprob(token)};
+  }
+  const bool filtered = FilterTokens(w, vocab, p, &scratch->kept);
+  if (probs != nullptr) {
+    probs->assign(vocab, 0.0);
+    double total = 0.0;
+    if (filtered) {
+      for (int64_t i : scratch->kept) total += w[i];
+      for (int64_t i : scratch->kept) (*probs)[i] = w[i] / total;
+    } else {
+      for (int64_t i = 0; i < vocab; ++i) total += w[i];
+      for (int64_t i = 0; i < vocab; ++i) (*probs)[i] = w[i] / total;
+    }
+    return {-1, 0.f};
+  }
+  CHECK(rng != nullptr) << "sampled row has no rng";
+  const int64_t token = Draw(w, vocab, filtered, scratch->kept, *rng);
+  return {token, logprob(token)};
 }
 
 }  // namespace
@@ -125,58 +200,29 @@ std::vector<SampledToken> SampleTokens(const at::Tensor& logits,
   CHECK_EQ(logits.dim(), 2);
   CHECK_EQ(logits.size(0), static_cast<int64_t>(rows.size()));
   const int64_t vocab = logits.size(1);
-  std::vector<double> inv_t(rows.size());
-  for (size_t r = 0; r < rows.size(); ++r) {
-    inv_t[r] = InvTemperature(*rows[r].params);
-  }
-  const ScaledRows scaled = Scale(logits, inv_t);
-  const float* lp = scaled.logprobs.data_ptr<float>();
-  const float* pr = scaled.probs.data_ptr<float>();
-  const float* xs = scaled.logits.data_ptr<float>();
+  const at::Tensor x = logits.to(at::kFloat).contiguous();
+  const float* xs = x.data_ptr<float>();
   std::vector<SampledToken> out(rows.size());
-  at::parallel_for(
-      0, static_cast<int64_t>(rows.size()), 1, [&](int64_t begin, int64_t end) {
-        std::vector<int64_t> kept;
-        for (int64_t r = begin; r < end; ++r) {
-          const float* lrow = lp + r * vocab;
-          const float* prow = pr + r * vocab;
-          const SamplingParams& p = *rows[r].params;
-          int64_t token;
-          if (p.greedy()) {
-            // First maximum of the raw logits (exact, no rounding ties).
-            const float* xrow = xs + r * vocab;
-            token = std::max_element(xrow, xrow + vocab) - xrow;
-          } else {
-            CHECK(rows[r].rng != nullptr)
-                << "sampled row " << r << " has no rng";
-            const bool filtered = FilterTokens(prow, vocab, p, &kept);
-            token = Draw(prow, vocab, filtered, kept, *rows[r].rng);
-          }
-          out[r] = {token, lrow[token]};
-        }
-      });
+  // Rows per task: enough work (~256K logits) to pay for a parallel region.
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 18) / vocab);
+  at::parallel_for(0, static_cast<int64_t>(rows.size()), grain,
+                   [&](int64_t begin, int64_t end) {
+                     RowScratch scratch;
+                     for (int64_t r = begin; r < end; ++r) {
+                       out[r] = SampleRowImpl(xs + r * vocab, vocab,
+                                              *rows[r].params, rows[r].context,
+                                              rows[r].rng, &scratch, nullptr);
+                     }
+                   });
   return out;
 }
 
 std::vector<double> SamplingDistribution(const float* logits, int64_t vocab,
-                                         const SamplingParams& params) {
-  std::vector<double> probs(vocab, 0.0);
-  if (params.greedy()) {
-    probs[std::max_element(logits, logits + vocab) - logits] = 1.0;
-    return probs;
-  }
-  const at::Tensor row =
-      at::from_blob(const_cast<float*>(logits), {1, vocab}, at::kFloat);
-  const ScaledRows scaled = Scale(row, {InvTemperature(params)});
-  const float* w = scaled.probs.data_ptr<float>();
-  std::vector<int64_t> kept;
-  if (FilterTokens(w, vocab, params, &kept)) {
-    double total = 0.0;
-    for (int64_t i : kept) total += w[i];
-    for (int64_t i : kept) probs[i] = w[i] / total;
-  } else {
-    for (int64_t i = 0; i < vocab; ++i) probs[i] = w[i];
-  }
+                                         const SamplingParams& params,
+                                         const std::vector<int64_t>* context) {
+  RowScratch scratch;
+  std::vector<double> probs;
+  SampleRowImpl(logits, vocab, params, context, nullptr, &scratch, &probs);
   return probs;
 }
 

@@ -1,8 +1,9 @@
 // File: verl/infer/sampler.h
 //
 // Token sampling for a batch of sequences from their next-token logits.
-// Per row: greedy (argmax) or temperature -> top-k -> top-p -> draw from the
-// renormalised distribution with the sequence's own generator, so results
+// Per row: repetition penalty over the row's context (if not 1), then greedy
+// (argmax) or temperature -> top-k -> top-p -> draw from the renormalised
+// distribution with the sequence's own generator, so results
 // do not depend on batch composition or preemption. Returns the token and
 // its log-probability under the temperature-scaled (unfiltered)
 // distribution, which is what verl compares against as rollout_log_probs
@@ -28,6 +29,9 @@ SeqRng MakeSequenceRng(uint64_t seed, int64_t index);
 struct SampleRow {
   const SamplingParams* params = nullptr;
   SeqRng* rng = nullptr;  // unused for greedy rows
+  // Tokens seen so far (prompt + generated) for repetition_penalty; may be
+  // null when the penalty is 1.
+  const std::vector<int64_t>* context = nullptr;
 };
 
 struct SampledToken {
@@ -39,10 +43,12 @@ struct SampledToken {
 std::vector<SampledToken> SampleTokens(const at::Tensor& logits,
                                        const std::vector<SampleRow>& rows);
 
-// The distribution a row is drawn from (after temperature, top-k, top-p),
-// as probabilities over the vocabulary; for tests and analysis.
-std::vector<double> SamplingDistribution(const float* logits, int64_t vocab,
-                                         const SamplingParams& params);
+// The distribution a row is drawn from (after repetition penalty over
+// `context`, temperature, top-k, top-p), as probabilities over the
+// vocabulary; for tests and analysis.
+std::vector<double> SamplingDistribution(
+    const float* logits, int64_t vocab, const SamplingParams& params,
+    const std::vector<int64_t>* context = nullptr);
 
 }  // namespace verl::infer
 

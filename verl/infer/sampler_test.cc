@@ -149,6 +149,59 @@ TEST(SamplerTest, GreedyAndTopKOneAgreeAndLogProbsAreTemperatureScaled) {
   EXPECT_TRUE(zero.greedy());
 }
 
+// HF RepetitionPenaltyLogitsProcessor / vLLM: a seen token's logit l becomes
+// l / penalty when l > 0, else l * penalty (once, however often it was seen).
+TEST(SamplerTest, RepetitionPenaltyMatchesHfDefinition) {
+  const std::vector<int64_t> context = {0, 4, 4, 2, 0};
+  const double pen = 2.5;
+  std::vector<float> want_logits = kLogits;
+  for (int64_t t : {0, 2, 4}) {
+    want_logits[t] = kLogits[t] > 0 ? kLogits[t] / pen : kLogits[t] * pen;
+  }
+  // want_logits = {0.8, 1, 0.2, 0, -2.5, -3}: greedy flips from 0 to 1.
+  const at::Tensor logits = at::tensor(kLogits).unsqueeze(0);
+  const at::Tensor want = at::tensor(want_logits);
+  SamplingParams greedy;
+  greedy.do_sample = false;
+  greedy.repetition_penalty = pen;
+  SampledToken g = SampleTokens(logits, {{&greedy, nullptr, &context}})[0];
+  EXPECT_EQ(g.token, 1);
+  EXPECT_NEAR(g.logprob, at::log_softmax(want, 0)[1].item<float>(), 1e-6);
+  // Without context (or penalty 1) nothing changes.
+  EXPECT_EQ(SampleTokens(logits, {{&greedy, nullptr, nullptr}})[0].token, 0);
+
+  SamplingParams p;
+  p.temperature = 0.7;
+  p.repetition_penalty = pen;
+  const std::vector<double> dist =
+      SamplingDistribution(kLogits.data(), kLogits.size(), p, &context);
+  const at::Tensor closed = at::softmax(want.to(at::kDouble) / 0.7, 0);
+  for (size_t i = 0; i < kLogits.size(); ++i) {
+    EXPECT_NEAR(dist[i], closed[i].item<double>(), 1e-6) << "token " << i;
+  }
+  // Draws follow it, and log-probs are those of the penalised distribution.
+  const int64_t n = 16000;
+  std::vector<int64_t> counts(kLogits.size(), 0);
+  std::vector<SeqRng> rngs;
+  for (int64_t i = 0; i < 8; ++i) rngs.push_back(MakeSequenceRng(42, i));
+  std::vector<SampleRow> rows;
+  for (SeqRng& r : rngs) rows.push_back({&p, &r, &context});
+  const at::Tensor batch = logits.repeat({8, 1});
+  const at::Tensor lp = at::log_softmax(want / 0.7, 0);
+  for (int64_t drawn = 0; drawn < n; drawn += 8) {
+    for (const SampledToken& t : SampleTokens(batch, rows)) {
+      ++counts[t.token];
+      EXPECT_NEAR(t.logprob, lp[t.token].item<float>(), 1e-5);
+    }
+  }
+  for (size_t i = 0; i < kLogits.size(); ++i) {
+    const double w = closed[i].item<double>();
+    EXPECT_NEAR(static_cast<double>(counts[i]) / n, w,
+                5 * std::sqrt(w * (1 - w) / n) + 1e-3)
+        << "token " << i;
+  }
+}
+
 TEST(SamplingParamsTest, ValidationNamesTheField) {
   SamplingParams p;
   EXPECT_TRUE(ValidateSamplingParams(p).ok());
@@ -165,6 +218,10 @@ TEST(SamplingParamsTest, ValidationNamesTheField) {
             std::string::npos);
   p.top_p = 1.5;
   EXPECT_FALSE(ValidateSamplingParams(p).ok());
+  p = {};
+  p.repetition_penalty = 0.0;
+  EXPECT_NE(ValidateSamplingParams(p).message().find("repetition_penalty"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -20,6 +20,10 @@ absl::Status ValidateSamplingParams(const SamplingParams& p) {
     return absl::InvalidArgumentError(
         absl::StrCat("top_p must be in (0, 1], got ", p.top_p));
   }
+  if (!(p.repetition_penalty > 0.0) || std::isinf(p.repetition_penalty)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "repetition_penalty must be > 0, got ", p.repetition_penalty));
+  }
   if (p.max_tokens < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_tokens must be >= 1, got ", p.max_tokens));

@@ -22,6 +22,10 @@ struct SamplingParams {
   int64_t max_tokens = 16;              // response_length
   std::vector<int64_t> stop_token_ids;  // stop in addition to EOS
   bool ignore_eos = false;              // keep going past the model's EOS ids
+  // HF/vLLM repetition penalty over prompt + generated tokens (1 => off):
+  // a seen token's logit l becomes l / penalty if l > 0 else l * penalty,
+  // before temperature. Log-probs are those of the penalised distribution.
+  double repetition_penalty = 1.0;
   // Per-request seed; sample i draws from a generator seeded by (seed, i).
   // Unset => derived from the engine seed and the request id.
   std::optional<uint64_t> seed;
@@ -29,8 +33,8 @@ struct SamplingParams {
   bool greedy() const { return !do_sample || temperature == 0.0; }
 };
 
-// Checks n, temperature, top_p, top_k and max_tokens; the message names the
-// offending field.
+// Checks n, temperature, top_p, max_tokens and repetition_penalty; the
+// message names the offending field.
 absl::Status ValidateSamplingParams(const SamplingParams& params);
 
 }  // namespace verl::infer

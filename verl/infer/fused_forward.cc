@@ -1,0 +1,313 @@
+// File: verl/infer/fused_forward.cc
+#include "verl/infer/fused_forward.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <glog/logging.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "verl/models/layers.h"
+
+namespace verl::infer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// out = w * (x * rsqrt(mean(x^2) + eps)) over `n` (HF RMSNorm, fp32).
+__attribute__((target_clones("arch=haswell", "default"))) void RmsNormRow(
+    const float* x, const float* w, float eps, int64_t n, float* out) {
+  float ss = 0.f;
+#pragma omp simd reduction(+ : ss)
+  for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
+  const float r = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = w[i] * (x[i] * r);
+}
+
+// Rotate-half RoPE of one head in place: x * cos + rotate_half(x) * sin.
+__attribute__((target_clones("arch=haswell", "default"))) void RopeHead(
+    float* x, const float* c, const float* s, int64_t d) {
+  const int64_t half = d / 2;
+#pragma omp simd
+  for (int64_t i = 0; i < half; ++i) {
+    const float a = x[i], b = x[i + half];
+    x[i] = a * c[i] + (-b) * s[i];
+    x[i + half] = b * c[i + half] + a * s[i + half];
+  }
+}
+
+// Rows of `x` ([rows, n] with row stride `ld`) normalised into `out`
+// ([rows, n] contiguous), in parallel over rows.
+void RmsNormRows(const at::Tensor& x, const at::Tensor& weight, double eps,
+                 at::Tensor& out) {
+  const int64_t rows = x.size(0), n = x.size(1), ld = x.stride(0);
+  const float* xp = x.data_ptr<float>();
+  const float* wp = weight.data_ptr<float>();
+  float* op = out.data_ptr<float>();
+  const float e = static_cast<float>(eps);
+  // Parallel only for long batches: a parallel region costs more than a
+  // few rows of work (and far more on an oversubscribed machine).
+  at::parallel_for(0, rows, std::max<int64_t>(1, 65536 / n),
+                   [&](int64_t b, int64_t end) {
+                     for (int64_t r = b; r < end; ++r) {
+                       RmsNormRow(xp + r * ld, wp, e, n, op + r * n);
+                     }
+                   });
+}
+
+// Grows `buf` to at least [rows, cols] and returns its first `rows` rows.
+at::Tensor Rows(at::Tensor& buf, int64_t rows, int64_t cols) {
+  if (!buf.defined() || buf.size(0) < rows || buf.size(1) != cols) {
+    buf = at::empty({std::max<int64_t>(rows, 64), cols}, at::kFloat);
+  }
+  return buf.narrow(0, 0, rows);
+}
+
+}  // namespace
+
+FusedForward::FusedForward(models::CausalLM* model, int64_t max_positions)
+    : model_(model), max_positions_(max_positions) {
+  CHECK(model_ != nullptr);
+  for (const auto& layer : model_->model->layers) {
+    const models::Attention& a = *layer->self_attn;
+    for (const auto* lin :
+         {a.q_proj.get(), a.k_proj.get(), a.v_proj.get(), a.o_proj.get()}) {
+      linears_.push_back(lin);
+    }
+    if (layer->mlp) {
+      const models::MLP& m = *layer->mlp;
+      for (const auto* lin :
+           {m.gate_proj.get(), m.up_proj.get(), m.down_proj.get()}) {
+        linears_.push_back(lin);
+      }
+    }
+  }
+}
+
+bool FusedForward::Applies() const {
+  const at::Tensor& w = model_->model->embed_tokens->weight;
+  if (w.scalar_type() != at::kFloat || !w.device().is_cpu()) return false;
+  for (const models::Linear* lin : linears_) {
+    if (lin->lora.lora_A && lin->lora.enabled && !lin->lora.merged) {
+      return false;
+    }
+  }
+  return true;
+}
+
+FusedForward::Packed FusedForward::MakePacked(std::vector<at::Tensor> sources,
+                                              bool bias) {
+  Packed p;
+  p.sources = std::move(sources);
+  p.bias = bias;
+  p.versions.assign(p.sources.size(), -1);
+  p.data.assign(p.sources.size(), nullptr);
+  return p;
+}
+
+void FusedForward::Sync(Packed& p) {
+  bool changed = !p.value.defined();
+  for (size_t i = 0; i < p.sources.size() && !changed; ++i) {
+    changed = p.sources[i]._version() != p.versions[i] ||
+              p.sources[i].data_ptr() != p.data[i];
+  }
+  if (!changed) return;
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> parts;
+  for (size_t i = 0; i < p.sources.size(); ++i) {
+    parts.push_back(p.sources[i].detach().to(at::kFloat));
+    p.versions[i] = p.sources[i]._version();
+    p.data[i] = p.sources[i].data_ptr();
+  }
+  at::Tensor cat = parts.size() == 1 ? parts[0] : at::cat(parts, 0);
+  // A fresh tensor each time: the copy may be made under InferenceMode.
+  p.value = p.bias ? cat.contiguous() : cat.t().contiguous();
+}
+
+void FusedForward::SyncAll() {
+  if (!built_) {
+    const models::ModelConfig& c = model_->config();
+    for (const auto& layer : model_->model->layers) {
+      const models::Attention& a = *layer->self_attn;
+      Layer L;
+      L.qkv = MakePacked({a.q_proj->weight, a.k_proj->weight, a.v_proj->weight},
+                         false);
+      L.has_bias = a.q_proj->bias.defined();
+      if (L.has_bias) {
+        L.qkv_bias =
+            MakePacked({a.q_proj->bias, a.k_proj->bias, a.v_proj->bias}, true);
+      }
+      L.o = MakePacked({a.o_proj->weight}, false);
+      L.moe = layer->moe != nullptr;
+      if (!L.moe) {
+        const models::MLP& m = *layer->mlp;
+        L.gate_up = MakePacked({m.gate_proj->weight, m.up_proj->weight}, false);
+        L.down = MakePacked({m.down_proj->weight}, false);
+      }
+      layers_.push_back(std::move(L));
+    }
+    torch::NoGradGuard no_grad;
+    auto [cos, sin] =
+        models::RopeCosSin(models::RopeInvFreq(c),
+                           at::arange(max_positions_, at::kLong), at::kFloat);
+    cos_ = cos.contiguous();
+    sin_ = sin.contiguous();
+    built_ = true;
+  }
+  for (Layer& L : layers_) {
+    Sync(L.qkv);
+    if (L.has_bias) Sync(L.qkv_bias);
+    Sync(L.o);
+    if (!L.moe) {
+      Sync(L.gate_up);
+      Sync(L.down);
+    }
+  }
+}
+
+int64_t FusedForward::WeightBytes() const {
+  int64_t n = 0;
+  for (const Layer& L : layers_) {
+    for (const Packed* p : {&L.qkv, &L.qkv_bias, &L.o, &L.gate_up, &L.down}) {
+      if (p->value.defined()) n += p->value.numel() * 4;
+    }
+  }
+  return n;
+}
+
+void FusedForward::Gemm(at::Tensor& out, const at::Tensor& x,
+                        const at::Tensor& w, const at::Tensor& bias,
+                        bool accumulate) {
+  const auto t0 = Clock::now();
+  if (accumulate) {
+    out.addmm_(x, w);
+  } else if (bias.defined()) {
+    at::addmm_out(out, bias, x, w);
+  } else {
+    at::mm_out(out, x, w);
+  }
+  stats_.gemm_s += Since(t0);
+  stats_.gemm_flops += 2.0 * x.size(0) * x.size(1) * w.size(1);
+}
+
+void FusedForward::Attention(int64_t l, const at::Tensor& x, const int64_t* pos,
+                             models::AttentionBackend& attention,
+                             at::Tensor& h) {
+  const models::Attention& a = *model_->model->layers[l]->self_attn;
+  Layer& L = layers_[l];
+  const int64_t t = x.size(0), d = a.head_dim;
+  const int64_t nq = a.num_heads, nkv = a.num_kv_heads;
+  const int64_t width = (nq + 2 * nkv) * d;
+  at::Tensor qkv = Rows(qkv_, t, width);
+  Gemm(qkv, x, L.qkv.value, L.has_bias ? L.qkv_bias.value : at::Tensor(),
+       false);
+
+  // q/k-norm (Qwen3) and RoPE in place, per token and head.
+  const auto t0 = Clock::now();
+  float* base = qkv.data_ptr<float>();
+  const float* cos = cos_.data_ptr<float>();
+  const float* sin = sin_.data_ptr<float>();
+  const float* qn = a.q_norm ? a.q_norm->weight.data_ptr<float>() : nullptr;
+  const float* kn = a.k_norm ? a.k_norm->weight.data_ptr<float>() : nullptr;
+  const float qe = a.q_norm ? static_cast<float>(a.q_norm->eps) : 0.f;
+  const float ke = a.k_norm ? static_cast<float>(a.k_norm->eps) : 0.f;
+  at::parallel_for(
+      0, t, std::max<int64_t>(1, 65536 / width), [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r) {
+          CHECK(pos[r] >= 0 && pos[r] < max_positions_)
+              << "position " << pos[r] << " outside the RoPE table";
+          const float* c = cos + pos[r] * d;
+          const float* s = sin + pos[r] * d;
+          float* row = base + r * width;
+          for (int64_t hd = 0; hd < nq + nkv; ++hd) {
+            float* x = row + hd * d;
+            const float* nw = hd < nq ? qn : kn;
+            if (nw != nullptr) RmsNormRow(x, nw, hd < nq ? qe : ke, d, x);
+            RopeHead(x, c, s, d);
+          }
+        }
+      });
+  stats_.other_s += Since(t0);
+
+  at::Tensor q = qkv.narrow(1, 0, nq * d).view({t, nq, d});
+  at::Tensor k = qkv.narrow(1, nq * d, nkv * d).view({t, nkv, d});
+  at::Tensor v = qkv.narrow(1, (nq + nkv) * d, nkv * d).view({t, nkv, d});
+  at::Tensor o = attention.Attend(l, q, k, v).reshape({t, nq * d});
+  Gemm(h, o, L.o.value, at::Tensor(), /*accumulate=*/true);
+}
+
+at::Tensor FusedForward::Forward(const at::Tensor& input_ids,
+                                 const at::Tensor& position_ids,
+                                 models::AttentionBackend& attention) {
+  if (!Applies()) return model_->Forward(input_ids, position_ids, attention);
+  CHECK_EQ(input_ids.dim(), 1);
+  CHECK_EQ(position_ids.numel(), input_ids.numel());
+  SyncAll();
+  const models::DecoderModel& m = *model_->model;
+  const int64_t t = input_ids.size(0);
+  const int64_t hidden = model_->config().hidden_size;
+  const at::Tensor pos_t = position_ids.to(at::kLong).contiguous();
+  const int64_t* pos = pos_t.data_ptr<int64_t>();
+
+  auto t0 = Clock::now();
+  at::Tensor h =
+      at::embedding(m.embed_tokens->weight.detach(), input_ids).contiguous();
+  stats_.other_s += Since(t0);
+  at::Tensor normed = Rows(normed_, t, hidden);
+  for (size_t l = 0; l < m.layers.size(); ++l) {
+    const models::DecoderLayer& layer = *m.layers[l];
+    t0 = Clock::now();
+    RmsNormRows(h, layer.input_layernorm->weight, layer.input_layernorm->eps,
+                normed);
+    stats_.other_s += Since(t0);
+    Attention(static_cast<int64_t>(l), normed, pos, attention, h);
+    t0 = Clock::now();
+    RmsNormRows(h, layer.post_attention_layernorm->weight,
+                layer.post_attention_layernorm->eps, normed);
+    stats_.other_s += Since(t0);
+    const Layer& L = layers_[l];
+    if (L.moe) {
+      t0 = Clock::now();
+      h.add_(layer.moe->Forward(normed).first);
+      stats_.other_s += Since(t0);
+      continue;
+    }
+    const int64_t inter = L.down.value.size(0);
+    at::Tensor gate_up = Rows(gate_up_, t, 2 * inter);
+    Gemm(gate_up, normed, L.gate_up.value, at::Tensor(), false);
+    t0 = Clock::now();
+    at::Tensor act = Rows(act_, t, inter);
+    at::silu_out(act, gate_up.narrow(1, 0, inter));
+    act.mul_(gate_up.narrow(1, inter, inter));
+    stats_.other_s += Since(t0);
+    Gemm(h, act, L.down.value, at::Tensor(), /*accumulate=*/true);
+  }
+  t0 = Clock::now();
+  at::Tensor out = at::empty({t, hidden}, at::kFloat);
+  RmsNormRows(h, m.norm->weight, m.norm->eps, out);
+  stats_.other_s += Since(t0);
+  return out;
+}
+
+at::Tensor FusedForward::Logits(const at::Tensor& hidden) {
+  const auto t0 = Clock::now();
+  at::Tensor logits = model_->Logits(hidden);
+  if (Applies()) {
+    stats_.gemm_s += Since(t0);
+    stats_.gemm_flops += 2.0 * hidden.size(0) * hidden.size(1) *
+                         static_cast<double>(logits.size(1));
+  }
+  return logits;
+}
+
+}  // namespace verl::infer

@@ -1,0 +1,99 @@
+// File: verl/infer/fused_forward.h
+//
+// The rollout engine's forward of a models::CausalLM: the same math as
+// CausalLM::Forward + Logits, laid out for decode throughput on CPU:
+//  - q/k/v and gate/up projections run as ONE GEMM each, over concatenated
+//    copies of the weights owned here, stored [in, out] contiguous (plain
+//    NN GEMMs); the model, its parameters and HF names are untouched;
+//  - the residual adds are folded into the o_proj / down_proj GEMMs (C += AB);
+//  - RMSNorm, q/k-norm + RoPE (table lookup) and SwiGLU are single-pass fp32
+//    kernels writing into buffers reused from step to step.
+// The copies follow the parameters by themselves: every Forward() compares
+// each source parameter's version counter and storage with the ones it
+// copied, and re-copies what changed (UpdateWeights, LoRA merges, optimizer
+// steps on a shared model all bump the version).
+//
+// Applies to fp32 CPU models without active (unmerged) LoRA adapters;
+// otherwise Forward() is the model's own. MoE layers run the model's MoE
+// block on the fused path's normed activations.
+#ifndef VERL_INFER_FUSED_FORWARD_H_
+#define VERL_INFER_FUSED_FORWARD_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "verl/models/attention.h"
+#include "verl/models/decoder.h"
+
+namespace verl::infer {
+
+// Time and work of the fused path (GEMMs incl. the LM head, and the
+// elementwise kernels: embedding, norms, RoPE, SwiGLU).
+struct FusedForwardStats {
+  double gemm_s = 0, other_s = 0;
+  double gemm_flops = 0;
+};
+
+class FusedForward {
+ public:
+  // `max_positions`: RoPE table length (the engine's max_model_len).
+  FusedForward(models::CausalLM* model, int64_t max_positions);
+
+  // Whether the fused path runs for the model as it is now.
+  bool Applies() const;
+
+  // Packed ids/positions [T] -> final-normed hidden [T, H] (fp32 on the
+  // fused path).
+  at::Tensor Forward(const at::Tensor& input_ids,
+                     const at::Tensor& position_ids,
+                     models::AttentionBackend& attention);
+  // hidden [S, H] -> logits [S, V].
+  at::Tensor Logits(const at::Tensor& hidden);
+
+  // Bytes held by the fused weight copies (0 until first used).
+  int64_t WeightBytes() const;
+  const FusedForwardStats& stats() const { return stats_; }
+
+ private:
+  // One engine-owned weight: the concatenation along `out` of `sources`
+  // ([out_i, in] each, or [out_i] biases), stored transposed [in, sum out_i]
+  // (biases: [sum out_i]).
+  struct Packed {
+    std::vector<at::Tensor> sources;
+    std::vector<int64_t> versions;
+    std::vector<const void*> data;
+    at::Tensor value;
+    bool bias = false;
+  };
+  struct Layer {
+    Packed qkv, qkv_bias, o, gate_up, down;
+    bool has_bias = false, moe = false;
+  };
+
+  static Packed MakePacked(std::vector<at::Tensor> sources, bool bias);
+  // Re-copies `p` if any source changed since the last copy.
+  static void Sync(Packed& p);
+  void SyncAll();
+  // out = x w (+ bias), or out += x w when `accumulate`; timed.
+  void Gemm(at::Tensor& out, const at::Tensor& x, const at::Tensor& w,
+            const at::Tensor& bias, bool accumulate);
+  void Attention(int64_t l, const at::Tensor& x, const int64_t* pos,
+                 models::AttentionBackend& attention, at::Tensor& h);
+
+  models::CausalLM* model_;
+  int64_t max_positions_;
+  bool built_ = false;
+  std::vector<Layer> layers_;
+  Packed lm_head_;
+  std::vector<const models::Linear*> linears_;  // to detect active LoRA
+  at::Tensor cos_, sin_;                        // [max_positions, head_dim]
+  // Step buffers, grown on demand and reused.
+  at::Tensor normed_, qkv_, gate_up_, act_;
+  FusedForwardStats stats_;
+};
+
+}  // namespace verl::infer
+
+#endif  // VERL_INFER_FUSED_FORWARD_H_
