@@ -46,6 +46,9 @@ absl::StatusOr<PpoTrainerConfig> CheckpointTestConfig(
       absl::StrCat("trainer.total_training_steps=", steps),
       absl::StrCat("trainer.save_freq=", save_freq),
       "trainer.default_local_dir=" + ckpt_dir,
+      // FSDP on > 1 rank: fp32 compute (Gloo has no bf16 all-gather).
+      "actor_rollout_ref.actor.fsdp_config.dtype=float32",
+      "critic.model.fsdp_config.dtype=float32",
   };
   VERL_ASSIGN_OR_RETURN(PpoTrainerConfig config,
                         LoadPpoTrainerConfig("", overrides));

@@ -2,7 +2,8 @@
 //
 // The tiny PPO config the checkpoint tests train (GAE with a critic, KL in
 // the reward with the adaptive controller, cosine LR over 4 steps, no
-// validation, save every `save_freq` steps into `ckpt_dir`).
+// validation, save every `save_freq` steps into `ckpt_dir`; FSDP in fp32
+// on more than one rank).
 #ifndef VERL_RL_TRAINER_CHECKPOINT_TESTUTIL_H_
 #define VERL_RL_TRAINER_CHECKPOINT_TESTUTIL_H_
 
