@@ -42,6 +42,14 @@ grep -q 'logger: "file"' "$TMP/out.txt" || fail "--dotted override not applied"
 "$TRAIN" --config="$TMP/out.txt" --print_config >"$TMP/again.txt" || fail "reload exited $?"
 cmp -s "$TMP/out.txt" "$TMP/again.txt" || fail "printed config does not round-trip"
 
+# Every shipped flagfile resolves (keys and values parse).
+for f in examples/*.flags; do
+  case "$f" in *sft*) continue ;; esac
+  "$TRAIN" --flagfile="$f" --print_config >"$TMP/example.txt" || fail "$f: exited $?"
+done
+grep -q 'max_num_gen_batches: 8' "$TMP/example.txt" ||
+  [[ -n "$(grep -l filter_groups examples/*.flags)" ]] || fail "examples lost"
+
 expect_error "did you mean 'trainer.total_epochs'?" --print_config trainer.total_epoch=3
 expect_error "expected an integer (int64)" --print_config --trainer.total_epochs=x
 expect_error "cannot read config file" --config="$TMP/missing.textproto"
