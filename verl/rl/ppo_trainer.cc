@@ -11,6 +11,7 @@
 #include "glog/logging.h"
 #include "verl/core/batch.h"
 #include "verl/core/status.h"
+#include "verl/infer/rollout_options.h"
 #include "verl/models/hf_checkpoint.h"
 #include "verl/models/presets.h"
 #include "verl/models/tokenizer.h"
@@ -171,9 +172,9 @@ absl::StatusOr<std::unique_ptr<TrainState>> MakeTrainState(
     std::shared_ptr<parallel::Communicator> world, bool dynamic_bsz) {
   if (world->size() > 1 &&
       (strategy == Strategy::fsdp || strategy == Strategy::fsdp2)) {
-    VERL_ASSIGN_OR_RETURN(auto state,
-                          FsdpTrainState::ForModule(model, fsdp, options, world,
-                                                    /*per_layer=*/!dynamic_bsz));
+    VERL_ASSIGN_OR_RETURN(
+        auto state, FsdpTrainState::ForModule(model, fsdp, options, world,
+                                              /*per_layer=*/!dynamic_bsz));
     return std::unique_ptr<TrainState>(std::move(state));
   }
   return std::unique_ptr<TrainState>(std::make_unique<ReplicatedTrainState>(
@@ -449,46 +450,39 @@ absl::Status PpoTrainer::Init() {
                                  total_steps_));
   // The engine's copy first: under FSDP the policy's own tensors are sharded.
   auto engine_model = CloneModel(*policy.model, false, seed_);
-  VERL_ASSIGN_OR_RETURN(
-      auto actor_state,
-      MakeTrainState(*policy.model, actor_cfg().strategy(),
-                     actor_cfg().fsdp_config(), aopt, world_,
-                     ao.update_micro.use_dynamic_bsz));
+  VERL_ASSIGN_OR_RETURN(auto actor_state,
+                        MakeTrainState(*policy.model, actor_cfg().strategy(),
+                                       actor_cfg().fsdp_config(), aopt, world_,
+                                       ao.update_micro.use_dynamic_bsz));
   actor_ =
       std::make_unique<Actor>(policy.model, std::move(actor_state), ao, world_);
 
   // Rollout engine with its own copy of the weights (synced after updates).
   const infer::RolloutConfig& r = rollout_cfg();
+  // verl's rollout keys (engine options, sampling, dtype, repetition penalty)
+  // through the engine's own mapping; the context defaults to prompt +
+  // response length.
   RolloutOptions ro;
-  ro.train_params.n = r.n();
-  ro.train_params.temperature = r.temperature();
-  ro.train_params.top_k = r.top_k();
-  ro.train_params.top_p = r.top_p();
-  ro.train_params.do_sample = r.do_sample();
-  ro.train_params.ignore_eos = r.ignore_eos();
-  ro.val_params.n = r.val_kwargs().n();
-  ro.val_params.temperature = r.val_kwargs().temperature();
-  ro.val_params.top_k = r.val_kwargs().top_k();
-  ro.val_params.top_p = r.val_kwargs().top_p();
-  ro.val_params.do_sample = r.val_kwargs().do_sample();
+  VERL_ASSIGN_OR_RETURN(ro.train_params,
+                        infer::SamplingParamsFromRolloutConfig(r, false));
+  VERL_ASSIGN_OR_RETURN(ro.val_params,
+                        infer::SamplingParamsFromRolloutConfig(r, true));
   ro.response_length = data.max_response_length();
   ro.pad_token_id = std::max(tokenizer_->pad_token_id(), 0);
   ro.calculate_log_probs = r.calculate_log_probs();
   ro.free_cache_engine = r.free_cache_engine();
   ro.seed = seed_;
-  infer::EngineOptions eo;
-  eo.gpu_memory_utilization = r.gpu_memory_utilization();
-  eo.max_num_seqs = r.max_num_seqs();
-  eo.max_num_batched_tokens = r.max_num_batched_tokens();
-  eo.enable_chunked_prefill = r.enable_chunked_prefill();
-  eo.enable_prefix_caching = r.enable_prefix_caching();
-  eo.max_model_len = r.has_max_model_len() ? r.max_model_len()
-                                           : data.max_prompt_length() +
-                                                 data.max_response_length();
-  eo.seed = seed_;
-  VERL_ASSIGN_OR_RETURN(
-      rollout_,
-      Rollout::Create(std::move(engine_model), eo, ro));
+  VERL_ASSIGN_OR_RETURN(infer::EngineOptions eo,
+                        infer::EngineOptionsFromRolloutConfig(r));
+  if (!r.has_max_model_len()) {
+    eo.max_model_len = data.max_prompt_length() + data.max_response_length();
+  }
+  // Unset rollout.dtype keeps the training model's dtype (fp32 on CPU, the
+  // fast path there) rather than verl's bfloat16 default; see docs/config.md.
+  if (!r.has_dtype()) eo.dtype.clear();
+  if (!r.engine_kwargs().vllm().count("seed")) eo.seed = seed_;
+  VERL_ASSIGN_OR_RETURN(rollout_,
+                        Rollout::Create(std::move(engine_model), eo, ro));
 
   // Rewards.
   RewardManagerConfig rm;
@@ -736,8 +730,8 @@ absl::StatusOr<MetricMap> PpoTrainer::Validate(int64_t step) {
       for (const auto& p : scores.extra_text.at("pred"))
         samples.preds.push_back(p);
     }
-    tokens += static_cast<int64_t>(
-        gen.tensor("response_mask").sum().item<double>());
+    tokens +=
+        static_cast<int64_t>(gen.tensor("response_mask").sum().item<double>());
     if (bar) bar->Update(index, tokens);
   }
   if (bar) bar->Finish();
@@ -794,8 +788,7 @@ absl::StatusOr<Batch> PpoTrainer::GenerateScored(
   }
   if (alg.adv_estimator() == "remax") {
     Timer t(&timing, "gen_max");
-    VERL_ASSIGN_OR_RETURN(Batch greedy,
-                          GenerateSequences(prompts, step, true));
+    VERL_ASSIGN_OR_RETURN(Batch greedy, GenerateSequences(prompts, step, true));
     VERL_ASSIGN_OR_RETURN(Batch meta,
                           prompts.Select(std::vector<std::string>{}));
     VERL_RETURN_IF_ERROR(greedy.Union(meta));
@@ -803,15 +796,14 @@ absl::StatusOr<Batch> PpoTrainer::GenerateScored(
     VERL_ASSIGN_OR_RETURN(
         RewardOutput base,
         reward_->Score(requests, greedy.tensor("responses").size(1)));
-    VERL_ASSIGN_OR_RETURN(Batch base_batch,
-                          Batch::FromColumns({{"reward_baselines",
-                                               base.reward_tensor.sum(1)}}));
+    VERL_ASSIGN_OR_RETURN(
+        Batch base_batch,
+        Batch::FromColumns({{"reward_baselines", base.reward_tensor.sum(1)}}));
     VERL_ASSIGN_OR_RETURN(Batch rep, base_batch.Repeat(n(), true));
     VERL_RETURN_IF_ERROR(gen.Union(rep));
   }
   // Non-tensor columns follow the trajectories (repeat interleave).
-  VERL_ASSIGN_OR_RETURN(Batch meta,
-                        prompts.Select(std::vector<std::string>{}));
+  VERL_ASSIGN_OR_RETURN(Batch meta, prompts.Select(std::vector<std::string>{}));
   VERL_ASSIGN_OR_RETURN(Batch repeated, meta.Repeat(n(), true));
   VERL_RETURN_IF_ERROR(gen.Union(repeated));
   batch = std::move(gen);
@@ -1054,7 +1046,7 @@ absl::StatusOr<FitResult> PpoTrainer::Fit() {
   global_steps = resumed_step + 1;
   while (global_steps <= total_steps_) {
     auto rows = train_loader_->Next();
-    if (!rows) continue;  // epoch boundary
+    if (!rows) continue;                   // epoch boundary
     std::map<std::string, double> timing;  // start/stop_profile, testing
     {
       Timer t(&timing, "start_profile");
@@ -1093,12 +1085,13 @@ absl::StatusOr<FitResult> PpoTrainer::Fit() {
   return result;
 }
 
-// ---- Checkpoints -------------------------------------------------------------
+// ---- Checkpoints
+// -------------------------------------------------------------
 
 std::vector<CheckpointRole> PpoTrainer::CheckpointRoles() {
-  std::vector<CheckpointRole> roles = {MakeCheckpointRole(
-      "actor", actor_->train_state(), actor_->model().config(),
-      actor_cfg().checkpoint())};
+  std::vector<CheckpointRole> roles = {
+      MakeCheckpointRole("actor", actor_->train_state(),
+                         actor_->model().config(), actor_cfg().checkpoint())};
   if (critic_) {
     roles.push_back(MakeCheckpointRole("critic", critic_->train_state(),
                                        critic_->model().config(),
