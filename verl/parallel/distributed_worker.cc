@@ -94,6 +94,12 @@ absl::Status CheckAllGather(Communicator& comm) {
   for (int j = 0; j < w; ++j) {
     WORKER_EXPECT(Same(equal[j], at::full({2, 3}, j, at::kFloat)), j);
   }
+  // bfloat16 (not a Gloo type) arrives bit-exact.
+  VERL_ASSIGN_OR_RETURN(auto bf16,
+                        comm.AllGather(at::full({3}, r + 0.5, at::kBFloat16)));
+  for (int j = 0; j < w; ++j) {
+    WORKER_EXPECT(Same(bf16[j], at::full({3}, j + 0.5, at::kBFloat16)), j);
+  }
   // Unequal dim 0: rank j contributes j + 1 rows of value j.
   VERL_ASSIGN_OR_RETURN(auto ragged,
                         comm.AllGather(at::full({r + 1, 2}, r, at::kInt)));
@@ -155,6 +161,9 @@ absl::Status CheckBroadcastAllToAll(Communicator& comm) {
   VERL_RETURN_IF_ERROR(comm.Broadcast(b, root));
   WORKER_EXPECT(Same(b, at::arange(5, at::kLong) * 7), b);
   WORKER_EXPECT(!comm.Broadcast(b, w).ok(), "root out of range accepted");
+  at::Tensor h = at::full({4}, r == root ? 1.25 : 0.0, at::kBFloat16);
+  VERL_RETURN_IF_ERROR(comm.Broadcast(h, root));
+  WORKER_EXPECT(Same(h, at::full({4}, 1.25, at::kBFloat16)), h);
 
   // Equal splits: row i of rank r holds r * 1000 + i; rank r receives rows
   // [2r, 2r + 2) of every rank j.

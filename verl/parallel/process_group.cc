@@ -97,6 +97,14 @@ struct Communicator::Impl {
   // Raw Gloo all_gather of equally shaped contiguous tensors.
   absl::StatusOr<std::vector<at::Tensor>> AllGatherEqual(
       const char* op, const at::Tensor& input) const {
+    if (input.scalar_type() == at::kBFloat16) {
+      // Gloo in LibTorch 1.13 has no bfloat16; a gather only moves bits, so
+      // send the same 2-byte words as half and view them back (exact).
+      VERL_ASSIGN_OR_RETURN(std::vector<at::Tensor> parts,
+                            AllGatherEqual(op, input.view(at::kHalf)));
+      for (at::Tensor& part : parts) part = part.view(at::kBFloat16);
+      return parts;
+    }
     std::vector<std::vector<at::Tensor>> outputs(1);
     for (int i = 0; i < size; ++i) outputs[0].push_back(at::empty_like(input));
     std::vector<at::Tensor> inputs = {input};
@@ -406,7 +414,9 @@ absl::Status Communicator::Broadcast(at::Tensor& tensor, int root) {
   if (impl_->size == 1) return absl::OkStatus();
   CollectiveSpan span(*impl_, "broadcast", Bytes(tensor));
   at::Tensor buffer = Contiguous(tensor);
-  std::vector<at::Tensor> tensors = {buffer};
+  // bf16 travels as same-width half words (Gloo has no bf16; bits only).
+  std::vector<at::Tensor> tensors = {
+      buffer.scalar_type() == at::kBFloat16 ? buffer.view(at::kHalf) : buffer};
   c10d::BroadcastOptions opts;
   opts.rootRank = root;
   opts.timeout = impl_->options.timeout;
