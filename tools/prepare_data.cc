@@ -1,7 +1,8 @@
 // prepare_data: writes verl-format RL/SFT datasets as JSONL.
 //
 //   bazel run //tools:prepare_data -- --task=arithmetic --output_dir=/tmp/data
-//   bazel run //tools:prepare_data -- --task=gsm8k --input_dir=~/gsm8k_raw --output_dir=...
+//   bazel run //tools:prepare_data -- --task=gsm8k --input_dir=~/gsm8k_raw
+//   --output_dir=...
 //
 // Built-in tasks (arithmetic, countdown) are generated from a seed; gsm8k
 // converts {question, answer} JSONL files (train.jsonl, test.jsonl) the way
@@ -20,7 +21,8 @@
 
 ABSL_FLAG(std::string, task, "arithmetic", "arithmetic | countdown | gsm8k");
 ABSL_FLAG(std::string, output_dir, "", "folder for train.jsonl and test.jsonl");
-ABSL_FLAG(std::string, input_dir, "", "gsm8k only: folder with raw train.jsonl/test.jsonl");
+ABSL_FLAG(std::string, input_dir, "",
+          "gsm8k only: folder with raw train.jsonl/test.jsonl");
 ABSL_FLAG(int64_t, train_size, 2000, "built-in tasks: training rows");
 ABSL_FLAG(int64_t, val_size, 200, "built-in tasks: test rows");
 ABSL_FLAG(uint64_t, seed, 0, "built-in tasks: generator seed");
@@ -47,14 +49,16 @@ absl::StatusOr<std::vector<json>> ConvertGsm8kFile(const std::string& path,
 absl::Status Run() {
   const std::string task = absl::GetFlag(FLAGS_task);
   const std::string out = absl::GetFlag(FLAGS_output_dir);
-  if (out.empty()) return absl::InvalidArgumentError("--output_dir is required");
+  if (out.empty())
+    return absl::InvalidArgumentError("--output_dir is required");
   std::vector<json> train, test;
   if (task == "arithmetic") {
     verl::rl::ArithmeticTaskOptions o;
     o.max_operand = absl::GetFlag(FLAGS_max_operand);
     o.ops = absl::GetFlag(FLAGS_ops);
     if (o.ops.empty() || o.ops.find_first_not_of("+-*") != std::string::npos) {
-      return absl::InvalidArgumentError("--ops must be a non-empty subset of \"+-*\"");
+      return absl::InvalidArgumentError(
+          "--ops must be a non-empty subset of \"+-*\"");
     }
     o.num_rows = absl::GetFlag(FLAGS_train_size);
     o.seed = absl::GetFlag(FLAGS_seed);
@@ -74,18 +78,21 @@ absl::Status Run() {
     test = verl::rl::MakeCountdownRows(o);
   } else if (task == "gsm8k") {
     const std::string in = absl::GetFlag(FLAGS_input_dir);
-    if (in.empty()) return absl::InvalidArgumentError("--task=gsm8k needs --input_dir");
-    VERL_ASSIGN_OR_RETURN(train, ConvertGsm8kFile(in + "/train.jsonl", "train"));
+    if (in.empty())
+      return absl::InvalidArgumentError("--task=gsm8k needs --input_dir");
+    VERL_ASSIGN_OR_RETURN(train,
+                          ConvertGsm8kFile(in + "/train.jsonl", "train"));
     VERL_ASSIGN_OR_RETURN(test, ConvertGsm8kFile(in + "/test.jsonl", "test"));
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--task=", task, ": expected arithmetic, countdown or gsm8k"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--task=", task, ": expected arithmetic, countdown or gsm8k"));
   }
   VERL_RETURN_IF_ERROR(verl::core::MakeDirs(out));
-  VERL_RETURN_IF_ERROR(verl::core::WriteJsonlAtomic(out + "/train.jsonl", train));
+  VERL_RETURN_IF_ERROR(
+      verl::core::WriteJsonlAtomic(out + "/train.jsonl", train));
   VERL_RETURN_IF_ERROR(verl::core::WriteJsonlAtomic(out + "/test.jsonl", test));
-  std::cout << "prepare_data: wrote " << train.size() << " train and " << test.size()
-            << " test rows to " << out << "\n";
+  std::cout << "prepare_data: wrote " << train.size() << " train and "
+            << test.size() << " test rows to " << out << "\n";
   return absl::OkStatus();
 }
 

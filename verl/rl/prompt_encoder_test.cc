@@ -10,7 +10,8 @@ namespace {
 
 nlohmann::json Row(const std::string& content) {
   return {{"data_source", "arithmetic"},
-          {"prompt", nlohmann::json::array({{{"role", "user"}, {"content", content}}})},
+          {"prompt",
+           nlohmann::json::array({{{"role", "user"}, {"content", content}}})},
           {"reward_model", {{"ground_truth", "3"}}},
           {"extra_info", {{"index", 7}}}};
 }
@@ -25,7 +26,8 @@ TEST(PromptEncoderTest, LeftPadsTemplatedPromptsWithPositions) {
   models::ChatRequest req;
   req.messages_json = Row("1+2=?")["prompt"].dump();
   req.add_generation_prompt = true;
-  EXPECT_EQ(*ids, tok.Encode(*tok.ApplyChatTemplate(req)));  // chat template + encode
+  EXPECT_EQ(*ids,
+            tok.Encode(*tok.ApplyChatTemplate(req)));  // chat template + encode
 
   auto batch = enc.Encode({Row("1+2=?"), Row("10+20=?")}, {"u0", "u1"});
   ASSERT_TRUE(batch.ok()) << batch.status();
@@ -44,14 +46,17 @@ TEST(PromptEncoderTest, TruncationModesKeepTheNamedSide) {
   models::Tokenizer tok = models::MakeBuiltinTokenizer();
   PromptEncoderOptions o;
   o.max_prompt_length = 8;
-  auto full = PromptEncoder(&tok, o).EncodeRow(Row("a long question that will not fit"));
+  auto full = PromptEncoder(&tok, o).EncodeRow(
+      Row("a long question that will not fit"));
   ASSERT_TRUE(full.ok());
   ASSERT_GT(full->size(), 8u);
   for (const std::string mode : {"left", "right", "middle"}) {
     o.truncation = mode;
-    auto b = PromptEncoder(&tok, o).Encode({Row("a long question that will not fit")}, {"u"});
+    auto b = PromptEncoder(&tok, o).Encode(
+        {Row("a long question that will not fit")}, {"u"});
     ASSERT_TRUE(b.ok()) << mode;
-    std::vector<int> got = MaskedIds(b->tensor("input_ids"), b->tensor("attention_mask"), 0);
+    std::vector<int> got =
+        MaskedIds(b->tensor("input_ids"), b->tensor("attention_mask"), 0);
     std::vector<int> want;
     if (mode == "left") want.assign(full->end() - 8, full->end());
     if (mode == "right") want.assign(full->begin(), full->begin() + 8);
@@ -62,15 +67,20 @@ TEST(PromptEncoderTest, TruncationModesKeepTheNamedSide) {
     EXPECT_EQ(got, want) << mode;
   }
   o.truncation = "error";
-  auto err = PromptEncoder(&tok, o).Encode({Row("a long question that will not fit")}, {"u"});
+  auto err = PromptEncoder(&tok, o).Encode(
+      {Row("a long question that will not fit")}, {"u"});
   ASSERT_FALSE(err.ok());
-  EXPECT_NE(err.status().message().find("max_prompt_length=8"), std::string::npos);
+  EXPECT_NE(err.status().message().find("max_prompt_length=8"),
+            std::string::npos);
 }
 
 TEST(PromptEncoderTest, DottedKeysAndMissingPrompt) {
   nlohmann::json row = {{"extra_info", {{"answer", "42"}}}};
   EXPECT_EQ(*GetDotted(row, "extra_info.answer"), "42");
-  EXPECT_NE(GetDotted(row, "extra_info.question").status().message().find("extra_info.question"),
+  EXPECT_NE(GetDotted(row, "extra_info.question")
+                .status()
+                .message()
+                .find("extra_info.question"),
             std::string::npos);
   models::Tokenizer tok = models::MakeBuiltinTokenizer();
   PromptEncoder enc(&tok, {});
