@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "verl/rl/ppo_trainer_testutil.h"
 
 namespace {
 
@@ -29,36 +30,28 @@ std::vector<nlohmann::json> ReadLines(const std::string& path) {
 std::vector<nlohmann::json> Train(int nproc) {
   const std::string tmp = std::getenv("TEST_TMPDIR");
   const std::string metrics = absl::StrCat(tmp, "/metrics", nproc, ".jsonl");
-  const std::vector<std::string> args = {
-      "tools/train",
-      "data.train_files=[builtin:arithmetic/train]",
-      "data.val_files=[]",
-      "data.train_batch_size=4",
-      "data.max_prompt_length=32",
-      "data.max_response_length=8",
-      "data.seed=3",
-      "actor_rollout_ref.model.preset=tiny-qwen2",
-      "actor_rollout_ref.model.enable_gradient_checkpointing=false",
-      "actor_rollout_ref.sft_warmup.steps=2",
-      "actor_rollout_ref.sft_warmup.batch_size=4",
-      "actor_rollout_ref.actor.ppo_mini_batch_size=2",
-      "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
-      "actor_rollout_ref.actor.use_kl_loss=true",
-      "actor_rollout_ref.actor.optim.lr=1e-3",
-      "actor_rollout_ref.actor.strategy=fsdp",
-      "actor_rollout_ref.actor.fsdp_config.dtype=float32",
-      "actor_rollout_ref.rollout.n=2",
-      "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
-      "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4",
-      "critic.strategy=fsdp2",
-      "critic.model.fsdp_config.dtype=float32",
-      "critic.ppo_micro_batch_size_per_gpu=2",
-      "algorithm.adv_estimator=gae",
-      "trainer.balance_batch=false",
-      "trainer.logger=[file]",
-      "trainer.total_training_steps=2",
-      absl::StrCat("trainer.n_gpus_per_node=", nproc),
-  };
+  const std::vector<std::string> args = verl::rl::testing::WithOverrides(
+      {"tools/train"},
+      verl::rl::testing::WithOverrides(
+          verl::rl::testing::TinyTaskOverrides(),
+          {
+              "data.val_files=[]",
+              "actor_rollout_ref.sft_warmup.steps=2",
+              "actor_rollout_ref.sft_warmup.batch_size=4",
+              "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
+              "actor_rollout_ref.actor.use_kl_loss=true",
+              "actor_rollout_ref.actor.strategy=fsdp",
+              "actor_rollout_ref.actor.fsdp_config.dtype=float32",
+              "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
+              "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4",
+              "critic.strategy=fsdp2",
+              "critic.model.fsdp_config.dtype=float32",
+              "critic.ppo_micro_batch_size_per_gpu=2",
+              "algorithm.adv_estimator=gae",
+              "trainer.balance_batch=false",
+              "trainer.total_training_steps=2",
+              absl::StrCat("trainer.n_gpus_per_node=", nproc),
+          }));
   const std::string cmd = absl::StrCat("VERL_FILE_LOGGER_PATH=", metrics, " ",
                                        absl::StrJoin(args, " "), " >", tmp,
                                        "/train", nproc, ".log 2>&1");

@@ -11,6 +11,14 @@
 
 namespace verl::rl::testing {
 
+// The tiny task every trainer test shares: tiny-qwen2 on the built-in
+// arithmetic task, batch 4 x n=2, mini-batch 2, lr 1e-3, the file logger.
+std::vector<std::string> TinyTaskOverrides();
+
+// Extends `base` with `more` (later keys win).
+std::vector<std::string> WithOverrides(std::vector<std::string> base,
+                                       const std::vector<std::string>& more);
+
 std::vector<std::string> TinyPpoOverrides(const std::string& estimator,
                                           const std::string& experiment);
 
