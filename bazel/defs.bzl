@@ -14,11 +14,15 @@ def verl_cc_library(name, copts = [], **kwargs):
 def verl_cc_binary(name, copts = [], **kwargs):
     native.cc_binary(name = name, copts = VERL_COPTS + copts, **kwargs)
 
+# Test sources (not the libraries they test) build at -O1: their bodies are
+# glue around library calls, and -O1 compiles ~20% faster than -O2.
+VERL_TEST_COPTS = ["-O1"]
+
 def verl_cc_test(name, copts = [], deps = [], size = "small", **kwargs):
     """A GoogleTest binary linked with gtest_main; small unless said otherwise."""
     native.cc_test(
         name = name,
-        copts = VERL_COPTS + copts,
+        copts = VERL_COPTS + VERL_TEST_COPTS + copts,
         deps = deps + ["@system//:gtest_main"],
         size = size,
         **kwargs

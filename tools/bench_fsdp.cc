@@ -16,7 +16,7 @@
 // communication time that overlapped compute, and the peak of full
 // parameters live at once; then ratios against the replicated run.
 #include <ATen/ATen.h>
-#include <torch/torch.h>
+#include <torch/nn/functional.h>
 
 #include <chrono>
 #include <cstdio>

@@ -10,7 +10,11 @@
 // off/baseline, with the BLAS in use and its measured GEMM rate.
 //
 //   bazel run //tools:bench_memory -- --rounds=15 --stack_depth=32
-#include <torch/torch.h>
+#include <ATen/Parallel.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/adamw.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -119,8 +123,8 @@ double Median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  torch::manual_seed(0);
-  torch::set_num_threads(absl::GetFlag(FLAGS_threads));
+  at::manual_seed(0);
+  at::set_num_threads(absl::GetFlag(FLAGS_threads));
   const int steps = absl::GetFlag(FLAGS_steps_per_round);
   std::printf("BLAS: %s, fp32 GEMM 512^3: %.1f GFLOP/s, threads %d\n",
               BlasLibrary().c_str(), GemmGflops(512),

@@ -14,7 +14,8 @@
 // separately as the rest of the run's wall time).
 //
 //   bazel run -c opt //tools:bench_profiling -- --rounds=3 --steps=4
-#include <torch/torch.h>
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <chrono>
@@ -81,7 +82,7 @@ struct Mode {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  torch::set_num_threads(absl::GetFlag(FLAGS_threads));
+  at::set_num_threads(absl::GetFlag(FLAGS_threads));
   const int steps = absl::GetFlag(FLAGS_steps);
   const std::string out = absl::GetFlag(FLAGS_out_dir);
   const std::string all_steps = [&] {

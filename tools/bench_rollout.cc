@@ -12,7 +12,6 @@
 // measured GEMM peak of this process, and where the engine's time goes.
 // The last line is a one-line summary of the measured ratios.
 #include <ATen/ATen.h>
-#include <torch/torch.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -15,8 +15,8 @@
 // stderr, a summary (requests, tokens, tokens/s, prefix-cache hit rate,
 // preemptions) to stdout.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <glog/logging.h>
-#include <torch/torch.h>
 
 #include <chrono>
 #include <cstdio>

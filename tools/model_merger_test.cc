@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 #include <stdio.h>
 #include <sys/wait.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <filesystem>
 #include <fstream>

@@ -2,8 +2,9 @@
 #include "verl/infer/engine.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
 #include <glog/logging.h>
-#include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
@@ -428,7 +429,7 @@ absl::Status LLMEngine::UpdateWeights(
     }
   }
   {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     for (const auto& [name, t] : named_tensors) params[name].copy_(t);
   }
   ResetPrefixCache();

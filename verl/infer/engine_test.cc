@@ -7,7 +7,6 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#include <torch/torch.h>
 
 #include <random>
 #include <set>

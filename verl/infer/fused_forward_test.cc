@@ -7,8 +7,8 @@
 #include "verl/infer/fused_forward.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
-#include <torch/torch.h>
 
 #include "verl/models/presets.h"
 
@@ -75,7 +75,7 @@ TEST(FusedForwardTest, FollowsInPlaceParameterUpdates) {
     before = fused.Forward(b.ids, b.pos, a);
   }
   {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     auto params = model->named_parameters();
     params["model.layers.1.self_attn.k_proj.weight"].add_(0.05);
     params["model.layers.0.mlp.up_proj.weight"].mul_(1.5);

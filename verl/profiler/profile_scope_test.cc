@@ -1,6 +1,6 @@
 #include "verl/profiler/profile_scope.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "gtest/gtest.h"
 

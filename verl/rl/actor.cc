@@ -1,6 +1,6 @@
 #include "verl/rl/actor.h"
 
-#include <torch/torch.h>
+#include <ATen/ATen.h>
 
 #include "absl/strings/str_cat.h"
 #include "verl/core/status.h"

@@ -1,6 +1,6 @@
 #include "verl/rl/batch_testutil.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"

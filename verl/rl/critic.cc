@@ -1,6 +1,6 @@
 #include "verl/rl/critic.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "absl/strings/str_cat.h"
 #include "verl/core/status.h"

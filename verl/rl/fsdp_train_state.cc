@@ -1,6 +1,6 @@
 #include "verl/rl/fsdp_train_state.h"
 
-#include <torch/torch.h>
+#include <torch/optim/adamw.h>
 
 #include <cmath>
 #include <map>

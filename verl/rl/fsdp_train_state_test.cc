@@ -11,7 +11,9 @@
 // sharding.
 #include "verl/rl/fsdp_train_state.h"
 
-#include <torch/torch.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/linear.h>
 
 #include <cstdlib>
 #include <string>

@@ -13,7 +13,9 @@
 // rollout engine (never more than one unit gathered), whose greedy outputs
 // must equal those of a fresh engine built from the full state dict.
 // Prints "fsdp equivalence OK" on rank 0 and exits 0, else exits 1.
-#include <torch/torch.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/nn/functional.h>
+#include <torch/nn/module.h>
 
 #include <cmath>
 #include <iostream>
@@ -158,7 +160,7 @@ absl::Status CheckWeightSync(const models::ModelConfig& cfg,
   if (fsdp.groups().shard->rank() != 0) return absl::OkStatus();
   auto fresh_model = models::CreateModel(cfg, 5);
   {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     auto params = fresh_model->named_parameters(true);
     for (const auto& [name, t] : full) params[name].copy_(t);
   }

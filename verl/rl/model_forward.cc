@@ -1,7 +1,8 @@
 #include "verl/rl/model_forward.h"
 
 #include <ATen/ATen.h>
-#include <torch/torch.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/types.h>
 
 #include "verl/core/status.h"
 #include "verl/models/attention.h"
@@ -71,7 +72,7 @@ absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
   VERL_ASSIGN_OR_RETURN(at::Tensor responses, batch.GetTensor("responses"));
   const int64_t R = responses.size(1);
   VERL_ASSIGN_OR_RETURN(auto micro_rows, MicroBatchIndices(batch, micro));
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   model.eval();
   const bool value_model = model.config().is_value_model;
   auto zeros = [&] { return torch::zeros({batch.size(), R}, torch::kFloat); };

@@ -1,6 +1,6 @@
 #include "verl/rl/model_forward.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "gtest/gtest.h"
 #include "verl/models/presets.h"
@@ -32,7 +32,7 @@ Layout MakeLayout(int64_t vocab, int64_t P, int64_t R,
 }
 
 TEST(ModelForwardTest, LogProbsMatchPerSequenceReference) {
-  torch::manual_seed(0);
+  at::manual_seed(0);
   auto config = models::MakePreset("tiny-qwen2");
   ASSERT_TRUE(config.ok());
   auto model = models::CreateModel(*config, 1);
@@ -68,7 +68,7 @@ TEST(ModelForwardTest, LogProbsMatchPerSequenceReference) {
 }
 
 TEST(ModelForwardTest, GradientsFlowToParameters) {
-  torch::manual_seed(1);
+  at::manual_seed(1);
   auto config = models::MakePreset("tiny-qwen2");
   auto model = models::CreateModel(*config, 2);
   model->enable_gradient_checkpointing(true);

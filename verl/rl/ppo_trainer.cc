@@ -1,6 +1,7 @@
 #include "verl/rl/ppo_trainer.h"
 
-#include <torch/torch.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/nn/module.h>
 
 #include <chrono>
 #include <cmath>
@@ -107,7 +108,7 @@ absl::StatusOr<models::Tokenizer> LoadTokenizer(
 
 void CopyParameters(const torch::nn::Module& from, torch::nn::Module& to,
                     bool skip_heads) {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   auto src = from.named_parameters();
   for (auto& item : to.named_parameters()) {
     if (skip_heads && (item.key() == "lm_head.weight" ||
@@ -294,7 +295,7 @@ absl::Status PpoTrainer::Init() {
   const DataConfig& data = config_.data();
   const auto& model_settings = config_.actor_rollout_ref().model();
   seed_ = data.has_seed() ? data.seed() : 1;
-  torch::manual_seed(seed_);
+  at::manual_seed(seed_);
   // First, so memory recording (torch_memory) sees the models being built.
   profiler_ = std::make_unique<TrainerProfiler>(config_, world_->global_rank(),
                                                 world_->size());

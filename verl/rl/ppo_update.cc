@@ -1,6 +1,6 @@
 #include "verl/rl/ppo_update.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <optional>
 

@@ -1,6 +1,6 @@
 #include "verl/rl/prompt_encoder.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"

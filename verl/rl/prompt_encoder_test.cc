@@ -1,6 +1,6 @@
 #include "verl/rl/prompt_encoder.h"
 
-#include <torch/torch.h>
+#include <ATen/ATen.h>
 
 #include "gtest/gtest.h"
 #include "verl/models/tokenizer_builtin.h"

@@ -1,6 +1,7 @@
 #include "verl/rl/rollout.h"
 
-#include <torch/torch.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <chrono>
@@ -38,7 +39,7 @@ absl::StatusOr<std::unique_ptr<Rollout>> Rollout::Create(
 }
 
 absl::Status Rollout::SyncWeights(const models::CausalLM& trainer_model) {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   for (const auto& item : trainer_model.named_parameters()) {
     VERL_RETURN_IF_ERROR(
         engine_->UpdateWeights({{item.key(), item.value().detach()}}));

@@ -1,6 +1,6 @@
 #include "verl/rl/rollout.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "gtest/gtest.h"
 #include "verl/models/presets.h"

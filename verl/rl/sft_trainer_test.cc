@@ -2,7 +2,7 @@
 #include "verl/rl/sft_trainer.h"
 
 #include <ATen/ATen.h>
-#include <torch/torch.h>
+#include <ATen/core/grad_mode.h>
 
 #include <filesystem>
 #include <numeric>

@@ -1,6 +1,7 @@
 #include "verl/rl/train_state.h"
 
-#include <torch/torch.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/optim/adamw.h>
 
 #include <algorithm>
 #include <cmath>
@@ -231,7 +232,7 @@ absl::Status ReplicatedTrainState::LoadShard(const TrainStateShard& shard,
     }
     return it->second;
   };
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     const std::string& name = names_[i];
     at::Tensor& p = params_[i];

@@ -1,6 +1,6 @@
 #include "verl/rl/train_state.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 

@@ -1,7 +1,7 @@
 // File: verl/rl/trainer_checkpoint.cc
 #include "verl/rl/trainer_checkpoint.h"
 
-#include <torch/torch.h>
+#include <ATen/ATen.h>
 #include <unistd.h>
 
 #include <filesystem>

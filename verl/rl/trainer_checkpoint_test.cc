@@ -6,7 +6,7 @@
 // same metrics, bit-identical actor/critic/optimizer files).
 #include "verl/rl/trainer_checkpoint.h"
 
-#include <torch/torch.h>
+#include <ATen/ATen.h>
 
 #include <cstdlib>
 #include <filesystem>

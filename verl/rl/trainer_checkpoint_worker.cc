@@ -11,7 +11,7 @@
 //     saving every --save_freq steps into --dir (resume_mode auto), with
 //     hf_model in the actor's save_contents.
 // Prints "worker OK" on rank 0 and exits 0, else exits 1.
-#include <torch/torch.h>
+#include <ATen/ATen.h>
 
 #include <iostream>
 #include <string>

@@ -1,8 +1,9 @@
 // File: verl/rl/trainer_profiling.cc
 #include "verl/rl/trainer_profiling.h"
 
+#include <ATen/core/grad_mode.h>
 #include <sys/resource.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -75,7 +76,7 @@ profiler::FlopsModelDims FlopsDims(const models::ModelConfig& c) {
 }
 
 double MeasureGemmFlops(int64_t n) {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   at::Tensor a = torch::randn({n, n}), b = torch::randn({n, n});
   at::Tensor c = torch::matmul(a, b);  // warm-up
   double best = 1e30;
