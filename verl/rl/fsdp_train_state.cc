@@ -127,11 +127,6 @@ absl::StatusOr<std::unique_ptr<FsdpTrainState>> FsdpTrainState::ForModule(
     torch::nn::Module& model, const parallel::FsdpConfig& config,
     const OptimizerOptions& options,
     std::shared_ptr<parallel::Communicator> dp_group, bool per_layer) {
-  if (config.ulysses_sequence_parallel_size() > 1) {
-    return absl::UnimplementedError(
-        "fsdp_config.ulysses_sequence_parallel_size > 1 is not supported by "
-        "the FSDP train state yet");
-  }
   parallel::FsdpOptions fsdp_options;
   VERL_ASSIGN_OR_RETURN(fsdp_options.compute_dtype,
                         DtypeFromName(config.dtype()));

@@ -55,7 +55,11 @@ class FsdpTrainState : public TrainState {
   // reshard_after_forward, forward_prefetch. Per-layer mode when `model` is
   // a models::CausalLM and `per_layer` (which needs the same number of
   // forward/backward passes on every rank: false with dynamic batch sizes),
-  // else eager. Collective over `dp_group`.
+  // else eager. Collective over `dp_group`. Under Ulysses sequence
+  // parallelism (ulysses_sequence_parallel_size > 1, handled by the caller:
+  // parallel::MakeUlyssesGroups + SequenceParallel in the forward passes)
+  // `dp_group` is still every rank (dp x sp), as in verl: parameters are
+  // sharded over all of them.
   static absl::StatusOr<std::unique_ptr<FsdpTrainState>> ForModule(
       torch::nn::Module& model, const parallel::FsdpConfig& config,
       const OptimizerOptions& options,

@@ -12,6 +12,11 @@
 // within root + 2 layers. Then the weights are synced unit by unit into a
 // rollout engine (never more than one unit gathered), whose greedy outputs
 // must equal those of a fresh engine built from the full state dict.
+// With --sp=N (Ulysses sequence parallelism) the world is a dp x sp mesh:
+// each sp group shares one dp slice, the loss goes through the actor's
+// ForwardResponses (sequence-sharded decoder, all-to-all attention,
+// gathered log-probs) for both runs, and the no-grad log-probs after
+// training must match the reference model's too.
 // Prints "fsdp equivalence OK" on rank 0 and exits 0, else exits 1.
 #include <ATen/core/grad_mode.h>
 #include <torch/nn/functional.h>
@@ -32,8 +37,10 @@
 #include "verl/models/presets.h"
 #include "verl/parallel/distributed.h"
 #include "verl/parallel/fsdp.h"
+#include "verl/parallel/ulysses.h"
 #include "verl/profiler/memory_tracker.h"
 #include "verl/rl/fsdp_train_state.h"
+#include "verl/rl/model_forward.h"
 #include "verl/rl/train_state.h"
 
 ABSL_FLAG(std::string, preset, "tiny-qwen2", "Model preset.");
@@ -46,6 +53,7 @@ ABSL_FLAG(double, tol, 1e-5, "Relative tolerance.");
 ABSL_FLAG(bool, eager, false, "Keep all units gathered (no per-layer hooks).");
 ABSL_FLAG(bool, reshard_after_forward, true, "fsdp_config key.");
 ABSL_FLAG(bool, forward_prefetch, false, "fsdp_config key.");
+ABSL_FLAG(int64_t, sp, 1, "ulysses_sequence_parallel_size.");
 
 namespace verl::rl {
 namespace {
@@ -88,6 +96,46 @@ at::Tensor PackedLoss(models::CausalLM& model, const std::vector<Seq>& seqs,
                        torch::kSum));
   }
   return loss / static_cast<double>(global_tokens);
+}
+
+// `seqs` in verl's layout: a one-token prompt and the rest as the
+// right-padded response, so the response log-probs are every next-token
+// prediction of PackedLoss.
+core::Batch ResponseBatch(const std::vector<Seq>& seqs) {
+  int64_t longest = 0;
+  for (const Seq& s : seqs) longest = std::max(longest, s.ids.numel());
+  const int64_t n = seqs.size();
+  at::Tensor ids = at::zeros({n, longest}, at::kLong);
+  at::Tensor mask = at::zeros({n, longest}, at::kLong);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t len = seqs[i].ids.numel();
+    ids[i].narrow(0, 0, len).copy_(seqs[i].ids);
+    mask[i].narrow(0, 0, len).fill_(1);
+  }
+  at::Tensor pos = at::arange(longest, at::kLong).expand({n, longest});
+  return core::Batch::FromColumns(
+             {{"input_ids", ids},
+              {"attention_mask", mask},
+              {"position_ids", pos.contiguous()},
+              {"responses", ids.narrow(1, 1, longest - 1).contiguous()},
+              {"response_mask", mask.narrow(1, 1, longest - 1).contiguous()}})
+      .value();
+}
+
+// PackedLoss through ForwardResponses (Ulysses when `sp` is enabled).
+// `keep_alive` receives the attention backend, which gradient checkpointing
+// re-runs in backward.
+at::Tensor ResponseLoss(models::CausalLM& model, const std::vector<Seq>& seqs,
+                        int64_t global_tokens, const SequenceParallel& sp,
+                        std::shared_ptr<void>* keep_alive) {
+  const core::Batch b = ResponseBatch(seqs);
+  const at::Tensor& responses = b.tensor("responses");
+  ResponseForward f = ForwardResponses(
+      model, b.tensor("input_ids"), b.tensor("attention_mask"),
+      b.tensor("position_ids"), responses.size(1), 1.0, false, sp);
+  *keep_alive = f.attention;
+  return -(f.log_probs * b.tensor("response_mask")).sum() /
+         static_cast<double>(global_tokens);
 }
 
 double RelErr(const at::Tensor& a, const at::Tensor& b) {
@@ -182,12 +230,24 @@ absl::Status Run() {
   VERL_ASSIGN_OR_RETURN(models::ModelConfig cfg,
                         models::MakePreset(absl::GetFlag(FLAGS_preset)));
   const int n = absl::GetFlag(FLAGS_num_seqs);
-  if (n % world != 0) return absl::InvalidArgumentError("num_seqs % world");
+  const int64_t sp_size = absl::GetFlag(FLAGS_sp);
+  VERL_ASSIGN_OR_RETURN(parallel::UlyssesGroups mesh,
+                        parallel::MakeUlyssesGroups(dist.world, sp_size));
+  const SequenceParallel sp{mesh.sp};
+  // Data parallel over dp only: the ranks of one sp group share a slice.
+  const int dp = mesh.dp->size(), dp_rank = mesh.dp->rank();
+  if (n % dp != 0) return absl::InvalidArgumentError("num_seqs % dp");
   std::vector<Seq> batch = GlobalBatch(cfg.vocab_size, n);
   int64_t global_tokens = 0;
   for (const Seq& s : batch) global_tokens += s.ids.numel() - 1;
-  const std::vector<Seq> local(batch.begin() + rank * (n / world),
-                               batch.begin() + (rank + 1) * (n / world));
+  const std::vector<Seq> local(batch.begin() + dp_rank * (n / dp),
+                               batch.begin() + (dp_rank + 1) * (n / dp));
+  std::shared_ptr<void> keep_alive;  // until the next loss's backward ran
+  auto loss_of = [&](models::CausalLM& m, const std::vector<Seq>& seqs,
+                     const SequenceParallel& s) {
+    return sp_size > 1 ? ResponseLoss(m, seqs, global_tokens, s, &keep_alive)
+                       : PackedLoss(m, seqs, global_tokens);
+  };
   OptimizerOptions opt;
   opt.lr = 1e-3;
   opt.grad_clip = 1.0;
@@ -201,14 +261,15 @@ absl::Status Run() {
   std::vector<double> ref_losses, ref_norms;
   for (int s = 0; s < (rank == 0 ? steps : 0); ++s) {
     ref_state.ZeroGrad();
-    at::Tensor loss = PackedLoss(*ref, batch, global_tokens);
+    at::Tensor loss = loss_of(*ref, batch, {});
     loss.backward();
     ref_losses.push_back(loss.item<double>());
     VERL_ASSIGN_OR_RETURN(double norm, ref_state.Step());
     ref_norms.push_back(norm);
   }
 
-  // FSDP: each rank its slice; loss scaled by world (grads are averaged).
+  // FSDP: each dp rank its slice; loss scaled by dp (grads are averaged over
+  // dp x sp ranks; the gathered log-probs' backward scales by sp).
   auto model = models::CreateModel(cfg, 7);
   model->enable_gradient_checkpointing(ckpt);
   int64_t full_bytes = 0;
@@ -250,10 +311,10 @@ absl::Status Run() {
   const int64_t bytes_before = state->fsdp().bytes_communicated();
   for (int s = 0; s < steps; ++s) {
     state->ZeroGrad();
-    at::Tensor loss = PackedLoss(*model, local, global_tokens);
-    (loss * static_cast<double>(world)).backward();
+    at::Tensor loss = loss_of(*model, local, sp);
+    (loss * static_cast<double>(dp)).backward();
     at::Tensor total = loss.detach().reshape({1}).clone();
-    VERL_RETURN_IF_ERROR(dist.world->AllReduce(total));
+    VERL_RETURN_IF_ERROR(mesh.dp->AllReduce(total));
     VERL_ASSIGN_OR_RETURN(double norm, state->Step());
     if (rank != 0) continue;
     const double le = std::abs(total.item<double>() - ref_losses[s]) /
@@ -266,6 +327,27 @@ absl::Status Run() {
       std::cout << "rank " << rank << " MISMATCH at step " << s << "\n";
       ok = false;
     }
+  }
+
+  // Forward-only log-probs (old_log_prob / ref path) under sp: every rank
+  // returns its dp slice's full [B, R], equal to the reference model's.
+  if (sp_size > 1) {
+    MicroBatchOptions micro;
+    micro.micro_batch_size = 1;
+    const core::Batch b = ResponseBatch(local);
+    VERL_ASSIGN_OR_RETURN(ResponseForward got,
+                          ForwardBatchNoGrad(*model, b, micro, 1.0, true, sp));
+    if (rank == 0) {
+      VERL_ASSIGN_OR_RETURN(ResponseForward want,
+                            ForwardBatchNoGrad(*ref, b, micro, 1.0, true));
+      const double le = RelErr(got.log_probs, want.log_probs);
+      const double ee = RelErr(got.entropy, want.entropy);
+      std::cout << "rank 0 sp no-grad log-prob rel err " << le << ", entropy "
+                << ee << "\n";
+      if (!(le <= absl::GetFlag(FLAGS_tol) && ee <= absl::GetFlag(FLAGS_tol)))
+        ok = false;
+    }
+    model->train();
   }
 
   // Full parameters live during compute: FSDP's own count and the bytes
