@@ -2,11 +2,15 @@
 
 #include <ATen/ATen.h>
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
+#include "verl/models/lora.h"
 #include "verl/rl/agg_loss.h"
 #include "verl/rl/kl.h"
 #include "verl/rl/model_forward.h"
+#include "verl/rl/rollout_correction.h"
 #include "verl/rl/value_loss.h"
 
 namespace verl::rl {
@@ -22,6 +26,8 @@ Actor::Actor(std::shared_ptr<models::CausalLM> model,
 
 absl::StatusOr<LogProbResult> Actor::ComputeLogProb(const core::Batch& batch,
                                                     bool with_entropy) {
+  std::optional<models::ScopedLoraDisabled> base_only;
+  if (options_.disable_lora) base_only.emplace(*model_);
   VERL_ASSIGN_OR_RETURN(
       ResponseForward f,
       ForwardBatchNoGrad(*model_, batch, options_.log_prob_micro,
@@ -72,6 +78,14 @@ absl::StatusOr<MetricMap> Actor::UpdatePolicy(const core::Batch& batch) {
     r.loss = pg.loss;
     r.keep_alive = f.attention;
     r.token_means = pg.metrics;
+    if (options_.loss_mode != "bypass_mode" &&
+        mb.HasTensor("rollout_log_probs")) {
+      for (const auto& [k, v] : ComputeOffPolicyMetrics(
+               f.log_probs.detach(), mb.tensor("rollout_log_probs"),
+               in.response_mask)) {
+        r.token_means["rollout_corr/" + k] = v;
+      }
+    }
     // Globally normalised losses: this rank's micro-batches add up to dp x its
     // share.
     r.summed["actor/pg_loss"] = pg.loss.item<double>() / dp;

@@ -16,6 +16,9 @@
 // Batch keys used: input_ids, attention_mask, position_ids [B, P+R],
 // responses [B, R], response_mask [B, R]; for updates also old_log_probs,
 // advantages, and ref_log_prob (use_kl_loss) / rollout_is_weights if present.
+// With rollout_log_probs in the batch (and loss_mode != bypass_mode), each
+// micro-batch also reports the current policy's drift from the rollout
+// policy as rollout_corr/* off-policy metrics, as verl's dp_actor does.
 #ifndef VERL_RL_ACTOR_H_
 #define VERL_RL_ACTOR_H_
 
@@ -49,6 +52,9 @@ struct ActorOptions {
   bool use_kl_loss = false;
   double kl_loss_coef = 0.001;
   std::string kl_loss_type = "low_var_kl";
+  // Reference policy sharing the actor's LoRA model (verl's ref_in_actor):
+  // ComputeLogProb runs with the adapters disabled, i.e. the base model.
+  bool disable_lora = false;
 };
 
 struct LogProbResult {

@@ -14,6 +14,7 @@
 #include "verl/core/status.h"
 #include "verl/infer/rollout_options.h"
 #include "verl/models/hf_checkpoint.h"
+#include "verl/models/lora.h"
 #include "verl/models/presets.h"
 #include "verl/models/tokenizer.h"
 #include "verl/models/tokenizer_builtin.h"
@@ -29,12 +30,16 @@
 #include "verl/rl/fsdp_train_state.h"
 #include "verl/rl/generation_dump.h"
 #include "verl/rl/kl.h"
+#include "verl/rl/lora_policy.h"
 #include "verl/rl/metrics.h"
 #include "verl/rl/model_forward.h"
+#include "verl/rl/pf_ppo.h"
 #include "verl/rl/prompt_encoder.h"
 #include "verl/rl/reward_manager.h"
+#include "verl/rl/reward_model.h"
 #include "verl/rl/rl_dataset.h"
 #include "verl/rl/rollout.h"
+#include "verl/rl/rollout_correction.h"
 #include "verl/rl/seqlen_balancing.h"
 #include "verl/rl/trainer_checkpoint.h"
 #include "verl/rl/trainer_profiling.h"
@@ -246,6 +251,15 @@ class PpoTrainer {
                                           bool validate);
   absl::StatusOr<std::vector<RewardRequest>> RewardRequests(
       const Batch& batch) const;
+  // Training reward of trajectories: rm_scores from the reward model (run
+  // over the ranks like the critic) when enabled, else the rule reward.
+  absl::StatusOr<RewardOutput> ComputeReward(const Batch& batch);
+  // algorithm.rollout_correction (decoupled mode) on the driver, after the
+  // reward: IS weights, rejection-sampled response_mask, rollout_corr/*.
+  absl::Status ApplyRolloutCorrection(Batch& batch, MetricMap* metrics);
+  // Reads algorithm.rollout_correction into rollout_corr_; bypass mode
+  // switches the actor's loss to bypass_mode (verl's apply_bypass_mode).
+  absl::Status ConfigureRolloutCorrection(ActorOptions* ao);
   // Validation at `step`; dumps to trainer.validation_data_dir when set.
   absl::StatusOr<MetricMap> Validate(int64_t step);
   // Decoded prompts/responses, ground truths and scores of `gen` for
@@ -274,6 +288,16 @@ class PpoTrainer {
   std::unique_ptr<Critic> critic_;
   std::unique_ptr<Rollout> rollout_;
   std::unique_ptr<RewardManager> reward_, val_reward_;
+  // reward_model.enable: the model-based reward (rm_scores), which replaces
+  // the rule reward as verl's reward managers do when rm_scores exist.
+  std::unique_ptr<RewardModel> reward_model_;
+  // algorithm.rollout_correction; bypass: old_log_prob := rollout log-probs.
+  RolloutCorrectionConfig rollout_corr_;
+  bool bypass_mode_ = false;
+  // actor_rollout_ref.model.lora_rank > 0: adapters on the actor, the
+  // reference is the same model with adapters off, the engine gets merged
+  // weights.
+  bool lora_ = false;
   std::unique_ptr<KlController> kl_ctrl_;
   std::unique_ptr<profiler::Tracker> tracker_;
   std::unique_ptr<TrainerProfiler> profiler_;
@@ -398,14 +422,35 @@ absl::Status PpoTrainer::Init() {
   ao.use_kl_loss = actor_cfg().use_kl_loss();
   ao.kl_loss_coef = actor_cfg().kl_loss_coef();
   ao.kl_loss_type = actor_cfg().kl_loss_type();
+  VERL_RETURN_IF_ERROR(ConfigureRolloutCorrection(&ao));
 
   // The warm start is part of initialisation: the reference policy, critic
   // backbone and rollout engine all start from the warmed-up weights.
   VERL_RETURN_IF_ERROR(SftWarmup(*policy.model, ao.update_micro));
+  // LoRA goes on the warmed-up weights: they are the base (and reference).
+  lora_ = model_settings.lora_rank() > 0;
+  if (lora_) {
+    if (model_settings.has_lora_adapter_path()) {
+      VERL_RETURN_IF_ERROR(
+          models::LoadLoraAdapter(*policy.model,
+                                  model_settings.lora_adapter_path())
+              .status());
+    } else {
+      VERL_RETURN_IF_ERROR(models::ApplyLora(
+          *policy.model, LoraConfigFromSettings(model_settings), seed_));
+    }
+  }
   if (NeedReferencePolicy(config_)) {
     ActorOptions ref_options = ao;
-    ref_ = std::make_unique<Actor>(CloneModel(*policy.model, false, seed_),
-                                   nullptr, ref_options, world_);
+    if (lora_) {
+      // verl's ref_in_actor: the actor's own model with adapters disabled.
+      ref_options.disable_lora = true;
+      ref_ =
+          std::make_unique<Actor>(policy.model, nullptr, ref_options, world_);
+    } else {
+      ref_ = std::make_unique<Actor>(CloneModel(*policy.model, false, seed_),
+                                     nullptr, ref_options, world_);
+    }
   }
   if (NeedCritic(config_)) {
     const CriticConfig& c = config_.critic();
@@ -451,10 +496,18 @@ absl::Status PpoTrainer::Init() {
                                  total_steps_));
   // The engine's copy first: under FSDP the policy's own tensors are sharded.
   auto engine_model = CloneModel(*policy.model, false, seed_);
-  VERL_ASSIGN_OR_RETURN(auto actor_state,
-                        MakeTrainState(*policy.model, actor_cfg().strategy(),
-                                       actor_cfg().fsdp_config(), aopt, world_,
-                                       ao.update_micro.use_dynamic_bsz));
+  std::unique_ptr<TrainState> actor_state;
+  if (lora_) {
+    // Only the adapters train; they are small, so every rank keeps them all
+    // (the frozen base is replicated too).
+    actor_state = std::make_unique<ReplicatedTrainState>(
+        TrainableParameters(*policy.model), aopt, world_);
+  } else {
+    VERL_ASSIGN_OR_RETURN(
+        actor_state, MakeTrainState(*policy.model, actor_cfg().strategy(),
+                                    actor_cfg().fsdp_config(), aopt, world_,
+                                    ao.update_micro.use_dynamic_bsz));
+  }
   actor_ =
       std::make_unique<Actor>(policy.model, std::move(actor_state), ao, world_);
 
@@ -509,6 +562,20 @@ absl::Status PpoTrainer::Init() {
   val_rm.overlong_buffer_enable = false;
   VERL_ASSIGN_OR_RETURN(
       val_reward_, RewardManager::Create(val_rm, DefaultScoreFn(), batch_fn));
+  const RewardModelConfig& rmc = config_.reward_model();
+  if (rmc.enable()) {
+    MicroBatchOptions micro;
+    micro.micro_batch_size =
+        rmc.has_micro_batch_size_per_gpu() ? rmc.micro_batch_size_per_gpu()
+        : rmc.has_micro_batch_size()
+            ? std::max<int64_t>(rmc.micro_batch_size() / dp, 1)
+            : std::max<int64_t>(data.train_batch_size() * n() / dp, 1);
+    micro.use_dynamic_bsz = rmc.use_dynamic_bsz();
+    micro.max_token_len = rmc.forward_max_token_len_per_gpu();
+    VERL_ASSIGN_OR_RETURN(
+        reward_model_,
+        RewardModel::Load(rmc.model().path(), tokenizer_->vocab_size(), micro));
+  }
   const AlgorithmConfig& alg = config_.algorithm();
   VERL_ASSIGN_OR_RETURN(
       kl_ctrl_,
@@ -516,6 +583,16 @@ absl::Status PpoTrainer::Init() {
                        alg.kl_ctrl().kl_coef(), alg.kl_ctrl().target_kl(),
                        alg.kl_ctrl().horizon()));
   VERL_RETURN_IF_ERROR(GetAdvantageEstimator(alg.adv_estimator()).status());
+  if (alg.use_pf_ppo()) {
+    VERL_RETURN_IF_ERROR(PfPpoWeights(at::zeros({1}),
+                                      alg.pf_ppo().reweight_method(),
+                                      alg.pf_ppo().weight_pow())
+                             .status());
+    if (alg.adv_estimator() != "gae") {
+      LOG(WARNING) << "algorithm.use_pf_ppo has no effect with adv_estimator="
+                   << alg.adv_estimator() << " (verl applies it to gae only)";
+    }
+  }
 
   if (world_->rank() == 0) {
     profiler::TrackingOptions t;
@@ -538,6 +615,13 @@ absl::Status PpoTrainer::Init() {
 // Under FSDP the actor's parameters are sharded: stream them unit by unit
 // (at most one extra unit gathered at a time).
 absl::Status PpoTrainer::SyncRolloutWeights() {
+  if (lora_) {
+    // The engine holds the base architecture: send W + (alpha/r)·B·A.
+    return ForEachMergedLoraWeight(
+        actor_->model(), [&](const std::string& name, const at::Tensor& w) {
+          return rollout_->engine().UpdateWeights({{name, w}});
+        });
+  }
   if (auto* fsdp = dynamic_cast<FsdpTrainState*>(actor_->train_state())) {
     return fsdp->fsdp().ForEachGatheredUnit(
         [&](const std::string&, const parallel::NamedTensors& params) {
@@ -545,6 +629,85 @@ absl::Status PpoTrainer::SyncRolloutWeights() {
         });
   }
   return rollout_->SyncWeights(actor_->model());
+}
+
+absl::Status PpoTrainer::ConfigureRolloutCorrection(ActorOptions* ao) {
+  const RolloutCorrectionSettings& rc =
+      config_.algorithm().rollout_correction();
+  auto value = [](const std::string& v) {
+    return v == "null" || v == "None" ? std::string() : v;
+  };
+  rollout_corr_.rollout_is = value(rc.rollout_is());
+  rollout_corr_.rollout_is_threshold = rc.rollout_is_threshold();
+  rollout_corr_.rollout_is_batch_normalize = rc.rollout_is_batch_normalize();
+  rollout_corr_.rollout_rs = value(rc.rollout_rs());
+  rollout_corr_.rollout_rs_threshold = value(rc.rollout_rs_threshold());
+  rollout_corr_.bypass_mode = rc.bypass_mode();
+  rollout_corr_.loss_type = rc.loss_type();
+  bypass_mode_ = rc.bypass_mode();
+  const bool wanted = !rollout_corr_.rollout_is.empty() ||
+                      !rollout_corr_.rollout_rs.empty() || bypass_mode_;
+  if (wanted && !rollout_cfg().calculate_log_probs()) {
+    return absl::InvalidArgumentError(
+        "algorithm.rollout_correction needs the rollout's log-probs: set "
+        "actor_rollout_ref.rollout.calculate_log_probs=true");
+  }
+  // Config errors (modes, thresholds) now rather than after the first
+  // generation.
+  if (wanted) {
+    at::Tensor probe = at::zeros({1, 1});
+    VERL_RETURN_IF_ERROR(
+        ComputeRolloutCorrection(probe, probe, at::ones({1, 1}), rollout_corr_)
+            .status());
+  }
+  if (bypass_mode_) {
+    if (rollout_corr_.loss_type != "ppo_clip" &&
+        rollout_corr_.loss_type != "reinforce") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "algorithm.rollout_correction.loss_type: unknown value '",
+          rollout_corr_.loss_type, "' (expected ppo_clip or reinforce)"));
+    }
+    ao->loss_mode = "bypass_mode";
+    ao->policy_loss.rollout_correction = rollout_corr_;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RewardOutput> PpoTrainer::ComputeReward(const Batch& batch) {
+  if (!reward_model_) {
+    VERL_ASSIGN_OR_RETURN(auto requests, RewardRequests(batch));
+    return reward_->Score(requests, batch.tensor("responses").size(1));
+  }
+  VERL_ASSIGN_OR_RETURN(
+      Batch rm,
+      ShardedCall(*world_, batch,
+                  [&](const Batch& local) -> absl::StatusOr<Batch> {
+                    VERL_ASSIGN_OR_RETURN(at::Tensor scores,
+                                          reward_model_->ComputeRmScore(local));
+                    return Batch::FromColumns({{"rm_scores", scores}});
+                  }));
+  // verl's reward managers return rm_scores as they are when present.
+  RewardOutput out;
+  out.reward_tensor = rm.tensor("rm_scores");
+  return out;
+}
+
+absl::Status PpoTrainer::ApplyRolloutCorrection(Batch& batch,
+                                                MetricMap* metrics) {
+  if (bypass_mode_ || !batch.HasTensor("rollout_log_probs"))
+    return absl::OkStatus();
+  VERL_ASSIGN_OR_RETURN(
+      RolloutCorrectionOutput c,
+      ComputeRolloutCorrection(batch.tensor("old_log_probs"),
+                               batch.tensor("rollout_log_probs"),
+                               batch.tensor("response_mask"), rollout_corr_));
+  if (c.rollout_is_weights.defined()) {
+    VERL_RETURN_IF_ERROR(
+        batch.SetTensor("rollout_is_weights", c.rollout_is_weights));
+  }
+  VERL_RETURN_IF_ERROR(batch.SetTensor("response_mask", c.response_mask));
+  for (const auto& [k, v] : c.metrics) (*metrics)[k] = v;
+  return absl::OkStatus();
 }
 
 absl::Status PpoTrainer::Log(const MetricMap& metrics, int64_t step) {
@@ -793,10 +956,7 @@ absl::StatusOr<Batch> PpoTrainer::GenerateScored(
     VERL_ASSIGN_OR_RETURN(Batch meta,
                           prompts.Select(std::vector<std::string>{}));
     VERL_RETURN_IF_ERROR(greedy.Union(meta));
-    VERL_ASSIGN_OR_RETURN(auto requests, RewardRequests(greedy));
-    VERL_ASSIGN_OR_RETURN(
-        RewardOutput base,
-        reward_->Score(requests, greedy.tensor("responses").size(1)));
+    VERL_ASSIGN_OR_RETURN(RewardOutput base, ComputeReward(greedy));
     VERL_ASSIGN_OR_RETURN(
         Batch base_batch,
         Batch::FromColumns({{"reward_baselines", base.reward_tensor.sum(1)}}));
@@ -811,10 +971,10 @@ absl::StatusOr<Batch> PpoTrainer::GenerateScored(
 
   {
     Timer t(&timing, "reward");
-    VERL_ASSIGN_OR_RETURN(auto requests, RewardRequests(batch));
-    VERL_ASSIGN_OR_RETURN(
-        RewardOutput scores,
-        reward_->Score(requests, batch.tensor("responses").size(1)));
+    VERL_ASSIGN_OR_RETURN(RewardOutput scores, ComputeReward(batch));
+    if (reward_model_) {
+      VERL_RETURN_IF_ERROR(batch.SetTensor("rm_scores", scores.reward_tensor));
+    }
     VERL_RETURN_IF_ERROR(
         batch.SetTensor("token_level_scores", scores.reward_tensor));
     reward_extra_keys_.clear();
@@ -884,7 +1044,11 @@ absl::StatusOr<MetricMap> PpoTrainer::TrainStep(
           batch.Reorder(torch::tensor(order.order, torch::kLong)));
       metrics.insert(order.metrics.begin(), order.metrics.end());
     }
-    {
+    if (bypass_mode_) {
+      // verl's apply_bypass_mode: the rollout policy is the old policy.
+      VERL_RETURN_IF_ERROR(
+          batch.SetTensor("old_log_probs", batch.tensor("rollout_log_probs")));
+    } else {
       Timer t(&timing, "old_log_prob");
       const bool with_entropy = true;
       VERL_ASSIGN_OR_RETURN(
@@ -940,7 +1104,7 @@ absl::StatusOr<MetricMap> PpoTrainer::TrainStep(
     }
     {
       Timer t(&timing, "adv");
-      const at::Tensor& mask = batch.tensor("response_mask");
+      at::Tensor mask = batch.tensor("response_mask");
       at::Tensor rewards = batch.tensor("token_level_scores");
       if (alg.use_kl_in_reward()) {
         VERL_ASSIGN_OR_RETURN(
@@ -952,6 +1116,8 @@ absl::StatusOr<MetricMap> PpoTrainer::TrainStep(
         metrics.insert(kl.metrics.begin(), kl.metrics.end());
       }
       VERL_RETURN_IF_ERROR(batch.SetTensor("token_level_rewards", rewards));
+      VERL_RETURN_IF_ERROR(ApplyRolloutCorrection(batch, &metrics));
+      mask = batch.tensor("response_mask");  // after rejection sampling
       AdvantageInputs in;
       in.token_level_rewards = rewards;
       in.response_mask = mask;
@@ -968,6 +1134,17 @@ absl::StatusOr<MetricMap> PpoTrainer::TrainStep(
                             ComputeAdvantage(alg.adv_estimator(), in, ac));
       VERL_RETURN_IF_ERROR(batch.SetTensor("advantages", adv.advantages));
       VERL_RETURN_IF_ERROR(batch.SetTensor("returns", adv.returns));
+      if (alg.use_pf_ppo() && alg.adv_estimator() == "gae") {
+        // PF-PPO: resample the batch with replacement, weighted by score.
+        VERL_ASSIGN_OR_RETURN(
+            at::Tensor w,
+            PfPpoWeights(batch.tensor("token_level_scores").sum(-1),
+                         alg.pf_ppo().reweight_method(),
+                         alg.pf_ppo().weight_pow()));
+        VERL_ASSIGN_OR_RETURN(batch,
+                              batch.Index(PfPpoResampleIndices(
+                                  w, RolloutSeed(seed_, step, /*index=*/-1))));
+      }
     }
     if (critic_) {
       Timer t(&timing, "update_critic");
@@ -991,7 +1168,9 @@ absl::StatusOr<MetricMap> PpoTrainer::TrainStep(
                                      actor_cfg().ppo_mini_batch_size() * n()));
         VERL_ASSIGN_OR_RETURN(MetricMap m, actor_->UpdatePolicy(local));
         m["actor/lr"] = actor_->train_state()->StepSchedule();
-        metrics.insert(m.begin(), m.end());
+        // verl's metrics.update: the update's rollout_corr/* (current
+        // policy vs rollout) replace the driver's.
+        for (const auto& [k, v] : m) metrics[k] = v;
       }
       Timer t(&timing, "update_weights");
       VERL_RETURN_IF_ERROR(SyncRolloutWeights());

@@ -2,11 +2,18 @@
 // default, deterministic with a fixed seed, logging verl's metric keys.
 #include "verl/rl/ppo_trainer.h"
 
+#include <ATen/ATen.h>
+
 #include <cstdlib>
 #include <fstream>
+#include <set>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "verl/models/decoder.h"
+#include "verl/models/hf_checkpoint.h"
+#include "verl/models/presets.h"
+#include "verl/models/tokenizer_builtin.h"
 #include "verl/rl/config.h"
 #include "verl/rl/ppo_trainer_testutil.h"
 
@@ -180,6 +187,223 @@ TEST(PpoTrainerTest, DynamicSamplingFillsTheBatchOrStopsAtTheRoundLimit) {
   EXPECT_EQ(result->last_step_metrics.at("train/num_gen_batches"), 2.0);
   // Kept groups only: every group of the training batch has reward variance.
   EXPECT_DOUBLE_EQ(result->last_step_metrics.at("critic/score/mean"), 0.5);
+}
+
+// One step, no validation, scored by an external command printing `score`
+// (awk expression of the line number NR, in generation order).
+PpoTrainerConfig OneStep(const std::string& estimator,
+                         const std::string& experiment,
+                         const std::string& score_expr) {
+  PpoTrainerConfig config = TinyConfig(estimator, experiment);
+  config.mutable_trainer()->set_total_training_steps(1);
+  config.mutable_trainer()->set_test_freq(0);
+  config.mutable_trainer()->set_val_before_train(false);
+  config.mutable_custom_reward_function()->set_path(
+      "awk '{print \"{\\\"score\\\": \" (" + score_expr + ") \"}\"}'");
+  return config;
+}
+
+TEST(PpoTrainerTest, RolloutCorrectionWeightsMasksAndBypass) {
+  // One mini-batch: the update's pg_loss is that of the rollout policy's
+  // weights, before any optimizer step. ReMax: advantages against a greedy
+  // baseline do not sum to zero (group-centred ones do, and with equal
+  // response lengths the token-mean loss at ratio 1 would be exactly 0).
+  PpoTrainerConfig plain = OneStep("remax", "rc_plain", "NR % 3");
+  plain.mutable_actor_rollout_ref()->mutable_actor()->set_ppo_mini_batch_size(
+      4);
+  auto base = RunPpo(plain, nullptr);
+  ASSERT_TRUE(base.ok()) << base.status();
+  const auto& m0 = base->last_step_metrics;
+  const double pg = m0.at("actor/pg_loss");
+  ASSERT_NE(pg, 0.0);
+  // Off-policy diagnostics whenever rollout log-probs exist (verl's names).
+  for (const char* key :
+       {"rollout_corr/kl", "rollout_corr/k3_kl", "rollout_corr/training_ppl",
+        "rollout_corr/chi2_token", "rollout_corr/log_ppl_diff"}) {
+    EXPECT_TRUE(m0.count(key)) << key;
+  }
+  EXPECT_FALSE(m0.count("rollout_corr/rollout_is_mean"));
+
+  // Token IS truncated at 0.5: every weight (~1) becomes 0.5, so the loss
+  // halves exactly.
+  PpoTrainerConfig is = plain;
+  auto* rc = is.mutable_algorithm()->mutable_rollout_correction();
+  rc->set_rollout_is("token");
+  rc->set_rollout_is_threshold(0.5);
+  rc->set_rollout_rs("token_k1");
+  rc->set_rollout_rs_threshold("2.0");
+  auto weighted = RunPpo(is, nullptr);
+  ASSERT_TRUE(weighted.ok()) << weighted.status();
+  const auto& m1 = weighted->last_step_metrics;
+  EXPECT_NEAR(m1.at("actor/pg_loss"), 0.5 * pg, 1e-6 + 1e-5 * std::abs(pg));
+  for (const char* key :
+       {"rollout_corr/rollout_is_mean", "rollout_corr/rollout_is_max",
+        "rollout_corr/rollout_is_eff_sample_size",
+        "rollout_corr/rollout_rs_token_k1_masked_fraction",
+        "rollout_corr/rollout_rs_masked_fraction"}) {
+    EXPECT_TRUE(m1.count(key)) << key;
+  }
+  EXPECT_NEAR(m1.at("rollout_corr/rollout_is_mean"), 1.0, 1e-2);
+  EXPECT_EQ(m1.at("rollout_corr/rollout_rs_masked_fraction"), 0.0);
+
+  // Rejection sampling needs a real train/rollout mismatch: the engine
+  // samples with a repetition penalty the trainer's log-probs do not apply.
+  PpoTrainerConfig penalised = plain;
+  penalised.mutable_actor_rollout_ref()
+      ->mutable_rollout()
+      ->set_repetition_penalty(1.5);
+  auto unmasked = RunPpo(penalised, nullptr);
+  ASSERT_TRUE(unmasked.ok()) << unmasked.status();
+  PpoTrainerConfig reject = penalised;
+  rc = reject.mutable_algorithm()->mutable_rollout_correction();
+  rc->set_rollout_rs("token_k1");
+  rc->set_rollout_rs_threshold("0.8_1.25");
+  auto rejected = RunPpo(reject, nullptr);
+  ASSERT_TRUE(rejected.ok()) << rejected.status();
+  const auto& m2 = rejected->last_step_metrics;
+  const double frac = m2.at("rollout_corr/rollout_rs_masked_fraction");
+  EXPECT_GT(frac, 0.0);
+  EXPECT_LT(frac, 1.0);
+  EXPECT_GT(m2.at("rollout_corr/rollout_rs_seq_masked_fraction"), 0.0);
+  // The rejected tokens left the mask the update is computed on.
+  EXPECT_NE(m2.at("actor/pg_loss"),
+            unmasked->last_step_metrics.at("actor/pg_loss"));
+
+  // Bypass: old_log_prob := rollout log-probs, no recompute; the loss is
+  // bypass_mode's PPO clip, equal to the decoupled one up to the tiny
+  // rollout/trainer mismatch.
+  PpoTrainerConfig bypass = plain;
+  bypass.mutable_algorithm()->mutable_rollout_correction()->set_bypass_mode(
+      true);
+  auto bypassed = RunPpo(bypass, nullptr);
+  ASSERT_TRUE(bypassed.ok()) << bypassed.status();
+  const auto& m3 = bypassed->last_step_metrics;
+  EXPECT_FALSE(m3.count("timing_s/old_log_prob"));
+  EXPECT_TRUE(m3.count("rollout_corr/kl"));
+  EXPECT_NEAR(m3.at("actor/pg_loss"), pg, 1e-3);
+
+  // Without the engine's log-probs the correction is a clear error.
+  bypass.mutable_actor_rollout_ref()
+      ->mutable_rollout()
+      ->set_calculate_log_probs(false);
+  auto no_lp = RunPpo(bypass, nullptr);
+  ASSERT_FALSE(no_lp.ok());
+  EXPECT_NE(no_lp.status().message().find("calculate_log_probs"),
+            std::string::npos)
+      << no_lp.status();
+}
+
+TEST(PpoTrainerTest, PfPpoResamplesTheBatchByScore) {
+  const std::string tmp = std::getenv("TEST_TMPDIR");
+  auto dumped_scores = [&](const std::string& dir) {
+    std::multiset<double> scores;
+    for (const auto& row : ReadLines(dir + "/1.jsonl"))
+      scores.insert(row["score"].get<double>());
+    return scores;
+  };
+  // max_min: only the batch's max (8) and min (1) scores have weight.
+  PpoTrainerConfig config = OneStep("gae", "pf_max_min", "NR");
+  config.mutable_algorithm()->set_use_pf_ppo(true);
+  config.mutable_algorithm()->mutable_pf_ppo()->set_reweight_method("max_min");
+  config.mutable_trainer()->set_rollout_data_dir(tmp + "/pf_a");
+  auto a = RunPpo(config, nullptr);
+  ASSERT_TRUE(a.ok()) << a.status();
+  std::multiset<double> sa = dumped_scores(tmp + "/pf_a");
+  ASSERT_EQ(sa.size(), 8u);
+  for (double v : sa) EXPECT_TRUE(v == 1.0 || v == 8.0) << v;
+  // Same seed, same draw.
+  config.mutable_trainer()->set_rollout_data_dir(tmp + "/pf_b");
+  auto b = RunPpo(config, nullptr);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(dumped_scores(tmp + "/pf_b"), sa);
+  ExpectSameMetrics(*a, *b);
+
+  // pow: one trajectory scores 1, the others 0 (weight 1e-8): the resampled
+  // batch is that trajectory eight times.
+  config = OneStep("gae", "pf_pow", "NR == 3 ? 1 : 0");
+  config.mutable_algorithm()->set_use_pf_ppo(true);
+  config.mutable_trainer()->set_rollout_data_dir(tmp + "/pf_pow");
+  auto c = RunPpo(config, nullptr);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(dumped_scores(tmp + "/pf_pow"),
+            std::multiset<double>({1, 1, 1, 1, 1, 1, 1, 1}));
+  EXPECT_DOUBLE_EQ(c->last_step_metrics.at("critic/score/mean"), 1.0);
+
+  config.mutable_algorithm()->mutable_pf_ppo()->set_reweight_method("nope");
+  auto bad = RunPpo(config, nullptr);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("reweight_method"), std::string::npos);
+}
+
+// A value-model HF folder whose score head ignores the input: weight 0,
+// bias `bias`.
+std::string SaveConstantRewardModel(const std::string& name, float bias) {
+  models::ModelConfig config = *models::MakePreset(
+      "tiny-qwen2", models::MakeBuiltinTokenizer().vocab_size());
+  config.is_value_model = true;
+  auto model = models::CreateModel(config, 5);
+  models::HfCheckpoint ckpt;
+  ckpt.config = config;
+  for (const auto& item : model->named_parameters()) {
+    at::Tensor t = item.value().detach().clone();
+    if (item.key() == "score.weight") t.zero_();
+    if (item.key() == "score.bias") t.fill_(bias);
+    ckpt.tensors[item.key()] = t;
+  }
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
+  EXPECT_TRUE(models::SaveHfCheckpoint(dir, ckpt).ok());
+  return dir;
+}
+
+TEST(PpoTrainerTest, RewardModelScoresReplaceTheRuleReward) {
+  PpoTrainerConfig config = OneStep("grpo", "rm", "1");
+  config.mutable_reward_model()->set_enable(true);
+  config.mutable_reward_model()->set_micro_batch_size_per_gpu(3);
+  config.mutable_reward_model()->mutable_model()->set_path(
+      SaveConstantRewardModel("rm_const", 0.25f));
+  auto result = RunPpo(config, nullptr);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const auto& m = result->last_step_metrics;
+  // verl's reward managers return rm_scores as they are (the rule scorer,
+  // which would give 1, is not used); one score per trajectory.
+  EXPECT_FLOAT_EQ(m.at("critic/score/mean"), 0.25);
+  EXPECT_FLOAT_EQ(m.at("critic/score/max"), 0.25);
+  EXPECT_FLOAT_EQ(m.at("critic/score/min"), 0.25);
+  EXPECT_TRUE(m.count("timing_s/reward"));
+
+  config.mutable_reward_model()->mutable_model()->set_path("/nonexistent/rm");
+  auto bad = RunPpo(config, nullptr);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("/nonexistent/rm"), std::string::npos)
+      << bad.status();
+}
+
+TEST(PpoTrainerTest, LoraActorTrainsWithTheBaseAsReference) {
+  PpoTrainerConfig config = OneStep("grpo", "lora", "NR % 3");
+  auto* model = config.mutable_actor_rollout_ref()->mutable_model();
+  model->set_lora_rank(4);
+  model->set_lora_alpha(8);
+  model->set_enable_gradient_checkpointing(true);
+  config.mutable_trainer()->set_total_training_steps(2);
+  auto a = RunPpo(config, nullptr);
+  ASSERT_TRUE(a.ok()) << a.status();
+  const auto& m = a->last_step_metrics;
+  EXPECT_GT(m.at("actor/grad_norm"), 0.0);
+  // After a step the adapters are non-zero: the actor differs from its
+  // reference (the base), and the synced engine samples from the merged
+  // policy, so its log-probs still match the recomputed ones.
+  EXPECT_GT(m.at("actor/kl_loss"), 0.0);
+  EXPECT_LT(m.at("training/rollout_probs_diff_max"), 1e-3);
+  auto b = RunPpo(config, nullptr);
+  ASSERT_TRUE(b.ok());
+  ExpectSameMetrics(*a, *b);
+
+  model->clear_target_modules();
+  model->add_target_modules("q_proj");
+  model->add_target_modules("no_such_module");
+  auto bad = RunPpo(config, nullptr);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("no_such_module"), std::string::npos);
 }
 
 }  // namespace
