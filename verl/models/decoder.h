@@ -105,6 +105,9 @@ class LayerHooks {
   virtual void AfterForward(int64_t layer) = 0;
   virtual void BeforeBackward(int64_t layer) = 0;
   virtual void AfterBackward(int64_t layer) = 0;
+  // A forward-only caller is done with its no-grad forwards' outputs (heads
+  // included): what BeforeForward(kRootStage) gathered may be freed.
+  virtual void ReleaseRoot() {}
 };
 
 struct ForwardOutput {

@@ -547,6 +547,8 @@ absl::Status FsdpModule::ReduceMarkedGradients() {
   return WaitPending();
 }
 
+bool FsdpModule::marked_for_reduce(int i) const { return unit(i).needs_reduce; }
+
 at::Tensor FsdpModule::TakeFlatGrads(Unit& u) {
   u.needs_reduce = false;
   if (u.grad_numel == 0) return at::Tensor();  // frozen unit

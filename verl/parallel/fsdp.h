@@ -205,6 +205,9 @@ class FsdpModule {
   // the embeddings / head, which stay gathered through backward), then
   // waits for all reduce-scatters in flight.
   absl::Status ReduceMarkedGradients();
+  // Whether PreForward marked the unit and its gradients were not reduced
+  // since.
+  bool marked_for_reduce(int unit) const;
 
   // Reduce-scatters the unit's full gradients (fp32, one collective,
   // averaged over the shard group, then over the replicate group) and adds

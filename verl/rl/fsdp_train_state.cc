@@ -45,6 +45,12 @@ class FsdpLayerHooks : public models::LayerHooks {
   void AfterBackward(int64_t layer) override {
     Check(Fsdp().PostBackward(Unit(layer)), "gradient reduce-scatter");
   }
+  void ReleaseRoot() override {
+    parallel::FsdpModule& f = Fsdp();
+    for (int u : root_units_) {
+      if (!f.marked_for_reduce(u)) f.Reshard(u);
+    }
+  }
 
  private:
   parallel::FsdpModule& Fsdp() {
@@ -123,10 +129,10 @@ absl::StatusOr<at::ScalarType> DtypeFromName(const std::string& name) {
                    "float32)"));
 }
 
-absl::StatusOr<std::unique_ptr<FsdpTrainState>> FsdpTrainState::ForModule(
-    torch::nn::Module& model, const parallel::FsdpConfig& config,
-    const OptimizerOptions& options,
-    std::shared_ptr<parallel::Communicator> dp_group, bool per_layer) {
+namespace {
+
+absl::StatusOr<parallel::FsdpOptions> FsdpOptionsFromConfig(
+    const parallel::FsdpConfig& config) {
   parallel::FsdpOptions fsdp_options;
   VERL_ASSIGN_OR_RETURN(fsdp_options.compute_dtype,
                         DtypeFromName(config.dtype()));
@@ -134,14 +140,52 @@ absl::StatusOr<std::unique_ptr<FsdpTrainState>> FsdpTrainState::ForModule(
   fsdp_options.optimizer_offload = config.optimizer_offload();
   fsdp_options.reshard_after_forward = config.reshard_after_forward();
   fsdp_options.forward_prefetch = config.forward_prefetch();
-  VERL_ASSIGN_OR_RETURN(
-      parallel::FsdpGroups groups,
-      parallel::MakeFsdpGroups(std::move(dp_group), config.fsdp_size()));
+  return fsdp_options;
+}
+
+std::vector<parallel::FsdpUnitSpec> ModuleUnits(torch::nn::Module& model) {
   parallel::NamedTensors params;
   for (const auto& item : model.named_parameters(/*recurse=*/true)) {
     params.emplace_back(item.key(), item.value());
   }
-  std::vector<parallel::FsdpUnitSpec> units = parallel::UnitsByLayer(params);
+  return parallel::UnitsByLayer(params);
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<parallel::FsdpModule>> ShardForInference(
+    models::CausalLM& model, const parallel::FsdpConfig& config,
+    std::shared_ptr<parallel::Communicator> group) {
+  VERL_ASSIGN_OR_RETURN(parallel::FsdpOptions fsdp_options,
+                        FsdpOptionsFromConfig(config));
+  VERL_ASSIGN_OR_RETURN(
+      parallel::FsdpGroups groups,
+      parallel::MakeFsdpGroups(std::move(group), config.fsdp_size()));
+  for (at::Tensor& p : model.parameters()) p.set_requires_grad(false);
+  std::vector<parallel::FsdpUnitSpec> units = ModuleUnits(model);
+  std::vector<int> root, layers;
+  const bool per_layer =
+      LayerUnits(units, model.config().num_hidden_layers, &root, &layers);
+  auto fsdp = std::make_shared<parallel::FsdpModule>(
+      std::move(units), std::move(groups), fsdp_options);
+  if (per_layer) {
+    model.set_layer_hooks(std::make_shared<FsdpLayerHooks>(fsdp, root, layers));
+  } else {
+    VERL_RETURN_IF_ERROR(fsdp->GatherAll());
+  }
+  return fsdp;
+}
+
+absl::StatusOr<std::unique_ptr<FsdpTrainState>> FsdpTrainState::ForModule(
+    torch::nn::Module& model, const parallel::FsdpConfig& config,
+    const OptimizerOptions& options,
+    std::shared_ptr<parallel::Communicator> dp_group, bool per_layer) {
+  VERL_ASSIGN_OR_RETURN(parallel::FsdpOptions fsdp_options,
+                        FsdpOptionsFromConfig(config));
+  VERL_ASSIGN_OR_RETURN(
+      parallel::FsdpGroups groups,
+      parallel::MakeFsdpGroups(std::move(dp_group), config.fsdp_size()));
+  std::vector<parallel::FsdpUnitSpec> units = ModuleUnits(model);
   auto* lm = dynamic_cast<models::CausalLM*>(&model);
   std::vector<int> root, layers;
   if (!per_layer || lm == nullptr ||

@@ -35,11 +35,26 @@
 namespace torch::nn {
 class Module;
 }
+namespace verl::models {
+class CausalLM;
+}
 
 namespace verl::rl {
 
 // fsdp_config dtype names: bf16/bfloat16, fp16/float16, fp32/float32.
 absl::StatusOr<at::ScalarType> DtypeFromName(const std::string& name);
+
+// Forward-only sharding of `model` (verl's reference policy under FSDP: no
+// gradients, no optimizer). Its parameters are frozen and sharded over
+// `group` as ForModule does (hybrid groups from fsdp_size, compute dtype,
+// offload flags), with the per-layer hooks: each no-grad forward gathers
+// one layer at a time, and ForwardBatchNoGrad frees the root at its end,
+// so nothing stays gathered between passes. The hooks hold a weak
+// reference: keep the module alive as long as the model runs. Collective
+// over `group`.
+absl::StatusOr<std::shared_ptr<parallel::FsdpModule>> ShardForInference(
+    models::CausalLM& model, const parallel::FsdpConfig& config,
+    std::shared_ptr<parallel::Communicator> group);
 
 class FsdpTrainState : public TrainState {
  public:

@@ -68,11 +68,19 @@ TEST(FsdpTrainStateTest, FourRanksFullyShardedAndHybrid) {
 
 // Ulysses sequence parallelism: sp=2 alone (world 2), with gradient
 // checkpointing (the recompute all-to-alls in backward), and dp=2 x sp=2
-// (world 4) with forward prefetch.
+// (world 4) with forward prefetch and dynamic batch sizes.
 TEST(FsdpTrainStateTest, UlyssesMatchesReplicated) {
   EXPECT_EQ(RunWorker(2, {"--sp=2"}), 0);
   EXPECT_EQ(RunWorker(2, {"--sp=2", "--checkpointing"}), 0);
-  EXPECT_EQ(RunWorker(4, {"--sp=2", "--forward_prefetch"}), 0);
+  EXPECT_EQ(RunWorker(4, {"--sp=2", "--forward_prefetch", "--dynamic_bsz=12"}),
+            0);
+}
+
+// Per-layer ZeRO-3 with token-budget micro-batches: a 12-token budget gives
+// the two dp slices (11 and 15 tokens) 1 and 2 micro-batches of their own;
+// both run 2, training and forward-only.
+TEST(FsdpTrainStateTest, TwoRanksDynamicBatchSizePerLayer) {
+  EXPECT_EQ(RunWorker(2, {"--dynamic_bsz=12"}), 0);
 }
 
 TEST(FsdpTrainStateTest, ForModuleMixedPrecisionKeepsFp32Masters) {

@@ -16,7 +16,10 @@
 // each sp group shares one dp slice, the loss goes through the actor's
 // ForwardResponses (sequence-sharded decoder, all-to-all attention,
 // gathered log-probs) for both runs, and the no-grad log-probs after
-// training must match the reference model's too.
+// training must match the reference model's too. --dynamic_bsz=B runs both
+// through the actor's update loop with token-budget micro-batches, whose
+// count differs between the dp slices (matched over dp for the per-layer
+// collectives).
 // Prints "fsdp equivalence OK" on rank 0 and exits 0, else exits 1.
 #include <ATen/core/grad_mode.h>
 #include <torch/nn/functional.h>
@@ -26,6 +29,8 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -39,8 +44,10 @@
 #include "verl/parallel/fsdp.h"
 #include "verl/parallel/ulysses.h"
 #include "verl/profiler/memory_tracker.h"
+#include "verl/rl/agg_loss.h"
 #include "verl/rl/fsdp_train_state.h"
 #include "verl/rl/model_forward.h"
+#include "verl/rl/ppo_update.h"
 #include "verl/rl/train_state.h"
 
 ABSL_FLAG(std::string, preset, "tiny-qwen2", "Model preset.");
@@ -54,6 +61,8 @@ ABSL_FLAG(bool, eager, false, "Keep all units gathered (no per-layer hooks).");
 ABSL_FLAG(bool, reshard_after_forward, true, "fsdp_config key.");
 ABSL_FLAG(bool, forward_prefetch, false, "fsdp_config key.");
 ABSL_FLAG(int64_t, sp, 1, "ulysses_sequence_parallel_size.");
+ABSL_FLAG(int64_t, dynamic_bsz, 0,
+          "use_dynamic_bsz token budget per micro-batch (0: off).");
 
 namespace verl::rl {
 namespace {
@@ -122,20 +131,36 @@ core::Batch ResponseBatch(const std::vector<Seq>& seqs) {
       .value();
 }
 
-// PackedLoss through ForwardResponses (Ulysses when `sp` is enabled).
-// `keep_alive` receives the attention backend, which gradient checkpointing
-// re-runs in backward.
-at::Tensor ResponseLoss(models::CausalLM& model, const std::vector<Seq>& seqs,
-                        int64_t global_tokens, const SequenceParallel& sp,
-                        std::shared_ptr<void>* keep_alive) {
+// One AdamW step on `seqs` the way the actor updates: RunPpoUpdate (token
+// counts normalised over `dp`, micro-batches from `micro`, the same count
+// on every dp rank under dynamic batching) around ForwardResponses (Ulysses
+// when `sp` is enabled) and a token-mean NLL of the response tokens, i.e.
+// PackedLoss. Returns {loss summed over dp, grad norm}.
+absl::StatusOr<std::pair<double, double>> UpdateStep(
+    models::CausalLM& model, const std::vector<Seq>& seqs,
+    const MicroBatchOptions& micro, parallel::Communicator& dp,
+    TrainState& state, const SequenceParallel& sp) {
   const core::Batch b = ResponseBatch(seqs);
-  const at::Tensor& responses = b.tensor("responses");
-  ResponseForward f = ForwardResponses(
-      model, b.tensor("input_ids"), b.tensor("attention_mask"),
-      b.tensor("position_ids"), responses.size(1), 1.0, false, sp);
-  *keep_alive = f.attention;
-  return -(f.log_probs * b.tensor("response_mask")).sum() /
-         static_cast<double>(global_tokens);
+  const int64_t R = b.tensor("responses").size(1);
+  PpoUpdateOptions u;
+  u.mini_batch_size = b.size();
+  u.micro = micro;
+  u.grad_norm_key = "grad_norm";
+  auto fn = [&](const core::Batch& mb,
+                const AggOptions& agg) -> absl::StatusOr<MicroBatchResult> {
+    ResponseForward f = ForwardResponses(
+        model, mb.tensor("input_ids"), mb.tensor("attention_mask"),
+        mb.tensor("position_ids"), R, 1.0, false, sp);
+    MicroBatchResult r;
+    VERL_ASSIGN_OR_RETURN(
+        r.loss,
+        AggLoss(-f.log_probs, mb.tensor("response_mask"), kTokenMean, agg));
+    r.keep_alive = f.attention;  // gradient checkpointing re-runs it
+    r.summed["loss"] = r.loss.item<double>() / agg.dp_size;
+    return r;
+  };
+  VERL_ASSIGN_OR_RETURN(MetricMap m, RunPpoUpdate(b, u, dp, state, fn));
+  return std::make_pair(m["loss"], m["grad_norm"]);
 }
 
 double RelErr(const at::Tensor& a, const at::Tensor& b) {
@@ -242,12 +267,17 @@ absl::Status Run() {
   for (const Seq& s : batch) global_tokens += s.ids.numel() - 1;
   const std::vector<Seq> local(batch.begin() + dp_rank * (n / dp),
                                batch.begin() + (dp_rank + 1) * (n / dp));
-  std::shared_ptr<void> keep_alive;  // until the next loss's backward ran
-  auto loss_of = [&](models::CausalLM& m, const std::vector<Seq>& seqs,
-                     const SequenceParallel& s) {
-    return sp_size > 1 ? ResponseLoss(m, seqs, global_tokens, s, &keep_alive)
-                       : PackedLoss(m, seqs, global_tokens);
-  };
+  // Through the actor's update loop under sp or dynamic batch sizes (token
+  // budget per micro-batch: the dp slices need different micro-batch
+  // counts), else one packed forward per step.
+  const int64_t budget = absl::GetFlag(FLAGS_dynamic_bsz);
+  const bool via_update = sp_size > 1 || budget > 0;
+  MicroBatchOptions micro;
+  micro.micro_batch_size = n;
+  micro.use_dynamic_bsz = budget > 0;
+  micro.max_token_len = budget;
+  std::shared_ptr<parallel::Communicator> single =
+      parallel::SingleProcessCommunicator();
   OptimizerOptions opt;
   opt.lr = 1e-3;
   opt.grad_clip = 1.0;
@@ -260,8 +290,15 @@ absl::Status Run() {
   ReplicatedTrainState ref_state(ref->parameters(), opt, nullptr);
   std::vector<double> ref_losses, ref_norms;
   for (int s = 0; s < (rank == 0 ? steps : 0); ++s) {
+    if (via_update) {
+      VERL_ASSIGN_OR_RETURN(
+          auto r, UpdateStep(*ref, batch, micro, *single, ref_state, {}));
+      ref_losses.push_back(r.first);
+      ref_norms.push_back(r.second);
+      continue;
+    }
     ref_state.ZeroGrad();
-    at::Tensor loss = loss_of(*ref, batch, {});
+    at::Tensor loss = PackedLoss(*ref, batch, global_tokens);
     loss.backward();
     ref_losses.push_back(loss.item<double>());
     VERL_ASSIGN_OR_RETURN(double norm, ref_state.Step());
@@ -309,20 +346,38 @@ absl::Status Run() {
   tracker.Enable({/*trace_alloc_max_entries=*/0, /*stack_depth=*/0});
   bool ok = true;
   const int64_t bytes_before = state->fsdp().bytes_communicated();
+  if (budget > 0) {
+    MicroBatchOptions own = micro;
+    VERL_ASSIGN_OR_RETURN(auto mine,
+                          MicroBatchIndices(ResponseBatch(local), own));
+    own.same_count_group = mesh.dp.get();
+    VERL_ASSIGN_OR_RETURN(auto common,
+                          MicroBatchIndices(ResponseBatch(local), own));
+    std::cout << "rank " << rank << " dynamic micro-batches: " << mine.size()
+              << " of its own, " << common.size() << " matched over dp\n";
+  }
   for (int s = 0; s < steps; ++s) {
-    state->ZeroGrad();
-    at::Tensor loss = loss_of(*model, local, sp);
-    (loss * static_cast<double>(dp)).backward();
-    at::Tensor total = loss.detach().reshape({1}).clone();
-    VERL_RETURN_IF_ERROR(mesh.dp->AllReduce(total));
-    VERL_ASSIGN_OR_RETURN(double norm, state->Step());
+    double loss_value = 0, norm = 0;
+    if (via_update) {
+      VERL_ASSIGN_OR_RETURN(
+          auto r, UpdateStep(*model, local, micro, *mesh.dp, *state, sp));
+      std::tie(loss_value, norm) = r;
+    } else {
+      state->ZeroGrad();
+      at::Tensor loss = PackedLoss(*model, local, global_tokens);
+      (loss * static_cast<double>(dp)).backward();
+      at::Tensor total = loss.detach().reshape({1}).clone();
+      VERL_RETURN_IF_ERROR(mesh.dp->AllReduce(total));
+      loss_value = total.item<double>();
+      VERL_ASSIGN_OR_RETURN(norm, state->Step());
+    }
     if (rank != 0) continue;
-    const double le = std::abs(total.item<double>() - ref_losses[s]) /
-                      std::abs(ref_losses[s]);
+    const double le =
+        std::abs(loss_value - ref_losses[s]) / std::abs(ref_losses[s]);
     const double ne = std::abs(norm - ref_norms[s]) / ref_norms[s];
-    std::cout << "rank " << rank << " step " << s << " loss "
-              << total.item<double>() << " (ref " << ref_losses[s]
-              << ") grad_norm " << norm << " (ref " << ref_norms[s] << ")\n";
+    std::cout << "rank " << rank << " step " << s << " loss " << loss_value
+              << " (ref " << ref_losses[s] << ") grad_norm " << norm << " (ref "
+              << ref_norms[s] << ")\n";
     if (le > absl::GetFlag(FLAGS_tol) || ne > absl::GetFlag(FLAGS_tol)) {
       std::cout << "rank " << rank << " MISMATCH at step " << s << "\n";
       ok = false;
@@ -331,18 +386,21 @@ absl::Status Run() {
 
   // Forward-only log-probs (old_log_prob / ref path) under sp: every rank
   // returns its dp slice's full [B, R], equal to the reference model's.
-  if (sp_size > 1) {
-    MicroBatchOptions micro;
-    micro.micro_batch_size = 1;
+  // With dynamic batch sizes the per-layer gathers need the matched count.
+  if (via_update) {
+    MicroBatchOptions matched = micro;
+    matched.micro_batch_size = 1;
+    matched.same_count_group = mesh.dp.get();
     const core::Batch b = ResponseBatch(local);
-    VERL_ASSIGN_OR_RETURN(ResponseForward got,
-                          ForwardBatchNoGrad(*model, b, micro, 1.0, true, sp));
+    VERL_ASSIGN_OR_RETURN(
+        ResponseForward got,
+        ForwardBatchNoGrad(*model, b, matched, 1.0, true, sp));
     if (rank == 0) {
       VERL_ASSIGN_OR_RETURN(ResponseForward want,
                             ForwardBatchNoGrad(*ref, b, micro, 1.0, true));
       const double le = RelErr(got.log_probs, want.log_probs);
       const double ee = RelErr(got.entropy, want.entropy);
-      std::cout << "rank 0 sp no-grad log-prob rel err " << le << ", entropy "
+      std::cout << "rank 0 no-grad log-prob rel err " << le << ", entropy "
                 << ee << "\n";
       if (!(le <= absl::GetFlag(FLAGS_tol) && ee <= absl::GetFlag(FLAGS_tol)))
         ok = false;
@@ -393,6 +451,40 @@ absl::Status Run() {
             << " device " << mem.device_bytes << "\n";
   if (ratio > 1.05 / shard_world || mem.gathered_bytes != 0) ok = false;
   if (fc.param_offload() != (mem.host_bytes > 0)) ok = false;
+
+  // Reference policy under FSDP: a frozen copy of the initial weights,
+  // sharded forward-only, gives the unsharded model's log-probs, keeps
+  // nothing gathered afterwards and holds no gradient or optimizer bytes.
+  {
+    auto frozen = models::CreateModel(cfg, 7);
+    VERL_ASSIGN_OR_RETURN(auto ref_fsdp,
+                          ShardForInference(*frozen, fc, dist.world));
+    MicroBatchOptions matched = micro;
+    matched.micro_batch_size = 1;
+    matched.same_count_group = mesh.dp.get();
+    const core::Batch b = ResponseBatch(local);
+    VERL_ASSIGN_OR_RETURN(
+        ResponseForward got,
+        ForwardBatchNoGrad(*frozen, b, matched, 1.0, false, sp));
+    const parallel::FsdpMemory m = ref_fsdp->Memory();
+    std::cout << "rank " << rank
+              << " sharded reference: " << m.param_shard_bytes
+              << " parameter bytes of " << full_bytes << ", gathered "
+              << m.gathered_bytes << ", gradients " << m.grad_shard_bytes
+              << "\n";
+    if (m.gathered_bytes != 0 || m.grad_shard_bytes != 0 ||
+        m.param_shard_bytes > 1.05 * full_bytes / shard_world) {
+      ok = false;
+    }
+    if (rank == 0) {
+      auto initial = models::CreateModel(cfg, 7);
+      VERL_ASSIGN_OR_RETURN(ResponseForward want,
+                            ForwardBatchNoGrad(*initial, b, micro, 1.0, false));
+      const double e = RelErr(got.log_probs, want.log_probs);
+      std::cout << "rank 0 sharded reference log-prob rel err " << e << "\n";
+      if (!(e <= absl::GetFlag(FLAGS_tol))) ok = false;
+    }
+  }
 
   // Full state dict on rank 0 equals the reference model's parameters.
   VERL_ASSIGN_OR_RETURN(parallel::NamedTensors full, fsdp.FullStateDict(0));

@@ -182,6 +182,8 @@ absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
     out.log_probs.index_copy_(0, idx, f.log_probs);
     if (with_entropy) out.entropy.index_copy_(0, idx, f.entropy);
   }
+  // FSDP per-layer: free the root unit (embeddings, heads) it kept.
+  if (models::LayerHooks* hooks = model.layer_hooks()) hooks->ReleaseRoot();
   return out;
 }
 

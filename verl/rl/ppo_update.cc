@@ -42,7 +42,31 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> MicroBatchIndices(
   at::Tensor lens = mask.sum(1).to(at::kLong).contiguous();
   std::vector<int64_t> seqlens(lens.data_ptr<int64_t>(),
                                lens.data_ptr<int64_t>() + n);
-  return RearrangeMicroBatches(seqlens, options.max_token_len);
+  auto parts = RearrangeMicroBatches(seqlens, options.max_token_len);
+  parallel::Communicator* group = options.same_count_group;
+  if (group == nullptr || group->size() == 1) return parts;
+  // Max over the group of (this count, -rows, failed): the common count,
+  // the fewest rows any member has, and whether any member failed.
+  const int64_t count = parts.ok() ? static_cast<int64_t>(parts->size()) : 0;
+  const std::vector<double> local = {static_cast<double>(count),
+                                     -static_cast<double>(n),
+                                     parts.ok() ? 0.0 : 1.0};
+  at::Tensor t = torch::tensor(local, torch::kDouble);
+  VERL_RETURN_IF_ERROR(group->AllReduce(t, parallel::ReduceOp::kMax));
+  if (!parts.ok()) return parts;
+  const int64_t common = static_cast<int64_t>(t[0].item<double>());
+  const int64_t fewest = static_cast<int64_t>(-t[1].item<double>());
+  if (t[2].item<double>() > 0) {
+    return absl::InvalidArgumentError(
+        "dynamic micro-batching failed on another data-parallel rank");
+  }
+  if (common > fewest) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dynamic batching: ", common,
+        " micro-batches on every rank, but a rank has only ", fewest, " rows"));
+  }
+  if (common == count) return parts;
+  return RearrangeMicroBatches(seqlens, options.max_token_len, common);
 }
 
 absl::StatusOr<MetricMap> RunPpoUpdate(const core::Batch& batch,
@@ -73,7 +97,10 @@ absl::StatusOr<MetricMap> RunPpoUpdate(const core::Batch& batch,
       agg.batch_num_tokens = counts[0];
       agg.global_batch_size = counts[1];
 
-      VERL_ASSIGN_OR_RETURN(auto micro, MicroBatchIndices(mb, options.micro));
+      MicroBatchOptions micro_options = options.micro;
+      if (micro_options.same_count_group == nullptr)
+        micro_options.same_count_group = &dp_group;
+      VERL_ASSIGN_OR_RETURN(auto micro, MicroBatchIndices(mb, micro_options));
       train_state.ZeroGrad();
       MetricMap mini_values;  // summed parts and token-share-weighted means
       for (const auto& rows : micro) {

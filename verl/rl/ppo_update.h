@@ -31,10 +31,18 @@ struct MicroBatchOptions {
   int64_t micro_batch_size = 1;  // rows per micro-batch when not dynamic
   bool use_dynamic_bsz = false;
   int64_t max_token_len = 16384;  // token budget per micro-batch when dynamic
+  // Dynamic: every member of this group splits into the same number of
+  // micro-batches, the largest any member needs (verl's
+  // same_micro_num_in_dp), so collectives inside the passes (FSDP's
+  // per-layer gathers) stay matched. Not owned; null: this rank's own count.
+  // RunPpoUpdate uses its dp group when this is null.
+  parallel::Communicator* same_count_group = nullptr;
 };
 
 // Splits `batch` into micro-batches (fixed size, or token-budget balanced);
-// returns the row index lists in processing order.
+// returns the row index lists in processing order. Dynamic with
+// `same_count_group`: collective over that group (every member gets the same
+// error if any member cannot split).
 absl::StatusOr<std::vector<std::vector<int64_t>>> MicroBatchIndices(
     const core::Batch& batch, const MicroBatchOptions& options);
 
