@@ -1,7 +1,11 @@
 // File: verl/ckpt/checkpoint_layout_test.cc
 #include "verl/ckpt/checkpoint_layout.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
 namespace verl::ckpt {

@@ -1,7 +1,11 @@
 // File: verl/ckpt/checkpoint_merger.cc
 #include "verl/ckpt/checkpoint_merger.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -1,7 +1,15 @@
 // File: verl/ckpt/checkpoint_pt_test.cc
 #include "verl/ckpt/checkpoint_pt.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/rand.h>
+#include <ATen/ops/randint.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 #include <stdio.h>
 

@@ -1,7 +1,9 @@
 // Read/write throughput of safetensors files: memory-mapped views (no copy)
 // against owned copies, each followed by a pass that reads every byte, and
 // the atomic writer. Run: bazel run -c opt //verl/ckpt:safetensors_benchmark
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/rand.h>
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 

@@ -6,7 +6,8 @@
 // report or CHECK failure is a finding. safetensors_fuzz_test runs this entry
 // over malformed tables, truncations and byte flips without libFuzzer;
 // docs/formats.md says how to fuzz it with clang.
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
 #include <glog/logging.h>
 
 #include <cstddef>

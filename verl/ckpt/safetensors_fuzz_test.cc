@@ -1,7 +1,12 @@
 // Runs the fuzz entry (safetensors_fuzz.cc) over malformed inputs, every
 // truncation and every byte and bit flip of a small valid file, so CI
 // exercises it without clang/libFuzzer.
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/tensor.h>
 
 #include <cstddef>
 #include <cstdint>

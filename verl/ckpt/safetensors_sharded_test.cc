@@ -1,6 +1,12 @@
 #include "verl/ckpt/safetensors_sharded.h"
 
-#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/zeros.h>
+#include <c10/core/ScalarType.h>
 
 #include <cstring>
 #include <filesystem>

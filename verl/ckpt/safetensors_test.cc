@@ -1,6 +1,17 @@
 #include "verl/ckpt/safetensors.h"
 
-#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/randint.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros.h>
 
 #include <cstring>
 #include <filesystem>

@@ -1,9 +1,11 @@
 // File: verl/infer/engine.cc
 #include "verl/infer/engine.h"
 
-#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/ops/tensor.h>
 #include <glog/logging.h>
 
 #include <algorithm>

@@ -6,8 +6,14 @@
 // in-place parameter updates; fallback for bf16 models.
 #include "verl/infer/fused_forward.h"
 
-#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/randint.h>
+#include <ATen/ops/tensor.h>
 #include <gtest/gtest.h>
 
 #include "verl/models/presets.h"

@@ -2,7 +2,9 @@
 //
 // Hot paths of the rollout engine: the fused paged decode attention, the
 // sampler and one scheduler step, at qwen2-30m-like shapes.
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/randn.h>
 #include <benchmark/benchmark.h>
 
 #include <memory>

@@ -1,7 +1,10 @@
 // File: verl/infer/kv_cache.cc
 #include "verl/infer/kv_cache.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/tensor.h>
 #include <glog/logging.h>
 
 #include <fstream>

@@ -1,7 +1,10 @@
 // File: verl/infer/kv_cache_test.cc
 #include "verl/infer/kv_cache.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/randn.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>

@@ -1,8 +1,11 @@
 // File: verl/infer/paged_attention.cc
 #include "verl/infer/paged_attention.h"
 
-#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/tensor.h>
 #include <glog/logging.h>
 
 #include <algorithm>

@@ -1,8 +1,9 @@
 // File: verl/infer/sampler.cc
 #include "verl/infer/sampler.h"
 
-#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
 #include <glog/logging.h>
 
 #include <algorithm>

@@ -1,7 +1,13 @@
 // File: verl/infer/sampler_test.cc
 #include "verl/infer/sampler.h"
 
-#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/log_softmax.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/softmax.h>
+#include <ATen/ops/tensor.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>

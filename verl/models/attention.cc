@@ -1,7 +1,14 @@
 // File: verl/models/attention.cc
 #include "verl/models/attention.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/softmax.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros_like.h>
 #include <glog/logging.h>
 
 #include <algorithm>

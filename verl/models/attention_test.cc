@@ -5,7 +5,14 @@
 // query-suffix form the rollout engine uses for decode / chunked prefill.
 #include "verl/models/attention.h"
 
-#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/softmax.h>
+#include <ATen/ops/zeros_like.h>
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,6 +1,9 @@
 #include "verl/models/hf_checkpoint.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/equal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <unistd.h>

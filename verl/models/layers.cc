@@ -1,7 +1,17 @@
 // File: verl/models/layers.cc
 #include "verl/models/layers.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/linear.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/pow.h>
+#include <ATen/ops/rsqrt.h>
+#include <ATen/ops/silu.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
 #include <glog/logging.h>
 
 #include <cmath>

@@ -4,7 +4,13 @@
 // computation through autograd in double precision.
 #include "verl/models/logprob.h"
 
-#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/exp.h>
+#include <ATen/ops/log_softmax.h>
+#include <ATen/ops/randint.h>
+#include <ATen/ops/randn.h>
 #include <gtest/gtest.h>
 
 namespace verl::models {

@@ -1,7 +1,9 @@
 // File: verl/models/padding.cc
 #include "verl/models/padding.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/zeros.h>
 #include <glog/logging.h>
 
 namespace verl::models {

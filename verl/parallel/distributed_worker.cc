@@ -9,7 +9,18 @@
 //   timeout      rank 1 skips an all_reduce (and sleeps): the others time out
 // Each rank prints "rank R: <scenario> OK" or "rank R FAILED: <status>" and
 // exits non-zero on failure.
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros.h>
 #include <unistd.h>
 
 #include <cstdio>

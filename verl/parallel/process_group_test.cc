@@ -5,7 +5,11 @@
 // 4-rank behaviour is covered by distributed_test.
 #include "verl/parallel/process_group.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/ones.h>
 
 #include <numeric>
 

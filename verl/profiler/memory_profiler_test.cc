@@ -2,7 +2,9 @@
 // verl's file names, step and rank gating, and the post-update dumps.
 #include "verl/profiler/memory_profiler.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <unistd.h>
 
 #include <cstdlib>

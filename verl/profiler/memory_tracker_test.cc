@@ -4,7 +4,9 @@
 // structure memory_viz expects; the ring buffer stays bounded.
 #include "verl/profiler/memory_tracker.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/core/CPUAllocator.h>
 
 #include <cstdlib>

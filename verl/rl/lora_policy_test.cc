@@ -5,9 +5,12 @@
 
 #include <ATen/ATen.h>
 
+#include <cstdlib>
 #include <map>
+#include <string>
 
 #include "gtest/gtest.h"
+#include "verl/models/hf_checkpoint.h"
 #include "verl/models/presets.h"
 #include "verl/parallel/process_group.h"
 #include "verl/rl/actor.h"
@@ -166,13 +169,26 @@ TEST(LoraPolicyTest, MergedSyncMatchesAFreshEngineWithMergedWeights) {
                 return synced->engine().UpdateWeights({{name, w}});
               }).ok());
 
-  // Independent path: an in-place merged copy, loaded into a fresh engine.
+  // Independent path: an in-place merged copy saved as an HF folder and
+  // loaded into a fresh engine.
   auto merged = models::CreateModel(config, 9);
   ASSERT_TRUE(models::ApplyLora(*merged, TinyLora(), 1).ok());
   CopyByName(*policy, *merged);
   ASSERT_TRUE(models::MergeLora(*merged).ok());
+  models::HfCheckpoint ckpt;
+  ckpt.config = config;
+  for (const auto& item : merged->named_parameters()) {
+    if (item.key().find(".lora_") == std::string::npos)
+      ckpt.tensors[item.key()] = item.value().detach();
+  }
+  const std::string dir =
+      std::string(std::getenv("TEST_TMPDIR")) + "/merged_policy";
+  ASSERT_TRUE(models::SaveHfCheckpoint(dir, ckpt).ok());
   auto fresh_model = models::CreateModel(config, 555);
-  CopyByName(*merged, *fresh_model);
+  std::map<std::string, at::Tensor> dst;
+  for (auto& item : fresh_model->named_parameters())
+    dst[item.key()] = item.value();
+  ASSERT_TRUE(models::LoadHfWeightsInto(dir, &dst).ok());
   auto fresh = MakeRollout(fresh_model, 1, false);
   for (const auto& [name, w] : MergedLoraWeights(*policy)) {
     EXPECT_TRUE(at::equal(w, fresh_model->named_parameters()[name])) << name;

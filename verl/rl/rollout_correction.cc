@@ -1,7 +1,11 @@
 // File: verl/rl/rollout_correction.cc
 #include "verl/rl/rollout_correction.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/exp.h>
+#include <ATen/ops/ones_like.h>
 
 #include <utility>
 #include <vector>
