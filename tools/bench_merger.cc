@@ -2,9 +2,11 @@
 //
 // Model-merger throughput and memory: writes a synthetic `--size_mb` fp32
 // checkpoint sharded over `--world` ranks (verl layout), then, each in a
-// fresh child process, (a) reads the shard files sequentially (the I/O
-// baseline) and (b) merges them into an HF folder. Prints MB/s of both and
-// the merge's peak RSS (VmHWM) next to the model size, one line at the end.
+// fresh child process, (a) reads the shard files sequentially (the input
+// baseline), (b) writes as many bytes once with fsync (the output floor) and
+// (c) merges them into an HF folder. Prints MB/s of both and
+// the merge's peak RSS (VmHWM) and its growth over the child's starting RSS
+// next to the model size, one line at the end.
 #include <ATen/ATen.h>
 #include <fcntl.h>
 #include <sys/wait.h>
@@ -42,34 +44,44 @@ double Seconds(std::chrono::steady_clock::time_point t0) {
       .count();
 }
 
-double VmHwmMb() {
+double StatusMb(const std::string& key) {
   std::ifstream in("/proc/self/status");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024;
+    if (line.rfind(key, 0) == 0)
+      return std::stod(line.substr(key.size())) / 1e3;
   }
   return -1;
 }
 
-// Runs `fn` in a child; returns {seconds, child's VmHWM MB}.
-std::pair<double, double> InChild(const std::function<void()>& fn) {
+struct ChildRun {
+  double seconds = 0;
+  double peak_mb = 0;    // VmHWM
+  double growth_mb = 0;  // VmHWM - VmRSS at the start (peak reset there)
+};
+
+// Runs `fn` in a child whose peak RSS is reset when it starts.
+ChildRun InChild(const std::function<void()>& fn) {
   int fds[2];
   CHECK_EQ(pipe(fds), 0);
   const pid_t pid = fork();
   if (pid == 0) {
+    std::ofstream("/proc/self/clear_refs") << "5";
+    const double start = StatusMb("VmRSS:");
     const auto t0 = std::chrono::steady_clock::now();
     fn();
-    double out[2] = {Seconds(t0), VmHwmMb()};
-    CHECK_EQ(write(fds[1], out, sizeof(out)),
+    ChildRun out{Seconds(t0), StatusMb("VmHWM:"), 0};
+    out.growth_mb = out.peak_mb - start;
+    CHECK_EQ(write(fds[1], &out, sizeof(out)),
              static_cast<ssize_t>(sizeof(out)));
     _exit(0);
   }
-  double out[2] = {0, 0};
-  CHECK_EQ(read(fds[0], out, sizeof(out)), static_cast<ssize_t>(sizeof(out)));
+  ChildRun out;
+  CHECK_EQ(read(fds[0], &out, sizeof(out)), static_cast<ssize_t>(sizeof(out)));
   waitpid(pid, nullptr, 0);
   close(fds[0]);
   close(fds[1]);
-  return {out[0], out[1]};
+  return out;
 }
 
 }  // namespace
@@ -106,7 +118,7 @@ int main(int argc, char** argv) {
   const std::string actor = dir + "/ckpt/global_step_1/actor";
 
   uint64_t file_bytes = 0;
-  auto [read_s, read_rss] = InChild([&] {
+  const ChildRun seq = InChild([&] {
     std::vector<char> buf(8 << 20);
     for (int r = 0; r < world; ++r) {
       const int fd = open(
@@ -122,7 +134,19 @@ int main(int argc, char** argv) {
                                 verl::ckpt::RankFileName("model", r, world));
   }
   const double in_mb = file_bytes / 1e6;
-  auto [merge_s, merge_rss] = InChild([&] {
+  // The output floor: writing the same bytes once, fsynced.
+  const ChildRun write_floor = InChild([&] {
+    std::vector<char> buf(8 << 20, 1);
+    const std::string path = dir + "/write_floor.bin";
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    for (uint64_t done = 0; done < file_bytes; done += buf.size()) {
+      CHECK_GT(write(fd, buf.data(), buf.size()), 0);
+    }
+    CHECK_EQ(fsync(fd), 0);
+    close(fd);
+    unlink(path.c_str());
+  });
+  const ChildRun merge = InChild([&] {
     verl::ckpt::MergeOptions o;
     o.local_dir = actor;
     o.target_dir = dir + "/hf";
@@ -133,10 +157,15 @@ int main(int argc, char** argv) {
   });
   std::cout << absl::StrFormat(
                    "bench_merger: model %.0f MB over %d ranks | sequential "
-                   "read %.0f MB/s | merge (%s out) %.0f MB/s (%.2f s) | "
-                   "merge peak RSS %.0f MB = %.2fx model",
-                   model_mb, world, in_mb / read_s, absl::GetFlag(FLAGS_dtype),
-                   in_mb / merge_s, merge_s, merge_rss, merge_rss / model_mb)
+                   "read %.0f MB/s | write+fsync %.0f MB/s | merge (%s out) "
+                   "%.0f MB/s (%.2f s, %.2fx read time) | merge peak RSS %.0f "
+                   "MB = %.2fx model, growth %.0f MB = %.3fx model",
+                   model_mb, world, in_mb / seq.seconds,
+                   in_mb / write_floor.seconds, absl::GetFlag(FLAGS_dtype),
+                   in_mb / merge.seconds, merge.seconds,
+                   merge.seconds / seq.seconds, merge.peak_mb,
+                   merge.peak_mb / model_mb, merge.growth_mb,
+                   merge.growth_mb / model_mb)
             << std::endl;
   fs::remove_all(dir);
   return 0;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "glog/logging.h"
+#include "verl/core/status.h"
 
 namespace verl::ckpt {
 namespace {
@@ -113,31 +114,46 @@ std::map<std::string, at::Tensor> ShardStateDict(
   return out;
 }
 
-absl::StatusOr<at::Tensor> UnshardTensor(
-    const std::string& name, const ParamLayout& layout,
-    const std::vector<at::Tensor>& chunks) {
-  const int world = static_cast<int>(chunks.size());
+absl::Status CheckChunks(const std::string& name, const ParamLayout& layout,
+                         const std::vector<std::vector<int64_t>>& shapes,
+                         const std::vector<at::ScalarType>& dtypes) {
+  const int world = static_cast<int>(shapes.size());
   if (world < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor '", name, "': no chunks"));
   }
   for (int r = 0; r < world; ++r) {
     const std::vector<int64_t> want = layout.ChunkShape(r, world);
-    if (!chunks[r].defined() || chunks[r].sizes().vec() != want) {
+    if (shapes[r] != want) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "tensor '", name, "' rank ", r, ": chunk shape ",
-          chunks[r].defined() ? ShapeStr(chunks[r].sizes()) : "<missing>",
+          "tensor '", name, "' rank ", r, ": chunk shape ", ShapeStr(shapes[r]),
           ", expected ", ShapeStr(want), " (full shape ",
           ShapeStr(layout.shape), ", ", world, " ranks)"));
     }
-    if (chunks[r].scalar_type() != chunks[0].scalar_type()) {
+    if (dtypes[r] != dtypes[0]) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "tensor '", name, "' rank ", r, ": dtype ",
-          DtypeName(chunks[r].scalar_type()), " differs from rank 0's ",
-          DtypeName(chunks[0].scalar_type())));
+          "tensor '", name, "' rank ", r, ": dtype ", DtypeName(dtypes[r]),
+          " differs from rank 0's ", DtypeName(dtypes[0])));
     }
   }
-  if (layout.shard_dim < 0 || world == 1) return chunks[0];
+  return absl::OkStatus();
+}
+
+absl::StatusOr<at::Tensor> UnshardTensor(
+    const std::string& name, const ParamLayout& layout,
+    const std::vector<at::Tensor>& chunks) {
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<at::ScalarType> dtypes;
+  for (size_t r = 0; r < chunks.size(); ++r) {
+    if (!chunks[r].defined()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", name, "' rank ", r, ": chunk <missing>"));
+    }
+    shapes.push_back(chunks[r].sizes().vec());
+    dtypes.push_back(chunks[r].scalar_type());
+  }
+  VERL_RETURN_IF_ERROR(CheckChunks(name, layout, shapes, dtypes));
+  if (layout.shard_dim < 0 || chunks.size() == 1) return chunks[0];
   return at::cat(chunks, layout.shard_dim);
 }
 

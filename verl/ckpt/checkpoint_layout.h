@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 
@@ -63,6 +64,12 @@ at::Tensor ShardForRank(const at::Tensor& full, const ParamLayout& layout,
 std::map<std::string, at::Tensor> ShardStateDict(
     const std::map<std::string, at::Tensor>& full, const FsdpLayout& layout,
     int rank);
+
+// Checks rank-ordered chunk shapes and dtypes against the layout (chunks
+// over shapes.size() ranks). Errors name `name` and the rank.
+absl::Status CheckChunks(const std::string& name, const ParamLayout& layout,
+                         const std::vector<std::vector<int64_t>>& shapes,
+                         const std::vector<at::ScalarType>& dtypes);
 
 // Reassembles the full tensor from all ranks' chunks (rank order), checking
 // each chunk's shape against the layout. Errors name `name` and the rank.

@@ -6,11 +6,14 @@
 //
 // Merge: the world size and mesh come from `fsdp_config.json`, each tensor's
 // placement from its stored shard layout (verl-written files without a layout:
-// dim-0 concatenation, scalars replicated). Shard files are loaded by a
-// thread pool; output safetensors shards are then built one at a time (each
-// full tensor is assembled, cast to the output dtype and its chunks are freed
-// at once). Peak memory is therefore the loaded shards (plus, while loading,
-// each file's read buffer) and one output shard -- not a streaming merge.
+// dim-0 concatenation, scalars replicated). The merge streams: the shard
+// files' zip directories and pickles are read first (thread pool), every
+// chunk shape is checked and the output layout (safetensors shards, headers)
+// is computed from that metadata; then one tensor at a time is read from all
+// shards straight into its rows (one thread per shard file, CRC-32 checked),
+// converted to the output dtype and written at its offset. Peak memory is
+// about one full tensor in the stored dtype plus its converted copy, not the
+// model (docs/checkpoints.md has measured figures).
 // Everything is written into `<target_dir>.tmp-merge-<pid>` and renamed to
 // `target_dir` only on success: on any error nothing is left at target_dir.
 // LoRA checkpoints (keys with "lora_") also get a PEFT adapter folder.
@@ -42,7 +45,7 @@ struct MergeOptions {
   // Files copied from the HF source folder when present (config.json and
   // generation_config.json are always copied).
   std::vector<std::string> extra_hf_files;
-  int num_threads = 8;  // shard loading (at most 32, at most one per file)
+  int num_threads = 8;  // shard reads and dtype conversion (at most 32)
 };
 
 struct MergeStats {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "verl/ckpt/pt_archive.h"
 #include "verl/core/file_util.h"
 #include "verl/core/status.h"
 
@@ -205,17 +206,10 @@ absl::StatusOr<c10::IValue> LoadIValue(const std::string& path) {
   }
   const absl::string_view contents(bytes.data(), bytes.size());
   VERL_RETURN_IF_ERROR(VerifyZip(contents, path));
-  const bool ordered_dict =
-      contents.find("collections\nOrderedDict") != absl::string_view::npos;
   try {
     return torch::jit::pickle_load(bytes);
   } catch (const std::exception& e) {
     std::string msg = FirstLine(e.what());
-    if (ordered_dict) {
-      msg +=
-          " (the file pickles a collections.OrderedDict, which LibTorch "
-          "1.13's unpickler cannot rebuild; save dict(state_dict))";
-    }
     if (msg.find("unknown type") != std::string::npos ||
         msg.find("Unknown type") != std::string::npos) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -274,22 +268,25 @@ absl::Status SavePtTensorDict(const std::string& path,
 }
 
 absl::StatusOr<PtTensorDict> LoadPtTensorDict(const std::string& path) {
-  VERL_ASSIGN_OR_RETURN(c10::IValue value, LoadIValue(path));
-  VERL_ASSIGN_OR_RETURN(auto dict, AsDict(value, path));
+  VERL_ASSIGN_OR_RETURN(PtArchive archive, PtArchive::Open(path));
   PtTensorDict out;
-  for (const auto& entry : dict) {
-    if (!entry.key().isString()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": dict key of type ", entry.key().tagKind(),
-                       ", expected a string"));
+  // Storages shared by several tensors (views) are read once, as torch.load.
+  std::map<std::string, int> uses;
+  for (const PtTensorInfo& t : archive.tensors()) ++uses[t.storage_key];
+  std::map<std::string, at::Tensor> shared;
+  for (const PtTensorInfo& t : archive.tensors()) {
+    if (uses[t.storage_key] == 1) {
+      VERL_ASSIGN_OR_RETURN(out[t.name], archive.Read(t));
+      continue;
     }
-    const std::string name = entry.key().toStringRef();
-    if (!entry.value().isTensor()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": entry '", name, "' holds ",
-                       entry.value().tagKind(), ", expected a plain tensor"));
+    at::Tensor& bytes = shared[t.storage_key];
+    if (!bytes.defined()) {
+      VERL_ASSIGN_OR_RETURN(bytes, archive.ReadStorage(t.storage_key));
     }
-    out[name] = entry.value().toTensor();
+    const int64_t elem = c10::elementSize(t.dtype);
+    out[t.name] = bytes.narrow(0, 0, bytes.numel() / elem * elem)
+                      .view(t.dtype)
+                      .as_strided(t.shape, t.stride, t.storage_offset);
   }
   return out;
 }

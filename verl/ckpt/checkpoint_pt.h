@@ -1,14 +1,16 @@
 // File: verl/ckpt/checkpoint_pt.h
 //
 // PyTorch `.pt` files (zip archive + pickle, the format of torch.save) for
-// checkpoint shards, written and read with LibTorch's pickler
-// (torch::pickle_save / torch::pickle_load), so Python's `torch.load` reads
-// what we write and we read plain-tensor files PyTorch wrote.
+// checkpoint shards, written with LibTorch's pickler so Python's `torch.load`
+// reads what we write. Tensor dicts are read with PtArchive (pt_archive.h),
+// which also reads what `torch.save(model.state_dict())` writes (a
+// collections.OrderedDict of plain tensors); the extra state with LibTorch's
+// unpickler.
 //
 // Supported content: a dict str -> tensor (model / optimizer shards), and the
 // extra-state dict below (nested dicts of str, int, float, tensors). Files
 // holding other Python objects (e.g. DTensor pickles of FSDP2, which need
-// torch.distributed classes) are reported as unreadable with the file name.
+// torch.distributed classes) are errors naming the file and the class.
 // Writes are atomic (temp + fsync + rename + folder fsync).
 #ifndef VERL_CKPT_CHECKPOINT_PT_H_
 #define VERL_CKPT_CHECKPOINT_PT_H_

@@ -1,9 +1,6 @@
 #include "verl/ckpt/safetensors.h"
 
-#include <ATen/TensorOperators.h>
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/from_blob.h>
+#include <ATen/ATen.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -297,6 +294,110 @@ absl::Status SaveSafetensors(const std::string& path, const TensorMap& tensors,
     return status;
   }
   return core::FsyncPath(ParentDir(path));
+}
+
+absl::StatusOr<std::unique_ptr<SafetensorsStreamWriter>>
+SafetensorsStreamWriter::Create(const std::string& path,
+                                const std::vector<Entry>& entries,
+                                const StMetadata& metadata) {
+  std::unique_ptr<SafetensorsStreamWriter> w(new SafetensorsStreamWriter);
+  w->path_ = path;
+  for (const Entry& e : entries) {
+    auto dtype = FromScalarType(e.dtype);
+    if (!dtype.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": tensor '", e.name, "': ", dtype.status().message()));
+    }
+    w->infos_.push_back({e.name, *dtype, e.shape});
+  }
+  auto total = LayoutStTensors(&w->infos_);
+  if (!total.ok()) return Annotate(total.status(), path);
+  auto header = SerializeStHeader(w->infos_, metadata);
+  if (!header.ok()) return Annotate(header.status(), path);
+  for (size_t i = 0; i < w->infos_.size(); ++i) {
+    w->by_name_[w->infos_[i].name] = i;
+  }
+  w->written_.assign(w->infos_.size(), false);
+  w->data_start_ = header->size();
+  std::random_device rd;
+  w->tmp_ = absl::StrCat(path, ".tmp.", ::getpid(), ".", rd() % 1000000);
+  w->fd_ =
+      ::open(w->tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (w->fd_ < 0) return ErrnoError("cannot create", w->tmp_);
+  VERL_RETURN_IF_ERROR(
+      WriteAll(w->fd_, header->data(), header->size(), w->tmp_));
+  if (::ftruncate(w->fd_, static_cast<off_t>(w->data_start_ + *total)) != 0) {
+    return ErrnoError("ftruncate failed", w->tmp_);
+  }
+  return w;
+}
+
+SafetensorsStreamWriter::~SafetensorsStreamWriter() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
+  }
+}
+
+std::vector<std::string> SafetensorsStreamWriter::DataOrder() const {
+  std::vector<std::string> out;
+  for (const StTensorInfo& info : infos_) out.push_back(info.name);
+  return out;
+}
+
+absl::Status SafetensorsStreamWriter::Write(const std::string& name,
+                                            const at::Tensor& tensor) {
+  auto it = by_name_.find(name);
+  if (fd_ < 0 || it == by_name_.end() || written_[it->second]) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path_, ": tensor '", name,
+        fd_ < 0 ? "' written after Finish" : "' is not expected (or twice)"));
+  }
+  const StTensorInfo& info = infos_[it->second];
+  auto dtype = FromScalarType(tensor.scalar_type());
+  if (!tensor.defined() || !dtype.ok() || *dtype != info.dtype ||
+      tensor.sizes().vec() != info.shape) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path_, ": tensor '", name,
+                     "' does not match its declared dtype/shape"));
+  }
+  at::Tensor t = tensor.device().is_cpu() ? tensor : tensor.cpu();
+  t = t.contiguous();
+  const char* data = static_cast<const char*>(t.data_ptr());
+  uint64_t done = 0, size = NumBytes(t);
+  while (done < size) {
+    const ssize_t n =
+        ::pwrite(fd_, data + done, size - done,
+                 static_cast<off_t>(data_start_ + info.begin + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return ErrnoError("write failed", tmp_);
+    done += static_cast<uint64_t>(n);
+  }
+  written_[it->second] = true;
+  return absl::OkStatus();
+}
+
+absl::Status SafetensorsStreamWriter::Finish() {
+  for (size_t i = 0; i < infos_.size(); ++i) {
+    if (!written_[i]) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          path_, ": tensor '", infos_[i].name, "' was never written"));
+    }
+  }
+  if (fd_ < 0) return absl::FailedPreconditionError(path_ + ": finished");
+  absl::Status status;
+  if (::fsync(fd_) != 0) status = ErrnoError("fsync failed", tmp_);
+  if (::close(fd_) != 0 && status.ok())
+    status = ErrnoError("close failed", tmp_);
+  fd_ = -1;
+  if (status.ok() && ::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    status = ErrnoError("rename failed", path_);
+  }
+  if (!status.ok()) {
+    ::unlink(tmp_.c_str());
+    return status;
+  }
+  return core::FsyncPath(ParentDir(path_));
 }
 
 }  // namespace verl::ckpt

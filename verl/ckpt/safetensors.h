@@ -88,6 +88,44 @@ absl::StatusOr<std::string> SerializeSafetensors(
 absl::Status SaveSafetensors(const std::string& path, const TensorMap& tensors,
                              const StMetadata& metadata = {});
 
+// Writes one safetensors file whose tensors (names, dtypes, shapes) are known
+// before their data: the header goes first, then each tensor as it arrives
+// (any order, each once), so a caller holds one tensor at a time. The bytes
+// equal SaveSafetensors' for the same tensors. Atomic like SaveSafetensors:
+// a temp sibling is fsynced and renamed by Finish(); without Finish() (error,
+// destruction) the temp is removed and `path` is untouched.
+class SafetensorsStreamWriter {
+ public:
+  struct Entry {
+    std::string name;
+    at::ScalarType dtype;
+    std::vector<int64_t> shape;
+  };
+  static absl::StatusOr<std::unique_ptr<SafetensorsStreamWriter>> Create(
+      const std::string& path, const std::vector<Entry>& entries,
+      const StMetadata& metadata = {});
+  ~SafetensorsStreamWriter();
+  SafetensorsStreamWriter(const SafetensorsStreamWriter&) = delete;
+  SafetensorsStreamWriter& operator=(const SafetensorsStreamWriter&) = delete;
+
+  // Tensor names in file order (writing in this order is sequential I/O).
+  std::vector<std::string> DataOrder() const;
+  // `tensor` must have the entry's dtype and shape (non-contiguous or
+  // non-CPU tensors are copied first).
+  absl::Status Write(const std::string& name, const at::Tensor& tensor);
+  // Fails unless every entry was written.
+  absl::Status Finish();
+
+ private:
+  SafetensorsStreamWriter() = default;
+  std::string path_, tmp_;
+  int fd_ = -1;
+  uint64_t data_start_ = 0;
+  std::vector<StTensorInfo> infos_;  // data order
+  std::map<std::string, size_t> by_name_;
+  std::vector<bool> written_;
+};
+
 }  // namespace verl::ckpt
 
 #endif  // VERL_CKPT_SAFETENSORS_H_
