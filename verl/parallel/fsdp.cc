@@ -1,16 +1,8 @@
 #include "verl/parallel/fsdp.h"
 
-#include <ATen/TensorOperators.h>
-#include <ATen/core/Tensor.h>
-#include <ATen/core/grad_mode.h>
-#include <ATen/ops/cat.h>
-#include <ATen/ops/constant_pad_nd.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/full.h>
-#include <ATen/ops/zeros.h>
+#include <ATen/ATen.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/GradMode.h>
-#include <c10/core/ScalarType.h>
 
 #include <algorithm>
 #include <chrono>
@@ -314,6 +306,7 @@ FsdpModule::FsdpModule(std::vector<FsdpUnitSpec> units, FsdpGroups groups,
       p.param = tensor;
       p.layout = MakeShardLayout(tensor.sizes(), world);
       p.shard = ShardOf(tensor.detach().to(at::kFloat), p.layout, rank);
+      if (options_.param_offload) p.shard = HostCopy(p.shard);
       p.trainable = tensor.requires_grad();
       p.shard.set_requires_grad(p.trainable);
       u.shard_numel += p.layout.shard_numel();
@@ -323,6 +316,7 @@ FsdpModule::FsdpModule(std::vector<FsdpUnitSpec> units, FsdpGroups groups,
     }
     units_.push_back(std::move(u));
   }
+  if (options_.param_offload) shard_location_ = MemoryLocation::kHost;
   ReshardAll();
 }
 
@@ -392,6 +386,48 @@ void SetStorageBytes(const at::Tensor& t, size_t nbytes) {
 }
 
 }  // namespace
+
+const char* MemoryLocationName(MemoryLocation where) {
+  return where == MemoryLocation::kHost ? "host" : "device";
+}
+
+at::Tensor HostCopy(const at::Tensor& t) {
+  at::TensorOptions options = t.options().device(at::kCPU);
+  if (t.is_cuda()) options = options.pinned_memory(true);
+  at::Tensor host = at::empty(t.sizes(), options);
+  host.copy_(t);
+  return host;
+}
+
+at::Tensor DeviceCopy(const at::Tensor& t, c10::Device device) {
+  at::Tensor out = at::empty(t.sizes(), t.options().device(device));
+  out.copy_(t);
+  return out;
+}
+
+absl::Status FsdpModule::MoveShards(MemoryLocation to) {
+  if (to == shard_location_) return absl::OkStatus();
+  // Background work reads shards (prefetches) and writes shard gradients.
+  VERL_RETURN_IF_ERROR(WaitPending());
+  for (Unit& u : units_) {
+    if (u.fetch) VERL_RETURN_IF_ERROR(Sticky(queue_->Wait(u.fetch)));
+  }
+  auto move = [&](const at::Tensor& t) {
+    offload_bytes_moved_ += t.numel() * t.element_size();
+    return to == MemoryLocation::kHost ? HostCopy(t)
+                                       : DeviceCopy(t, options_.device);
+  };
+  at::NoGradGuard no_grad;
+  for (Unit& u : units_) {
+    for (Param& p : u.params) {
+      at::Tensor grad = p.shard.grad();
+      p.shard.set_data(move(p.shard.detach()));
+      if (grad.defined()) p.shard.mutable_grad() = move(grad);
+    }
+  }
+  shard_location_ = to;
+  return absl::OkStatus();
+}
 
 void FsdpModule::AddLive(int64_t bytes) {
   live_gathered_bytes_ += bytes;
@@ -779,10 +815,11 @@ FsdpMemory FsdpModule::Memory() const {
       m.full_grad_bytes += Bytes(p.param.grad());
     }
   }
-  // Offloaded shards (and their grads) wait in host memory; gathered
+  // Shards (and their grads) are where MoveShards put them; gathered
   // parameters and full gradients are on the compute device.
   const int64_t shard_bytes = m.param_shard_bytes + m.grad_shard_bytes;
-  (options_.param_offload ? m.host_bytes : m.device_bytes) += shard_bytes;
+  (shard_location_ == MemoryLocation::kHost ? m.host_bytes : m.device_bytes) +=
+      shard_bytes;
   m.device_bytes += m.gathered_bytes + m.full_grad_bytes;
   m.peak_gathered_bytes = peak_gathered_bytes_;
   return m;

@@ -109,13 +109,27 @@ struct FsdpGroups {
 absl::StatusOr<FsdpGroups> MakeFsdpGroups(std::shared_ptr<Communicator> world,
                                           int64_t fsdp_size);
 
+// Where a buffer lives: on the compute device, or in host memory (pinned
+// when the device is CUDA). On CPU builds both are CPU memory; offloading
+// there copies into separate host buffers, so the same code path runs.
+enum class MemoryLocation { kDevice, kHost };
+const char* MemoryLocationName(MemoryLocation where);
+
+// A copy of `t` in host memory (pinned if `t` is on a CUDA device) / on
+// `device` (always a fresh buffer, also when `t` is already there).
+at::Tensor HostCopy(const at::Tensor& t);
+at::Tensor DeviceCopy(const at::Tensor& t, c10::Device device);
+
 struct FsdpOptions {
   // Dtype of the gathered parameters used for compute (fsdp_config.dtype);
   // master shards and gradient reduction are always fp32.
   at::ScalarType compute_dtype = at::kFloat;
+  // The compute device: gathered parameters and full gradients live there.
+  c10::Device device = c10::kCPU;
   // Shards (param_offload) / optimizer state (optimizer_offload) live in host
-  // memory between uses. CPU builds run the same path; the flags only change
-  // where Memory() accounts the bytes.
+  // memory between uses (param_offload: the shards start there); the train
+  // state moves them (MoveShards) to the device for the optimizer step and
+  // back after it.
   bool param_offload = false;
   bool optimizer_offload = false;
   // Per-unit schedule (PreForward ... PostBackward): free a unit after its
@@ -146,8 +160,10 @@ struct FsdpMemory {
   // Most full-parameter bytes live at once (gathered units plus prefetch
   // buffers) since construction / ResetPeak().
   int64_t peak_gathered_bytes = 0;
-  int64_t host_bytes = 0;    // of the above, in host memory
-  int64_t device_bytes = 0;  // of the above, on the compute device
+  // Of the above (peak excluded), by where the buffers are: shards and shard
+  // gradients where MoveShards last put them, full tensors on the device.
+  int64_t host_bytes = 0;
+  int64_t device_bytes = 0;
 };
 
 // One entry of a sharded state dict (a rank's part of one parameter).
@@ -231,6 +247,17 @@ class FsdpModule {
   // Zeroes shard gradients and any full gradients of gathered units.
   void ZeroGrad();
 
+  // Moves every master shard and shard gradient to `to` (param_offload).
+  // The shard tensors keep their identity, so the optimizer's references
+  // and state stay valid; only their storage moves. Waits for background
+  // collectives first. Gathers read host shards straight into the
+  // all-gather's device buffer and reduce-scatters accumulate into host
+  // gradients, so shards can stay on the host through forward/backward.
+  absl::Status MoveShards(MemoryLocation to);
+  MemoryLocation shard_location() const { return shard_location_; }
+  // Bytes MoveShards copied so far (either direction).
+  int64_t offload_bytes_moved() const { return offload_bytes_moved_; }
+
   // The trainable fp32 master shards (leaf tensors whose grad() is the
   // shard gradient), for the optimizer.
   std::vector<at::Tensor> shard_params() const;
@@ -284,6 +311,8 @@ class FsdpModule {
   std::unique_ptr<CommQueue> queue_;  // null: inline collectives
   std::vector<std::shared_ptr<Task>> pending_reduces_;
   absl::Status first_error_;
+  MemoryLocation shard_location_ = MemoryLocation::kDevice;
+  int64_t offload_bytes_moved_ = 0;
   int64_t live_gathered_bytes_ = 0;
   int64_t peak_gathered_bytes_ = 0;
   // Inline collectives' timing (the queue keeps its own).

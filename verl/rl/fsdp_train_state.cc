@@ -116,6 +116,8 @@ absl::StatusOr<std::unique_ptr<FsdpTrainState>> FsdpTrainState::Create(
   auto state = std::unique_ptr<FsdpTrainState>(
       new FsdpTrainState(std::move(fsdp), options));
   state->trainable_names_ = std::move(trainable);
+  // param_offload / optimizer_offload: resting place is host memory.
+  VERL_RETURN_IF_ERROR(state->PlaceOffloaded(parallel::MemoryLocation::kHost));
   return state;
 }
 
@@ -173,6 +175,9 @@ absl::StatusOr<std::shared_ptr<parallel::FsdpModule>> ShardForInference(
   } else {
     VERL_RETURN_IF_ERROR(fsdp->GatherAll());
   }
+  if (fsdp_options.param_offload) {
+    VERL_RETURN_IF_ERROR(fsdp->MoveShards(parallel::MemoryLocation::kHost));
+  }
   return fsdp;
 }
 
@@ -200,6 +205,8 @@ absl::StatusOr<std::unique_ptr<FsdpTrainState>> FsdpTrainState::ForModule(
       std::unique_ptr<FsdpTrainState>(new FsdpTrainState(fsdp, options));
   state->trainable_names_ = std::move(trainable);
   state->per_layer_ = true;
+  // param_offload / optimizer_offload: resting place is host memory.
+  VERL_RETURN_IF_ERROR(state->PlaceOffloaded(parallel::MemoryLocation::kHost));
   return state;
 }
 
@@ -224,11 +231,51 @@ absl::Status FsdpTrainState::RefreshParams() {
   return per_layer_ ? absl::OkStatus() : fsdp_->GatherAll();
 }
 
+absl::Status FsdpTrainState::PlaceOffloaded(parallel::MemoryLocation to) {
+  if (fsdp_->options().param_offload)
+    VERL_RETURN_IF_ERROR(fsdp_->MoveShards(to));
+  if (fsdp_->options().optimizer_offload) MoveOptimizerState(to);
+  return absl::OkStatus();
+}
+
+void FsdpTrainState::MoveOptimizerState(parallel::MemoryLocation to) {
+  // AdamW creates its state on the first step, next to the parameters;
+  // until then there is nothing to move.
+  const c10::Device device = fsdp_->options().device;
+  auto move = [&](const at::Tensor& t) {
+    return to == parallel::MemoryLocation::kHost
+               ? parallel::HostCopy(t)
+               : parallel::DeviceCopy(t, device);
+  };
+  for (auto& [key, state] : optimizer_->state()) {
+    auto& s = static_cast<torch::optim::AdamWParamState&>(*state);
+    if (s.exp_avg().defined()) s.exp_avg(move(s.exp_avg()));
+    if (s.exp_avg_sq().defined()) s.exp_avg_sq(move(s.exp_avg_sq()));
+  }
+  optimizer_location_ = to;
+}
+
+parallel::FsdpMemory FsdpTrainState::Memory() const {
+  parallel::FsdpMemory m = fsdp_->Memory();
+  (optimizer_location_ == parallel::MemoryLocation::kHost ? m.host_bytes
+                                                          : m.device_bytes) +=
+      OptimizerStateBytes();
+  return m;
+}
+
 absl::StatusOr<double> FsdpTrainState::Step() {
   // Per-layer: the layers were reduced in backward; the root (and any unit
   // whose backward did not run) is reduced here.
   VERL_RETURN_IF_ERROR(per_layer_ ? fsdp_->ReduceMarkedGradients()
                                   : fsdp_->ReduceAllGradients());
+  // Offloaded shards / AdamW state come to the device for the step only.
+  VERL_RETURN_IF_ERROR(PlaceOffloaded(parallel::MemoryLocation::kDevice));
+  absl::StatusOr<double> norm = StepOnDevice();
+  VERL_RETURN_IF_ERROR(PlaceOffloaded(parallel::MemoryLocation::kHost));
+  return norm;
+}
+
+absl::StatusOr<double> FsdpTrainState::StepOnDevice() {
   VERL_ASSIGN_OR_RETURN(const double norm, fsdp_->GradNorm());
   if (!std::isfinite(norm)) {
     ++skipped_steps_;

@@ -101,6 +101,12 @@ class FsdpTrainState : public TrainState {
   bool per_layer() const { return per_layer_; }
   // Bytes of AdamW state (exp_avg, exp_avg_sq) held by this rank.
   int64_t OptimizerStateBytes() const;
+  parallel::MemoryLocation optimizer_location() const {
+    return optimizer_location_;
+  }
+  // This rank's FSDP bytes plus the AdamW state, by location (host_bytes /
+  // device_bytes include the optimizer state).
+  parallel::FsdpMemory Memory() const;
 
  private:
   FsdpTrainState(std::shared_ptr<parallel::FsdpModule> fsdp,
@@ -108,6 +114,10 @@ class FsdpTrainState : public TrainState {
   void ApplyLr(double lr);
   // After the shards changed: reshard, and re-gather in eager mode.
   absl::Status RefreshParams();
+  // param_offload / optimizer_offload: shards and AdamW state to `to`.
+  absl::Status PlaceOffloaded(parallel::MemoryLocation to);
+  absl::StatusOr<double> StepOnDevice();
+  void MoveOptimizerState(parallel::MemoryLocation to);
 
   // Shared with the model's layer hooks (which hold a weak reference).
   std::shared_ptr<parallel::FsdpModule> fsdp_;
@@ -116,6 +126,8 @@ class FsdpTrainState : public TrainState {
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   // Names of fsdp_->shard_params(), in order (the trainable parameters).
   std::vector<std::string> trainable_names_;
+  parallel::MemoryLocation optimizer_location_ =
+      parallel::MemoryLocation::kDevice;
   int64_t skipped_steps_ = 0;
   int64_t schedule_step_ = 0;
 };

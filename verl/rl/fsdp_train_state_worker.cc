@@ -356,7 +356,11 @@ absl::Status Run() {
     std::cout << "rank " << rank << " dynamic micro-batches: " << mine.size()
               << " of its own, " << common.size() << " matched over dp\n";
   }
+  // Offload: each step copies the shards and their gradients to the device
+  // and back; between steps they and the AdamW state are on the host.
+  bool moved_every_step = true, on_host = true;
   for (int s = 0; s < steps; ++s) {
+    const int64_t moved_before = state->fsdp().offload_bytes_moved();
     double loss_value = 0, norm = 0;
     if (via_update) {
       VERL_ASSIGN_OR_RETURN(
@@ -371,6 +375,14 @@ absl::Status Run() {
       loss_value = total.item<double>();
       VERL_ASSIGN_OR_RETURN(norm, state->Step());
     }
+    const parallel::FsdpMemory m = state->fsdp().Memory();
+    moved_every_step = moved_every_step &&
+                       state->fsdp().offload_bytes_moved() - moved_before ==
+                           2 * (m.param_shard_bytes + m.grad_shard_bytes);
+    on_host =
+        on_host &&
+        state->fsdp().shard_location() == parallel::MemoryLocation::kHost &&
+        state->optimizer_location() == parallel::MemoryLocation::kHost;
     if (rank != 0) continue;
     const double le =
         std::abs(loss_value - ref_losses[s]) / std::abs(ref_losses[s]);
@@ -441,7 +453,7 @@ absl::Status Run() {
             << comm.OverlapFraction() << "\n";
   // Memory: sharded params + grads + AdamW state vs the unsharded 4x.
   fsdp.ReshardAll();
-  parallel::FsdpMemory mem = fsdp.Memory();
+  parallel::FsdpMemory mem = state->Memory();
   const int64_t sharded = mem.param_shard_bytes + mem.grad_shard_bytes +
                           state->OptimizerStateBytes();
   const double ratio = static_cast<double>(sharded) / (4.0 * full_bytes);
@@ -450,7 +462,17 @@ absl::Status Run() {
             << ", 1/N = " << 1.0 / shard_world << "), host " << mem.host_bytes
             << " device " << mem.device_bytes << "\n";
   if (ratio > 1.05 / shard_world || mem.gathered_bytes != 0) ok = false;
-  if (fc.param_offload() != (mem.host_bytes > 0)) ok = false;
+  // Offload (both flags): everything resting is in host memory.
+  const int64_t want_host = absl::GetFlag(FLAGS_offload) ? sharded : 0;
+  if (mem.host_bytes != want_host || mem.device_bytes != sharded - want_host) {
+    std::cout << "rank " << rank << " memory by location: host "
+              << mem.host_bytes << " (want " << want_host << ")\n";
+    ok = false;
+  }
+  if (absl::GetFlag(FLAGS_offload) && !(moved_every_step && on_host)) {
+    std::cout << "rank " << rank << " offloaded shards did not move\n";
+    ok = false;
+  }
 
   // Reference policy under FSDP: a frozen copy of the initial weights,
   // sharded forward-only, gives the unsharded model's log-probs, keeps
