@@ -230,7 +230,7 @@ absl::Status CheckpointManager::SaveRoleMeta(int64_t step,
 
 absl::Status CheckpointManager::SaveDataState(int64_t step,
                                               const nlohmann::json& state) {
-  return WriteJson(Join(TempStepDir(step), kDataStateFileName), state);
+  return SavePtJson(Join(TempStepDir(step), kDataStateFileName), state);
 }
 
 absl::Status CheckpointManager::CommitSave(int64_t step) {
@@ -442,9 +442,14 @@ absl::StatusOr<RoleShard> CheckpointManager::LoadShard(
 absl::StatusOr<std::optional<nlohmann::json>> CheckpointManager::LoadDataState(
     const std::string& step_dir) const {
   const std::string path = Join(step_dir, kDataStateFileName);
+  const std::string legacy = Join(step_dir, kLegacyDataStateFileName);
   std::error_code ec;
-  if (!fs::exists(path, ec)) return std::optional<nlohmann::json>();
-  VERL_ASSIGN_OR_RETURN(nlohmann::json json, core::ReadJsonFile(path));
+  if (fs::exists(path, ec)) {
+    VERL_ASSIGN_OR_RETURN(nlohmann::json json, LoadPtJson(path));
+    return std::optional<nlohmann::json>(std::move(json));
+  }
+  if (!fs::exists(legacy, ec)) return std::optional<nlohmann::json>();
+  VERL_ASSIGN_OR_RETURN(nlohmann::json json, core::ReadJsonFile(legacy));
   return std::optional<nlohmann::json>(std::move(json));
 }
 

@@ -3,7 +3,7 @@
 // verl's checkpoint layout with a crash-safe commit protocol:
 //
 //   {default_local_dir}/latest_checkpointed_iteration.txt   "N"
-//   {default_local_dir}/global_step_{N}/data.json           dataloader state
+//   {default_local_dir}/global_step_{N}/data.pt             dataloader state
 //   {default_local_dir}/global_step_{N}/{actor,critic}/
 //       model_world_size_{W}_rank_{R}.pt        {HF name: rank R's chunk}
 //       optim_world_size_{W}_rank_{R}.pt        {state name: tensor}
@@ -50,7 +50,10 @@ namespace verl::ckpt {
 inline constexpr char kTrackerFileName[] = "latest_checkpointed_iteration.txt";
 inline constexpr char kFsdpConfigFileName[] = "fsdp_config.json";
 inline constexpr char kHfSubdir[] = "huggingface";
-inline constexpr char kDataStateFileName[] = "data.json";
+// The dataloader / trainer state: a pickled dict as verl's data.pt (written),
+// or data.json (read, from checkpoints of earlier versions).
+inline constexpr char kDataStateFileName[] = "data.pt";
+inline constexpr char kLegacyDataStateFileName[] = "data.json";
 
 // "global_step_12".
 std::string StepDirName(int64_t step);
@@ -130,7 +133,7 @@ class CheckpointManager {
   absl::Status CommitSave(int64_t step);
 
   // The whole protocol for one SPMD rank. `data_state` (rank 0; null: none)
-  // is the dataloader state.
+  // is the dataloader state (data.pt: a dict of JSON-like values).
   absl::Status Save(int64_t step, int rank, int world_size,
                     const std::map<std::string, RoleSave>& roles,
                     const nlohmann::json& data_state, const AllOkFn& all_ok);
@@ -152,7 +155,7 @@ class CheckpointManager {
   absl::StatusOr<RoleShard> LoadShard(const std::string& step_dir,
                                       const std::string& role, int rank,
                                       int world_size) const;
-  // data.json, or nullopt when the step has none.
+  // data.pt (else a legacy data.json), or nullopt when the step has none.
   absl::StatusOr<std::optional<nlohmann::json>> LoadDataState(
       const std::string& step_dir) const;
 

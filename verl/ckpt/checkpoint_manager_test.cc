@@ -1,15 +1,10 @@
 // File: verl/ckpt/checkpoint_manager_test.cc
 #include "verl/ckpt/checkpoint_manager.h"
 
-#include <ATen/Context.h>
-#include <ATen/TensorOperators.h>
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/equal.h>
-#include <ATen/ops/full.h>
-#include <ATen/ops/randn.h>
-#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <stdio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -63,6 +58,24 @@ std::vector<RoleSave> MakeRoleSaves(
   return out;
 }
 
+// Python's plain pickle (no torch) on the data.pkl record of a .pt zip,
+// printed as JSON with sorted keys.
+std::string PythonUnpickle(const std::string& path) {
+  const std::string cmd =
+      "python3 -c \"import json, pickle, sys, zipfile; "
+      "z = zipfile.ZipFile(sys.argv[1]); "
+      "n = [x for x in z.namelist() if x.endswith('/data.pkl')][0]; "
+      "print(json.dumps(pickle.loads(z.read(n)), sort_keys=True))\" " +
+      path + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
+  pclose(pipe);
+  return out;
+}
+
 // Saves all ranks in this process, in the protocol's order.
 absl::Status SaveAllRanks(CheckpointManager& mgr, int64_t step,
                           const std::map<std::string, at::Tensor>& full,
@@ -113,8 +126,10 @@ TEST(CheckpointManagerTest, LayoutMatchesVerl) {
     EXPECT_TRUE(
         at::equal(hf->at("lm_head.weight"), FullModel(1).at("lm_head.weight")));
   }
-  EXPECT_EQ(*core::ReadFile(root + "/global_step_5/data.json"),
-            "{\n  \"cursor\": 50\n}\n");
+  // data.pt as verl writes it: Python's pickle reads it without torch.
+  const std::string data_pt = root + "/global_step_5/data.pt";
+  EXPECT_FALSE(fs::exists(root + "/global_step_5/data.json"));
+  EXPECT_EQ(PythonUnpickle(data_pt), "{\"cursor\": 50}\n");
   // Nothing temporary is left.
   for (const auto& e : fs::directory_iterator(root)) {
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos);
@@ -157,6 +172,45 @@ TEST(CheckpointManagerTest, RoundTripBitIdentical) {
       EXPECT_TRUE(at::equal(*merged, t)) << name << " world " << world;
     }
   }
+}
+
+TEST(CheckpointManagerTest, DataStateIsDataPtAndLegacyDataJsonLoads) {
+  const std::string root = FreshDir("data_state");
+  CheckpointManager mgr({root});
+  const nlohmann::json state = {
+      {"dataloader", {{"epoch", 2}, {"batches_in_epoch", 7}}},
+      {"trainer",
+       {{"kl_coef", 0.0015625},
+        {"uid_counter", int64_t{1} << 40},
+        {"flags", {true, false, nullptr}},
+        {"name", "run-\u00e9"}}}};
+  ASSERT_TRUE(mgr.BeginSave(3).ok());
+  ASSERT_TRUE(mgr.SaveDataState(3, state).ok());
+  ASSERT_TRUE(mgr.CommitSave(3).ok());
+  const std::string step = root + "/global_step_3";
+  auto back = mgr.LoadDataState(step);
+  ASSERT_TRUE(back.ok() && back->has_value()) << back.status();
+  EXPECT_EQ(**back, state);
+  EXPECT_EQ(nlohmann::json::parse(PythonUnpickle(step + "/data.pt")), state);
+  // A corrupted data.pt is an error naming it, never a silent restart.
+  std::string bytes = *core::ReadFile(step + "/data.pt");
+  bytes[bytes.size() / 4] ^= 0x20;
+  ASSERT_TRUE(core::WriteFileAtomic(step + "/data.pt", bytes).ok());
+  auto bad = mgr.LoadDataState(step);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("data.pt"), std::string::npos)
+      << bad.status();
+  // Checkpoints of earlier versions have data.json instead.
+  fs::remove(step + "/data.pt");
+  ASSERT_TRUE(
+      core::WriteFileAtomic(step + "/data.json", state.dump(2) + "\n").ok());
+  auto legacy = mgr.LoadDataState(step);
+  ASSERT_TRUE(legacy.ok() && legacy->has_value()) << legacy.status();
+  EXPECT_EQ(**legacy, state);
+  fs::remove(step + "/data.json");
+  auto none = mgr.LoadDataState(step);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
 }
 
 TEST(CheckpointManagerTest, SpmdSaveWithLocalAllOk) {

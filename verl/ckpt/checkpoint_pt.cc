@@ -23,6 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "verl/ckpt/pt_archive.h"
+#include "verl/ckpt/pt_pickle.h"
 #include "verl/core/file_util.h"
 #include "verl/core/status.h"
 
@@ -252,7 +253,107 @@ absl::StatusOr<std::string> TensorBytes(const at::Tensor& t,
   return std::string(static_cast<const char*>(c.data_ptr()), c.numel());
 }
 
+absl::StatusOr<c10::IValue> JsonToIValue(const nlohmann::json& j,
+                                         const std::string& where) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::null:
+      return c10::IValue();
+    case nlohmann::json::value_t::boolean:
+      return c10::IValue(j.get<bool>());
+    case nlohmann::json::value_t::number_integer:
+      return c10::IValue(j.get<int64_t>());
+    case nlohmann::json::value_t::number_unsigned:
+      if (j.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": integer beyond int64"));
+      }
+      return c10::IValue(static_cast<int64_t>(j.get<uint64_t>()));
+    case nlohmann::json::value_t::number_float:
+      return c10::IValue(j.get<double>());
+    case nlohmann::json::value_t::string:
+      return c10::IValue(j.get<std::string>());
+    case nlohmann::json::value_t::array: {
+      c10::impl::GenericList list(c10::AnyType::get());
+      for (size_t i = 0; i < j.size(); ++i) {
+        VERL_ASSIGN_OR_RETURN(
+            c10::IValue v,
+            JsonToIValue(j[i], absl::StrCat(where, "[", i, "]")));
+        list.push_back(std::move(v));
+      }
+      return c10::IValue(list);
+    }
+    case nlohmann::json::value_t::object: {
+      c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+      for (const auto& [k, v] : j.items()) {
+        VERL_ASSIGN_OR_RETURN(c10::IValue iv,
+                              JsonToIValue(v, absl::StrCat(where, ".", k)));
+        dict.insert(k, std::move(iv));
+      }
+      return c10::IValue(dict);
+    }
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": unsupported JSON value"));
+  }
+}
+
+absl::StatusOr<nlohmann::json> PyToJson(const PyObj& o,
+                                        const std::string& where) {
+  using Kind = PyObj::Kind;
+  switch (o.kind) {
+    case Kind::kNone:
+      return nlohmann::json(nullptr);
+    case Kind::kBool:
+      return nlohmann::json(o.i != 0);
+    case Kind::kInt:
+      return nlohmann::json(o.i);
+    case Kind::kFloat:
+      return nlohmann::json(o.f);
+    case Kind::kStr:
+      return nlohmann::json(o.s);
+    case Kind::kList:
+    case Kind::kTuple: {
+      nlohmann::json out = nlohmann::json::array();
+      for (size_t i = 0; i < o.items.size(); ++i) {
+        VERL_ASSIGN_OR_RETURN(
+            nlohmann::json v,
+            PyToJson(*o.items[i], absl::StrCat(where, "[", i, "]")));
+        out.push_back(std::move(v));
+      }
+      return out;
+    }
+    case Kind::kDict: {
+      nlohmann::json out = nlohmann::json::object();
+      for (size_t k = 0; k + 1 < o.items.size(); k += 2) {
+        if (o.items[k]->kind != Kind::kStr) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              where, ": dict key of type ", PyKindName(o.items[k]->kind),
+              ", expected a string"));
+        }
+        const std::string& key = o.items[k]->s;
+        VERL_ASSIGN_OR_RETURN(
+            out[key], PyToJson(*o.items[k + 1], absl::StrCat(where, ".", key)));
+      }
+      return out;
+    }
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": holds ", PyKindName(o.kind),
+                       ", expected dicts, lists, strings and numbers"));
+  }
+}
+
 }  // namespace
+
+absl::Status SavePtJson(const std::string& path, const nlohmann::json& json) {
+  VERL_ASSIGN_OR_RETURN(c10::IValue value, JsonToIValue(json, path));
+  return SaveIValue(path, value);
+}
+
+absl::StatusOr<nlohmann::json> LoadPtJson(const std::string& path) {
+  VERL_ASSIGN_OR_RETURN(PyRef top, PtArchive::LoadObject(path));
+  return PyToJson(*top, path);
+}
 
 absl::Status SavePtTensorDict(const std::string& path,
                               const PtTensorDict& tensors) {

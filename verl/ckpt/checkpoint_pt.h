@@ -49,6 +49,14 @@ struct ExtraState {
 absl::Status SavePtExtraState(const std::string& path, const ExtraState& state);
 absl::StatusOr<ExtraState> LoadPtExtraState(const std::string& path);
 
+// A JSON tree as a pickled Python object (dicts, lists, str, int, float,
+// bool, None): `torch.load` -- or plain `pickle` on the zip's data.pkl, no
+// torch needed -- gives the same tree back. Used for `data.pt`.
+absl::Status SavePtJson(const std::string& path, const nlohmann::json& json);
+// Reads such a file (also one written by Python with these types); errors
+// name the file and the offending key.
+absl::StatusOr<nlohmann::json> LoadPtJson(const std::string& path);
+
 // RNG states as uint8 tensors (what torch.get_rng_state returns for "cpu").
 at::Tensor CpuRngState();  // LibTorch's default CPU generator
 absl::Status RestoreCpuRngState(const at::Tensor& state);

@@ -111,7 +111,8 @@ absl::Status PtArchive::ReadRecord(const Record& record,
   return absl::OkStatus();
 }
 
-absl::StatusOr<PtArchive> PtArchive::Open(const std::string& path) {
+absl::StatusOr<PtArchive> PtArchive::OpenArchive(const std::string& path,
+                                                 PyRef* top_out) {
   PtArchive a;
   a.path_ = path;
   a.file_ = std::make_shared<File>();
@@ -256,7 +257,22 @@ absl::StatusOr<PtArchive> PtArchive::Open(const std::string& path) {
     return absl::Status(top.status().code(),
                         absl::StrCat(path, ": ", top.status().message()));
   }
-  const PyObj& dict = **top;
+  *top_out = *top;
+  return a;
+}
+
+absl::StatusOr<PyRef> PtArchive::LoadObject(const std::string& path) {
+  PyRef top;
+  VERL_ASSIGN_OR_RETURN(PtArchive archive, OpenArchive(path, &top));
+  (void)archive;
+  return top;
+}
+
+absl::StatusOr<PtArchive> PtArchive::Open(const std::string& path) {
+  PyRef top;
+  VERL_ASSIGN_OR_RETURN(PtArchive a, OpenArchive(path, &top));
+  const std::string data_dir = a.prefix_ + "data/";
+  const PyObj& dict = *top;
   if (dict.kind != Kind::kDict) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": expected a dict, found ", PyKindName(dict.kind)));

@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "verl/ckpt/pt_pickle.h"
 
 namespace verl::ckpt {
 
@@ -41,6 +42,9 @@ class PtArchive {
  public:
   // Opens `path`, which must hold a dict str -> tensor.
   static absl::StatusOr<PtArchive> Open(const std::string& path);
+  // The unpickled object of any `.pt` file (e.g. a dict of numbers and
+  // strings); tensors in it stay storage references.
+  static absl::StatusOr<PyRef> LoadObject(const std::string& path);
 
   const std::string& path() const { return path_; }
   uint64_t file_size() const { return file_size_; }
@@ -66,6 +70,9 @@ class PtArchive {
   };
   struct File;
 
+  // Reads the zip directory, checks the small records and unpickles.
+  static absl::StatusOr<PtArchive> OpenArchive(const std::string& path,
+                                               PyRef* top);
   absl::Status Corrupt(const std::string& what) const;
   // Reads `size` bytes of `record` at `offset` into `dst`; checks the CRC
   // when the whole record is read.

@@ -9,14 +9,16 @@
 //              generation_config.json, tokenizer files; the full weights
 //              with save_contents hf_model)
 //     critic/  the same, when there is a critic
-//     data.json  {"dataloader": {epoch, batches_in_epoch}, "trainer": {...}}
+//     data.pt    {"dataloader": {epoch, batches_in_epoch}, "trainer": {...}}
+//                (a pickled dict, as verl's data.pt; data.json of older
+//                checkpoints is still read)
 //   {trainer.default_local_dir}/latest_checkpointed_iteration.txt  "N", last
 //
 // Each model file is {HF name: this rank's dim-0 chunk} of the role's
 // TrainState (replicated or FSDP: TrainState::SaveShard); the optimizer file
 // holds the AdamW moments in the same chunks; extra_state holds the LR
 // scheduler step, the CPU RNG state and the skipped-step count. Trainer-level
-// counters (uid counter, KL coefficient, ...) travel in data.json, so a
+// counters (uid counter, KL coefficient, ...) travel in data.pt, so a
 // resumed run continues at step N+1 exactly as an uninterrupted one.
 // Every call is collective over `world`; a failure on any rank becomes an
 // error on every rank (never a hang).
@@ -58,7 +60,7 @@ struct CheckpointRole {
   std::set<std::string> load_contents;
 };
 
-// Trainer-level state besides the roles' (data.json).
+// Trainer-level state besides the roles' (data.pt).
 struct TrainerProgress {
   DataLoaderState dataloader;
   nlohmann::json trainer = nlohmann::json::object();  // free-form counters
@@ -99,7 +101,7 @@ class TrainerCheckpointer {
                     const TrainerProgress& progress);
 
   // Resolves trainer.resume_mode and loads every role's files per its
-  // load_contents (extra also restores this rank's CPU RNG) and data.json
+  // load_contents (extra also restores this rank's CPU RNG) and data.pt
   // into `progress`. Returns the step resumed from, 0 when starting from
   // scratch. A checkpoint of another world size is FailedPrecondition
   // naming the files and both sizes. Collective.

@@ -323,8 +323,8 @@ void ExpectSameCheckpointFiles(const std::string& a, const std::string& b) {
     EXPECT_EQ(ea->lr_scheduler_step, eb->lr_scheduler_step);
     EXPECT_EQ(ea->user, eb->user);
   }
-  EXPECT_EQ(core::ReadJsonFile(a + "/data.json").value(),
-            core::ReadJsonFile(b + "/data.json").value());
+  EXPECT_EQ(ckpt::LoadPtJson(a + "/data.pt").value(),
+            ckpt::LoadPtJson(b + "/data.pt").value());
 }
 
 TEST(TrainerCheckpointTest, PpoResumeIsExact) {
