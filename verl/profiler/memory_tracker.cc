@@ -14,6 +14,7 @@
 #include "c10/core/Allocator.h"
 #include "c10/core/CPUAllocator.h"
 #include "glog/logging.h"
+#include "verl/profiler/build_config.h"
 
 namespace verl::profiler {
 namespace {
@@ -154,6 +155,14 @@ bool MemoryTracker::enabled() const {
 
 void MemoryTracker::Enable(const MemoryTrackerOptions& options) {
   CHECK_GE(options.stack_depth, 0);
+#ifdef VERL_PROFILER_DISABLED
+  // Compiled out: never install the allocator hook.
+  static std::once_flag warned;
+  std::call_once(warned, [] {
+    LOG(WARNING) << "torch_memory: " << kProfilerCompiledOutMessage;
+  });
+  return;
+#endif
   {
     std::lock_guard<std::mutex> lock(s_->mu);
     s_->options = options;
@@ -319,6 +328,14 @@ MemoryTrace MemoryTracker::Snapshot() const {
   return t;
 }
 
+#ifdef VERL_PROFILER_DISABLED
+// Compiled out: the scopes do nothing (CurrentMemoryPhase() stays "").
+MemoryScope::MemoryScope(const std::string&) {}
+MemoryScope::~MemoryScope() {}
+MemoryCategoryScope::MemoryCategoryScope(MemoryCategory)
+    : saved_(MemoryCategory::kOther) {}
+MemoryCategoryScope::~MemoryCategoryScope() {}
+#else
 MemoryScope::MemoryScope(const std::string& name) {
   MemoryTracker& tracker = MemoryTracker::Global();
   const std::string path =
@@ -335,6 +352,7 @@ MemoryCategoryScope::MemoryCategoryScope(MemoryCategory category)
 }
 
 MemoryCategoryScope::~MemoryCategoryScope() { tls_category = saved_; }
+#endif  // VERL_PROFILER_DISABLED
 
 std::string CurrentMemoryPhase() {
   return MemoryTracker::Global().PhaseName(CurrentPhaseId());

@@ -6,8 +6,12 @@
 #include <map>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "glog/logging.h"
 #include "verl/core/file_util.h"
+#include "verl/profiler/build_config.h"
+#include "verl/profiler/gzip.h"
 
 namespace verl::profiler {
 
@@ -17,6 +21,13 @@ Timeline& Timeline::Global() {
 }
 
 void Timeline::Enable(int64_t rank, int64_t max_events) {
+#ifdef VERL_PROFILER_DISABLED
+  static std::once_flag warned;
+  std::call_once(warned, [] {
+    LOG(WARNING) << "timeline: " << kProfilerCompiledOutMessage;
+  });
+  return;
+#endif
   std::lock_guard<std::mutex> lock(mu_);
   rank_ = rank;
   max_events_ = max_events;
@@ -90,7 +101,14 @@ absl::Status Timeline::WriteJson(const std::string& path) const {
     absl::Status s = core::MakeDirs(path.substr(0, slash));
     if (!s.ok()) return s;
   }
-  return core::WriteFileAtomic(path, ToJson().dump());
+  std::string json = ToJson().dump();
+  // verl's torch tool writes prof_rank-R.json.gz.
+  if (absl::EndsWith(path, ".gz")) {
+    absl::StatusOr<std::string> gz = GzipCompress(json);
+    if (!gz.ok()) return gz.status();
+    json = std::move(*gz);
+  }
+  return core::WriteFileAtomic(path, json);
 }
 
 absl::Status ValidateTrace(const nlohmann::json& trace) {
@@ -155,11 +173,16 @@ int64_t CurrentThreadId() {
 TraceScope::TraceScope(const char* name, const char* category,
                        nlohmann::json args)
     : name_(name), category_(category), args_(std::move(args)) {
+#ifndef VERL_PROFILER_DISABLED
   Timeline& t = Timeline::Global();
   if (t.enabled()) start_us_ = t.NowMicros();
+#endif
 }
 
 TraceScope::~TraceScope() {
+#ifdef VERL_PROFILER_DISABLED
+  return;
+#endif
   if (start_us_ < 0) return;
   Timeline& t = Timeline::Global();
   if (!t.enabled()) return;

@@ -16,6 +16,35 @@ TEST(TimelineTest, DisabledRecordsNothing) {
   EXPECT_TRUE(Timeline::Global().Events().empty());
 }
 
+// A ".json.gz" path is written gzip-compressed; GNU gzip (an independent
+// implementation) decompresses it back to the same trace as ".json".
+TEST(TimelineTest, GzPathWritesGzipThatGunzipReads) {
+  Timeline& t = Timeline::Global();
+  t.Clear();
+  t.Enable(/*rank=*/1);
+  for (int i = 0; i < 50; ++i) TraceScope s("micro_batch");
+  t.Disable();
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR"));
+  ASSERT_TRUE(t.WriteJson(dir + "/p.json").ok());
+  ASSERT_TRUE(t.WriteJson(dir + "/p.json.gz").ok());
+  auto raw = core::ReadFile(dir + "/p.json.gz");
+  ASSERT_TRUE(raw.ok()) << raw.status();
+  ASSERT_GE(raw->size(), 2u);
+  EXPECT_EQ(static_cast<unsigned char>((*raw)[0]), 0x1f);  // gzip magic
+  EXPECT_EQ(static_cast<unsigned char>((*raw)[1]), 0x8b);
+  auto plain = core::ReadFile(dir + "/p.json");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_LT(raw->size(), plain->size());
+  ASSERT_EQ(
+      std::system(("gzip -dc " + dir + "/p.json.gz > " + dir + "/unzipped.json")
+                      .c_str()),
+      0);
+  auto unzipped = core::ReadJsonFile(dir + "/unzipped.json");
+  ASSERT_TRUE(unzipped.ok()) << unzipped.status();
+  EXPECT_EQ(*unzipped, nlohmann::json::parse(*plain));
+  EXPECT_TRUE(ValidateTrace(*unzipped).ok());
+}
+
 TEST(TimelineTest, SpansNestPerThreadAndJsonIsValid) {
   Timeline& t = Timeline::Global();
   t.Clear();
