@@ -4,7 +4,13 @@
 // actor and the critic train) run on 2 processes, where both roles use
 // FsdpTrainState with the per-layer ZeRO-3 schedule and the rollout engine
 // is synced unit by unit, logs the same metrics for its first 2 steps as the
-// single-process run (relative 1e-4; timing and throughput excluded).
+// single-process run (relative 1e-4; timing and throughput excluded). The
+// reference policy (use_kl_loss) is FSDP-sharded forward-only on 2 ranks.
+// Two 2-rank variants: dynamic batch sizes (token budgets that give the
+// ranks different micro-batch counts, matched for the per-layer
+// collectives) and Ulysses sp=2 for actor, reference and critic (dp = 1:
+// both ranks hold every row, each runs half of every sequence; greedy
+// rollouts, against a greedy 1-process run).
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -26,11 +32,14 @@ std::vector<nlohmann::json> ReadLines(const std::string& path) {
   return lines;
 }
 
-// Runs tools/train on `nproc` local processes; returns the metrics lines.
-std::vector<nlohmann::json> Train(int nproc) {
+// Runs tools/train on `nproc` local processes with `extra` overrides;
+// returns the metrics lines.
+std::vector<nlohmann::json> Train(int nproc, const std::string& tag,
+                                  const std::vector<std::string>& extra = {}) {
   const std::string tmp = std::getenv("TEST_TMPDIR");
-  const std::string metrics = absl::StrCat(tmp, "/metrics", nproc, ".jsonl");
-  const std::vector<std::string> args = verl::rl::testing::WithOverrides(
+  const std::string name = absl::StrCat(tag, nproc);
+  const std::string metrics = absl::StrCat(tmp, "/metrics", name, ".jsonl");
+  std::vector<std::string> args = verl::rl::testing::WithOverrides(
       {"tools/train"},
       verl::rl::testing::WithOverrides(
           verl::rl::testing::TinyTaskOverrides(),
@@ -42,6 +51,9 @@ std::vector<nlohmann::json> Train(int nproc) {
               "actor_rollout_ref.actor.use_kl_loss=true",
               "actor_rollout_ref.actor.strategy=fsdp",
               "actor_rollout_ref.actor.fsdp_config.dtype=float32",
+              // The sharded reference computes in its own dtype (bf16 by
+              // default, as verl).
+              "actor_rollout_ref.ref.fsdp_config.dtype=float32",
               "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
               "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4",
               "critic.strategy=fsdp2",
@@ -52,17 +64,19 @@ std::vector<nlohmann::json> Train(int nproc) {
               "trainer.total_training_steps=2",
               absl::StrCat("trainer.n_gpus_per_node=", nproc),
           }));
+  args.insert(args.end(), extra.begin(), extra.end());
   const std::string cmd = absl::StrCat("VERL_FILE_LOGGER_PATH=", metrics, " ",
                                        absl::StrJoin(args, " "), " >", tmp,
-                                       "/train", nproc, ".log 2>&1");
+                                       "/train", name, ".log 2>&1");
   const int rc = std::system(cmd.c_str());
-  EXPECT_EQ(rc, 0) << cmd << "\nsee " << tmp << "/train" << nproc << ".log";
+  EXPECT_EQ(rc, 0) << cmd << "\nsee " << tmp << "/train" << name << ".log";
   return ReadLines(metrics);
 }
 
-TEST(TrainFsdpTest, TwoRanksReproduceOneRank) {
-  const auto one = Train(1);
-  const auto two = Train(2);
+// Every numeric metric of `two` (but timing/perf) equals `one`'s.
+void ExpectSameMetrics(const std::vector<nlohmann::json>& one,
+                       const std::vector<nlohmann::json>& two,
+                       const std::string& what) {
   ASSERT_EQ(one.size(), 2u);
   ASSERT_EQ(two.size(), 2u);
   int compared = 0;
@@ -80,12 +94,33 @@ TEST(TrainFsdpTest, TwoRanksReproduceOneRank) {
       ASSERT_TRUE(b.contains(key)) << key;
       const double x = value.get<double>(), y = b[key].get<double>();
       EXPECT_LE(std::abs(x - y), 1e-4 * std::max(1.0, std::abs(x)))
-          << "step " << step + 1 << " " << key << ": 1 rank " << x
+          << what << " step " << step + 1 << " " << key << ": 1 rank " << x
           << ", 2 ranks " << y;
       ++compared;
     }
   }
   EXPECT_GT(compared, 40);
+}
+
+TEST(TrainFsdpTest, TwoRanksReproduceOneRank) {
+  const auto one = Train(1, "base");
+  ExpectSameMetrics(
+      one,
+      Train(2, "dynamic",
+            {"actor_rollout_ref.actor.use_dynamic_bsz=true",
+             "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=48",
+             "critic.ppo_max_token_len_per_gpu=48"}),
+      "dynamic batch sizes");
+  // Greedy rollouts here: the sp run's last-bit differences (other GEMM
+  // shapes, partial gradients summed over the sp ranks) flipped one sampled
+  // token of 64 at step 2 with sampling, which moves every step-2 metric.
+  const std::vector<std::string> greedy = {
+      "actor_rollout_ref.rollout.do_sample=false"};
+  std::vector<std::string> ulysses = greedy;
+  ulysses.push_back("actor_rollout_ref.actor.ulysses_sequence_parallel_size=2");
+  ulysses.push_back("critic.ulysses_sequence_parallel_size=2");
+  ExpectSameMetrics(Train(1, "greedy", greedy), Train(2, "ulysses", ulysses),
+                    "Ulysses sp=2");
 }
 
 }  // namespace

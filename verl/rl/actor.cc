@@ -31,7 +31,8 @@ absl::StatusOr<LogProbResult> Actor::ComputeLogProb(const core::Batch& batch,
   VERL_ASSIGN_OR_RETURN(
       ResponseForward f,
       ForwardBatchNoGrad(*model_, batch, options_.log_prob_micro,
-                         options_.temperature, with_entropy));
+                         options_.temperature, with_entropy,
+                         SequenceParallel{options_.sp_group}));
   return LogProbResult{f.log_probs, f.entropy};
 }
 
@@ -63,7 +64,8 @@ absl::StatusOr<MetricMap> Actor::UpdatePolicy(const core::Batch& batch) {
           const AggOptions& agg) -> absl::StatusOr<MicroBatchResult> {
     ResponseForward f = ForwardResponses(
         *model_, mb.tensor("input_ids"), mb.tensor("attention_mask"),
-        mb.tensor("position_ids"), R, options_.temperature, want_entropy);
+        mb.tensor("position_ids"), R, options_.temperature, want_entropy,
+        SequenceParallel{options_.sp_group});
     PolicyLossConfig loss_config = options_.policy_loss;
     loss_config.agg = agg;
     PolicyLossInputs in;

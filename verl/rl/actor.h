@@ -55,6 +55,9 @@ struct ActorOptions {
   // Reference policy sharing the actor's LoRA model (verl's ref_in_actor):
   // ComputeLogProb runs with the adapters disabled, i.e. the base model.
   bool disable_lora = false;
+  // Ulysses sequence parallelism: this rank's sp group (null: none); the
+  // dp_group passed to the constructor is then the ranks with this sp index.
+  std::shared_ptr<parallel::Communicator> sp_group;
 };
 
 struct LogProbResult {

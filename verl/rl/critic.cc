@@ -22,7 +22,8 @@ absl::StatusOr<at::Tensor> Critic::ComputeValues(const core::Batch& batch) {
   VERL_ASSIGN_OR_RETURN(at::Tensor mask, batch.GetTensor("response_mask"));
   VERL_ASSIGN_OR_RETURN(
       ResponseForward f,
-      ForwardBatchNoGrad(*model_, batch, options_.forward_micro, 1.0, false));
+      ForwardBatchNoGrad(*model_, batch, options_.forward_micro, 1.0, false,
+                         SequenceParallel{options_.sp_group}));
   return f.values * mask.to(torch::kFloat);
 }
 
@@ -42,9 +43,10 @@ absl::StatusOr<MetricMap> Critic::UpdateCritic(const core::Batch& batch) {
   auto micro_fn =
       [&](const core::Batch& mb,
           const AggOptions& agg) -> absl::StatusOr<MicroBatchResult> {
-    ResponseForward f = ForwardResponses(
-        *model_, mb.tensor("input_ids"), mb.tensor("attention_mask"),
-        mb.tensor("position_ids"), R, 1.0, false);
+    ResponseForward f =
+        ForwardResponses(*model_, mb.tensor("input_ids"),
+                         mb.tensor("attention_mask"), mb.tensor("position_ids"),
+                         R, 1.0, false, SequenceParallel{options_.sp_group});
     const at::Tensor& mask = mb.tensor("response_mask");
     VERL_ASSIGN_OR_RETURN(
         ValueLossOutput vl,

@@ -26,6 +26,8 @@ struct CriticOptions {
   int64_t ppo_epochs = 1;
   double cliprange_value = 0.5;
   std::string loss_agg_mode = "token-mean";
+  // Ulysses sequence parallelism: this rank's sp group (null: none).
+  std::shared_ptr<parallel::Communicator> sp_group;
 };
 
 class Critic {

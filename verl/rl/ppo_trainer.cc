@@ -3,9 +3,11 @@
 #include <ATen/core/grad_mode.h>
 #include <torch/nn/module.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -19,6 +21,7 @@
 #include "verl/models/tokenizer.h"
 #include "verl/models/tokenizer_builtin.h"
 #include "verl/parallel/batch_comm.h"
+#include "verl/parallel/ulysses.h"
 #include "verl/profiler/progress.h"
 #include "verl/profiler/tracking.h"
 #include "verl/rl/actor.h"
@@ -170,17 +173,18 @@ std::shared_ptr<models::CausalLM> CloneModel(const models::CausalLM& src,
 
 // The role's trainable state: FSDP (sharded parameters, gradients and AdamW
 // state) for strategy fsdp/fsdp2 on more than one rank, else replicated.
-// FSDP gathers layer by layer during compute unless dynamic batch sizes may
-// give the ranks different numbers of micro-batches (then it stays gathered).
+// FSDP gathers layer by layer during compute (dynamic batch sizes give
+// every dp rank the same micro-batch count: MicroBatchOptions::
+// same_count_group). Parameters are sharded over every rank (dp x sp).
 absl::StatusOr<std::unique_ptr<TrainState>> MakeTrainState(
     models::CausalLM& model, Strategy::Value strategy,
     const parallel::FsdpConfig& fsdp, const OptimizerOptions& options,
-    std::shared_ptr<parallel::Communicator> world, bool dynamic_bsz) {
+    std::shared_ptr<parallel::Communicator> world) {
   if (world->size() > 1 &&
       (strategy == Strategy::fsdp || strategy == Strategy::fsdp2)) {
-    VERL_ASSIGN_OR_RETURN(
-        auto state, FsdpTrainState::ForModule(model, fsdp, options, world,
-                                              /*per_layer=*/!dynamic_bsz));
+    VERL_ASSIGN_OR_RETURN(auto state,
+                          FsdpTrainState::ForModule(model, fsdp, options, world,
+                                                    /*per_layer=*/true));
     return std::unique_ptr<TrainState>(std::move(state));
   }
   return std::unique_ptr<TrainState>(std::make_unique<ReplicatedTrainState>(
@@ -260,6 +264,9 @@ class PpoTrainer {
   // Reads algorithm.rollout_correction into rollout_corr_; bypass mode
   // switches the actor's loss to bypass_mode (verl's apply_bypass_mode).
   absl::Status ConfigureRolloutCorrection(ActorOptions* ao);
+  // actor_par_ / ref_par_ / critic_par_ from each role's
+  // ulysses_sequence_parallel_size (fsdp_config's when > 1, as verl).
+  absl::Status MakeRoleGroups();
   // Validation at `step`; dumps to trainer.validation_data_dir when set.
   absl::StatusOr<MetricMap> Validate(int64_t step);
   // Decoded prompts/responses, ground truths and scores of `gen` for
@@ -285,6 +292,11 @@ class PpoTrainer {
   std::unique_ptr<RLDataset> train_set_, val_set_;
   std::unique_ptr<DataLoader> train_loader_;
   std::unique_ptr<Actor> actor_, ref_;
+  // Ulysses sequence parallelism per role: the dp group the role's batch is
+  // sharded over (ranks of one sp group get the same rows) and the sp group.
+  parallel::UlyssesGroups actor_par_, ref_par_, critic_par_;
+  // The reference policy's FSDP shards (strategy fsdp on > 1 rank).
+  std::shared_ptr<parallel::FsdpModule> ref_sharding_;
   std::unique_ptr<Critic> critic_;
   std::unique_ptr<Rollout> rollout_;
   std::unique_ptr<RewardManager> reward_, val_reward_;
@@ -381,7 +393,8 @@ absl::Status PpoTrainer::Init() {
                         LoadPolicy(model_settings, *tokenizer_, seed_));
   policy.model->enable_gradient_checkpointing(
       model_settings.enable_gradient_checkpointing());
-  const int64_t dp = world_->size();
+  VERL_RETURN_IF_ERROR(MakeRoleGroups());
+  const int64_t dp = actor_par_.dp->size();
   const int64_t global_mini = actor_cfg().ppo_mini_batch_size() * n();
   ActorOptions ao;
   ao.temperature = rollout_cfg().temperature();
@@ -390,8 +403,12 @@ absl::Status PpoTrainer::Init() {
           ? actor_cfg().ppo_micro_batch_size_per_gpu()
           : global_mini / dp;
   ao.update_micro.use_dynamic_bsz = actor_cfg().use_dynamic_bsz();
-  ao.update_micro.max_token_len = actor_cfg().ppo_max_token_len_per_gpu();
+  // verl: the token budget covers the whole sp group.
+  ao.update_micro.max_token_len =
+      actor_cfg().ppo_max_token_len_per_gpu() * actor_par_.sp->size();
+  ao.sp_group = actor_par_.sp;
   ao.log_prob_micro = ao.update_micro;
+  ao.log_prob_micro.same_count_group = actor_par_.dp.get();
   if (rollout_cfg().has_log_prob_micro_batch_size_per_gpu()) {
     ao.log_prob_micro.micro_batch_size =
         rollout_cfg().log_prob_micro_batch_size_per_gpu();
@@ -442,14 +459,30 @@ absl::Status PpoTrainer::Init() {
   }
   if (NeedReferencePolicy(config_)) {
     ActorOptions ref_options = ao;
+    ref_options.sp_group = ref_par_.sp;
+    ref_options.log_prob_micro.same_count_group = ref_par_.dp.get();
     if (lora_) {
       // verl's ref_in_actor: the actor's own model with adapters disabled.
       ref_options.disable_lora = true;
-      ref_ =
-          std::make_unique<Actor>(policy.model, nullptr, ref_options, world_);
+      ref_ = std::make_unique<Actor>(policy.model, nullptr, ref_options,
+                                     ref_par_.dp);
     } else {
-      ref_ = std::make_unique<Actor>(CloneModel(*policy.model, false, seed_),
-                                     nullptr, ref_options, world_);
+      auto ref_model = CloneModel(*policy.model, false, seed_);
+      // verl wraps the reference with FSDP: sharded, forward-only.
+      const RefConfig& rc = config_.actor_rollout_ref().ref();
+      const Strategy::Value rs =
+          rc.has_strategy() ? rc.strategy() : actor_cfg().strategy();
+      if (world_->size() > 1 &&
+          (rs == Strategy::fsdp || rs == Strategy::fsdp2)) {
+        VERL_ASSIGN_OR_RETURN(
+            ref_sharding_,
+            ShardForInference(*ref_model,
+                              rc.has_fsdp_config() ? rc.fsdp_config()
+                                                   : actor_cfg().fsdp_config(),
+                              world_));
+      }
+      ref_ =
+          std::make_unique<Actor>(ref_model, nullptr, ref_options, ref_par_.dp);
     }
   }
   if (NeedCritic(config_)) {
@@ -466,15 +499,18 @@ absl::Status PpoTrainer::Init() {
         (c.has_ppo_mini_batch_size() ? c.ppo_mini_batch_size()
                                      : actor_cfg().ppo_mini_batch_size()) *
         n();
-    co.mini_batch_size = critic_mini / dp;
+    co.mini_batch_size = critic_mini / critic_par_.dp->size();
     co.update_micro.micro_batch_size = c.has_ppo_micro_batch_size_per_gpu()
                                            ? c.ppo_micro_batch_size_per_gpu()
                                            : ao.update_micro.micro_batch_size;
     co.update_micro.use_dynamic_bsz = c.has_use_dynamic_bsz()
                                           ? c.use_dynamic_bsz()
                                           : actor_cfg().use_dynamic_bsz();
-    co.update_micro.max_token_len = c.ppo_max_token_len_per_gpu();
+    co.update_micro.max_token_len =
+        c.ppo_max_token_len_per_gpu() * critic_par_.sp->size();
+    co.sp_group = critic_par_.sp;
     co.forward_micro = co.update_micro;
+    co.forward_micro.same_count_group = critic_par_.dp.get();
     if (c.has_forward_micro_batch_size_per_gpu()) {
       co.forward_micro.micro_batch_size = c.forward_micro_batch_size_per_gpu();
     }
@@ -486,9 +522,9 @@ absl::Status PpoTrainer::Init() {
     VERL_ASSIGN_OR_RETURN(
         auto critic_state,
         MakeTrainState(*critic_model, c.strategy(), c.model().fsdp_config(),
-                       copt, world_, co.update_micro.use_dynamic_bsz));
+                       copt, world_));
     critic_ = std::make_unique<Critic>(critic_model, std::move(critic_state),
-                                       co, world_);
+                                       co, critic_par_.dp);
   }
   VERL_ASSIGN_OR_RETURN(
       OptimizerOptions aopt,
@@ -505,11 +541,10 @@ absl::Status PpoTrainer::Init() {
   } else {
     VERL_ASSIGN_OR_RETURN(
         actor_state, MakeTrainState(*policy.model, actor_cfg().strategy(),
-                                    actor_cfg().fsdp_config(), aopt, world_,
-                                    ao.update_micro.use_dynamic_bsz));
+                                    actor_cfg().fsdp_config(), aopt, world_));
   }
-  actor_ =
-      std::make_unique<Actor>(policy.model, std::move(actor_state), ao, world_);
+  actor_ = std::make_unique<Actor>(policy.model, std::move(actor_state), ao,
+                                   actor_par_.dp);
 
   // Rollout engine with its own copy of the weights (synced after updates).
   const infer::RolloutConfig& r = rollout_cfg();
@@ -629,6 +664,35 @@ absl::Status PpoTrainer::SyncRolloutWeights() {
         });
   }
   return rollout_->SyncWeights(actor_->model());
+}
+
+absl::Status PpoTrainer::MakeRoleGroups() {
+  std::map<int64_t, parallel::UlyssesGroups> by_size;  // one mesh per size
+  auto groups = [&](int64_t sp, const parallel::FsdpConfig& fsdp)
+      -> absl::StatusOr<parallel::UlyssesGroups> {
+    if (fsdp.ulysses_sequence_parallel_size() > 1)
+      sp = fsdp.ulysses_sequence_parallel_size();
+    sp = std::max<int64_t>(sp, 1);
+    auto it = by_size.find(sp);
+    if (it != by_size.end()) return it->second;
+    VERL_ASSIGN_OR_RETURN(parallel::UlyssesGroups g,
+                          parallel::MakeUlyssesGroups(world_, sp));
+    by_size[sp] = g;
+    return g;
+  };
+  const ActorConfig& a = actor_cfg();
+  VERL_ASSIGN_OR_RETURN(
+      actor_par_, groups(a.ulysses_sequence_parallel_size(), a.fsdp_config()));
+  const RefConfig& r = config_.actor_rollout_ref().ref();
+  VERL_ASSIGN_OR_RETURN(ref_par_,
+                        groups(r.ulysses_sequence_parallel_size() > 0
+                                   ? r.ulysses_sequence_parallel_size()
+                                   : a.ulysses_sequence_parallel_size(),
+                               r.fsdp_config()));
+  const CriticConfig& c = config_.critic();
+  VERL_ASSIGN_OR_RETURN(critic_par_, groups(c.ulysses_sequence_parallel_size(),
+                                            c.model().fsdp_config()));
+  return absl::OkStatus();
 }
 
 absl::Status PpoTrainer::ConfigureRolloutCorrection(ActorOptions* ao) {
@@ -1039,7 +1103,7 @@ absl::StatusOr<MetricMap> PpoTrainer::TrainStep(
       std::vector<int64_t> seqlens(lens.data_ptr<int64_t>(),
                                    lens.data_ptr<int64_t>() + lens.numel());
       VERL_ASSIGN_OR_RETURN(BalancedOrder order,
-                            BalanceBatch(seqlens, world_->size()));
+                            BalanceBatch(seqlens, actor_par_.dp->size()));
       VERL_RETURN_IF_ERROR(
           batch.Reorder(torch::tensor(order.order, torch::kLong)));
       metrics.insert(order.metrics.begin(), order.metrics.end());
@@ -1053,14 +1117,15 @@ absl::StatusOr<MetricMap> PpoTrainer::TrainStep(
       const bool with_entropy = true;
       VERL_ASSIGN_OR_RETURN(
           Batch lp,
-          ShardedCall(
-              *world_, batch, [&](const Batch& local) -> absl::StatusOr<Batch> {
-                VERL_ASSIGN_OR_RETURN(
-                    LogProbResult r,
-                    actor_->ComputeLogProb(local, with_entropy));
-                return Batch::FromColumns(
-                    {{"old_log_probs", r.log_probs}, {"entropys", r.entropy}});
-              }));
+          ShardedCall(*actor_par_.dp, batch,
+                      [&](const Batch& local) -> absl::StatusOr<Batch> {
+                        VERL_ASSIGN_OR_RETURN(
+                            LogProbResult r,
+                            actor_->ComputeLogProb(local, with_entropy));
+                        return Batch::FromColumns(
+                            {{"old_log_probs", r.log_probs},
+                             {"entropys", r.entropy}});
+                      }));
       VERL_ASSIGN_OR_RETURN(at::Tensor ent,
                             ComputeEntropyLoss(lp.tensor("entropys"),
                                                batch.tensor("response_mask"),
@@ -1082,7 +1147,8 @@ absl::StatusOr<MetricMap> PpoTrainer::TrainStep(
       VERL_ASSIGN_OR_RETURN(
           Batch lp,
           ShardedCall(
-              *world_, batch, [&](const Batch& local) -> absl::StatusOr<Batch> {
+              *ref_par_.dp, batch,
+              [&](const Batch& local) -> absl::StatusOr<Batch> {
                 VERL_ASSIGN_OR_RETURN(LogProbResult r,
                                       ref_->ComputeLogProb(local, false));
                 return Batch::FromColumns({{"ref_log_prob", r.log_probs}});
@@ -1094,7 +1160,7 @@ absl::StatusOr<MetricMap> PpoTrainer::TrainStep(
       Timer t(&timing, "values");
       VERL_ASSIGN_OR_RETURN(
           Batch v,
-          ShardedCall(*world_, batch,
+          ShardedCall(*critic_par_.dp, batch,
                       [&](const Batch& local) -> absl::StatusOr<Batch> {
                         VERL_ASSIGN_OR_RETURN(at::Tensor values,
                                               critic_->ComputeValues(local));
@@ -1155,7 +1221,7 @@ absl::StatusOr<MetricMap> PpoTrainer::TrainStep(
                                        : actor_cfg().ppo_mini_batch_size()) *
                                   n();
       VERL_ASSIGN_OR_RETURN(Batch local,
-                            UpdateShard(*world_, batch, global_mini));
+                            UpdateShard(*critic_par_.dp, batch, global_mini));
       VERL_ASSIGN_OR_RETURN(MetricMap m, critic_->UpdateCritic(local));
       m["critic/lr"] = critic_->train_state()->StepSchedule();
       metrics.insert(m.begin(), m.end());
@@ -1164,7 +1230,7 @@ absl::StatusOr<MetricMap> PpoTrainer::TrainStep(
       {
         Timer t(&timing, "update_actor");
         VERL_ASSIGN_OR_RETURN(
-            Batch local, UpdateShard(*world_, batch,
+            Batch local, UpdateShard(*actor_par_.dp, batch,
                                      actor_cfg().ppo_mini_batch_size() * n()));
         VERL_ASSIGN_OR_RETURN(MetricMap m, actor_->UpdatePolicy(local));
         m["actor/lr"] = actor_->train_state()->StepSchedule();
