@@ -5,7 +5,9 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "verl/core/status.h"
 #include "verl/profiler/memory_snapshot.h"
 #include "verl/profiler/memory_tracker.h"
@@ -54,6 +56,44 @@ bool RoleProfilesStep(const GlobalProfilerConfig& global,
          role.ranks().end();
 }
 
+MemoryTrace KeepPhases(MemoryTrace trace,
+                       const std::vector<std::string>& phases) {
+  if (phases.empty()) return trace;
+  std::vector<bool> phase_kept(trace.phases.size(), false);
+  for (size_t id = 0; id < trace.phases.size(); ++id) {
+    for (absl::string_view part : absl::StrSplit(trace.phases[id], '/')) {
+      if (std::find(phases.begin(), phases.end(), part) != phases.end()) {
+        phase_kept[id] = true;
+        break;
+      }
+    }
+  }
+  auto in_phase = [&](const MemoryEvent& e) {
+    return e.phase >= 0 && e.phase < static_cast<int32_t>(phase_kept.size()) &&
+           phase_kept[e.phase];
+  };
+  // addr -> a kept allocation whose free must be kept too.
+  absl::flat_hash_map<uint64_t, bool> open;
+  std::vector<MemoryEvent> kept;
+  for (const MemoryEvent& e : trace.events) {
+    if (e.action == MemoryEvent::Action::kAlloc) {
+      if (in_phase(e)) {
+        open[e.addr] = true;
+        kept.push_back(e);
+      } else {
+        open.erase(e.addr);
+      }
+      continue;
+    }
+    auto it = open.find(e.addr);
+    const bool pairs_kept_alloc = it != open.end();
+    if (pairs_kept_alloc) open.erase(it);
+    if (pairs_kept_alloc || in_phase(e)) kept.push_back(e);
+  }
+  trace.events = std::move(kept);
+  return trace;
+}
+
 bool MemoryProfiler::ProfilesStep(int64_t step) const {
   return recording_ && RoleProfilesStep(global_, role_, step, rank_);
 }
@@ -80,6 +120,16 @@ absl::Status MemoryProfiler::StopStep() {
   return Annotate(
       WriteMemorySnapshot(MemoryTracker::Global().Snapshot(),
                           StepSnapshotPath(step)),
+      absl::StrCat("torch_memory snapshot of step ", step, " on rank ", rank_));
+}
+
+absl::Status MemoryProfiler::WriteStepSnapshot(
+    int64_t step, const std::vector<std::string>& phases) const {
+  if (!recording_) return absl::OkStatus();
+  return Annotate(
+      WriteMemorySnapshot(
+          KeepPhases(MemoryTracker::Global().Snapshot(), phases),
+          StepSnapshotPath(step)),
       absl::StrCat("torch_memory snapshot of step ", step, " on rank ", rank_));
 }
 

@@ -18,8 +18,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "verl/profiler/memory_tracker.h"
 #include "verl/profiler/profiler_config.pb.h"
 
 namespace verl::profiler {
@@ -29,6 +31,14 @@ namespace verl::profiler {
 // rank 0). Shared by every profiler tool.
 bool RoleProfilesStep(const GlobalProfilerConfig& global,
                       const ProfilerConfig& role, int64_t step, int64_t rank);
+
+// `trace` with only the events of the phases whose path ("step/values/...")
+// has a component in `phases` (all when empty), plus the other half of each
+// kept alloc/free pair so that the trace stays consistent for memory_viz.
+// Live blocks and the exact counters are kept whole. Used for per-role
+// snapshots (e.g. only the critic's "values" and "update_critic").
+MemoryTrace KeepPhases(MemoryTrace trace,
+                       const std::vector<std::string>& phases);
 
 class MemoryProfiler {
  public:
@@ -47,6 +57,10 @@ class MemoryProfiler {
   absl::Status StartStep(int64_t step);
   absl::Status StopStep();  // no-op unless a profiled step was started
   absl::Status DumpPostUpdate(int64_t step);  // no-op unless recording
+  // Writes step N's snapshot now (whatever the step selection), with the
+  // trace reduced to `phases` by KeepPhases; no-op unless recording.
+  absl::Status WriteStepSnapshot(int64_t step,
+                                 const std::vector<std::string>& phases) const;
 
   std::string StepSnapshotPath(int64_t step) const;
   std::string PostUpdatePath(int64_t step) const;

@@ -2,9 +2,7 @@
 // verl's file names, step and rank gating, and the post-update dumps.
 #include "verl/profiler/memory_profiler.h"
 
-#include <ATen/TensorOperators.h>
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
+#include <ATen/ATen.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -130,6 +128,43 @@ TEST(MemoryProfilerTest, UnwritableSavePathIsAnError) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("rank 0"), std::string::npos) << s;
   EXPECT_NE(s.message().find("a_file"), std::string::npos) << s;
+}
+
+// KeepPhases keeps the events of matching phases (by path component) and
+// the other half of their alloc/free pairs, nothing else.
+TEST(MemoryProfilerTest, KeepPhasesKeepsPhaseEventsAndTheirPairs) {
+  MemoryTrace t;
+  t.phases = {"", "step/values", "step/values/forward", "step/gen",
+              "step/update_critic_x"};
+  using A = MemoryEvent::Action;
+  auto ev = [](A a, uint64_t addr, int32_t phase) {
+    MemoryEvent e;
+    e.action = a;
+    e.addr = addr;
+    e.size = 8;
+    e.phase = phase;
+    return e;
+  };
+  t.events = {
+      ev(A::kAlloc, 1, 2),  // kept: values/forward
+      ev(A::kAlloc, 2, 3),  // gen: dropped
+      ev(A::kFree, 1, 3),   // kept: frees a kept block
+      ev(A::kFree, 2, 1),   // kept: a free inside values
+      ev(A::kAlloc, 3, 4),  // "update_critic_x" is not "update_critic"
+      ev(A::kFree, 3, 0),   // dropped with its alloc
+      ev(A::kAlloc, 1, 3),  // gen reuses addr 1: dropped
+      ev(A::kFree, 1, 0),   // dropped with it
+  };
+  t.live = {LiveBlock{9, 8}};
+  const MemoryTrace k = KeepPhases(t, {"values", "update_critic"});
+  ASSERT_EQ(k.events.size(), 3u);
+  EXPECT_EQ(k.events[0].addr, 1u);
+  EXPECT_EQ(k.events[0].action, A::kAlloc);
+  EXPECT_EQ(k.events[1].addr, 1u);
+  EXPECT_EQ(k.events[1].action, A::kFree);
+  EXPECT_EQ(k.events[2].addr, 2u);
+  EXPECT_EQ(k.live.size(), 1u);
+  EXPECT_EQ(KeepPhases(t, {}).events.size(), t.events.size());
 }
 
 }  // namespace

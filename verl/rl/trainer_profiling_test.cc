@@ -197,6 +197,67 @@ TEST(TrainerProfilingTest, ContinuousTimelineNestsPhasesAndMicroBatches) {
   EXPECT_FALSE(Within(events, "testing", "step"));
 }
 
+// Per-role profiler blocks: the critic alone traces (tool torch: verl's
+// .json.gz) and the reference alone snapshots memory; each covers only its
+// own phases, and without the actor's torch_memory no post-update snapshot.
+TEST(TrainerProfilingTest, PerRoleProfilersCoverOnlyTheirPhases) {
+  const std::string dir = TmpDir("roles");
+  setenv("VERL_FILE_LOGGER_ROOT", TmpDir("logs").c_str(), 1);
+  PpoTrainerConfig config = [&] {
+    std::vector<std::string> overrides =
+        testing::TinyPpoOverrides("gae", "roles");
+    for (const char* o :
+         {"global_profiler.tool=torch", "global_profiler.steps=[2]",
+          "critic.profiler.enable=true",
+          "actor_rollout_ref.ref.profiler.enable=true",
+          "actor_rollout_ref.ref.profiler.tool=torch_memory",
+          "actor_rollout_ref.ref.profiler.tool_config.torch_memory.stack_depth="
+          "2"})
+      overrides.push_back(o);
+    overrides.push_back("global_profiler.save_path=" + dir);
+    auto c = LoadPpoTrainerConfig("", overrides);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return *c;
+  }();
+  auto result = RunPpo(config, nullptr);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_FALSE(profiler::Timeline::Global().enabled());
+  EXPECT_FALSE(profiler::MemoryTracker::Global().enabled());
+  EXPECT_FALSE(fs::exists(dir + "/step1"));
+  EXPECT_FALSE(fs::exists(dir + "/step2/prof_rank-0.json"));
+  const std::string gz = dir + "/step2/prof_rank-0.json.gz";
+  ASSERT_TRUE(fs::exists(gz)) << gz;
+  const std::string unzipped = TmpDir("roles_trace.json");
+  ASSERT_EQ(std::system(("gzip -dc " + gz + " > " + unzipped).c_str()), 0);
+  const nlohmann::json trace = ReadJson(unzipped);
+  ASSERT_TRUE(profiler::ValidateTrace(trace).ok());
+  std::set<std::string> names;
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "X") names.insert(e["name"].get<std::string>());
+  for (const char* n : {"values", "update_critic", "forward", "backward"})
+    EXPECT_TRUE(names.count(n)) << n;
+  for (const char* n : {"step", "gen", "update_actor", "ref", "old_log_prob"})
+    EXPECT_FALSE(names.count(n)) << n;
+  EXPECT_TRUE(Within(trace["traceEvents"], "backward", "update_critic"));
+
+  // The reference's snapshot: only events of phases under "ref".
+  const std::string pid = std::to_string(getpid());
+  auto pickle = profiler::ReadPickleFile(dir + "/step2/torch_memory_rank0_pid" +
+                                         pid + ".pickle");
+  ASSERT_TRUE(pickle.ok()) << pickle.status();
+  const nlohmann::json& events = (*pickle)["device_traces"][0];
+  int in_ref = 0;
+  for (const auto& e : events) {
+    const std::string phase = e.value("phase", "");
+    if (e["action"] == "alloc") {
+      EXPECT_NE(phase.find("ref"), std::string::npos) << phase;
+      ++in_ref;
+    }
+  }
+  EXPECT_GT(in_ref, 0);
+  EXPECT_FALSE(fs::exists(dir + "/step3"));  // no post-update snapshots
+}
+
 TEST(TrainerProfilingTest, FlopsDimsCountEveryMatmulWeight) {
   auto config = models::MakePreset("tiny-qwen2", 300);
   ASSERT_TRUE(config.ok()) << config.status();
