@@ -4,6 +4,9 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
+#ifdef VERL_WITH_CUDA
+#include <ATen/detail/CUDAHooksInterface.h>
+#endif
 #include <ATen/ops/empty.h>
 #include <caffe2/serialize/inline_container.h>
 #include <fcntl.h>
@@ -459,6 +462,35 @@ absl::Status RestoreCpuRngState(const at::Tensor& state) {
   }
   return absl::OkStatus();
 }
+
+#ifdef VERL_WITH_CUDA
+at::Tensor CudaRngState() {
+  const at::CUDAHooksInterface& hooks = at::detail::getCUDAHooks();
+  if (!hooks.hasCUDA()) return at::Tensor();
+  at::Generator gen = hooks.getDefaultCUDAGenerator(
+      static_cast<c10::DeviceIndex>(hooks.current_device()));
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+absl::Status RestoreCudaRngState(const at::Tensor& state) {
+  const at::CUDAHooksInterface& hooks = at::detail::getCUDAHooks();
+  if (!hooks.hasCUDA()) {
+    return absl::FailedPreconditionError(
+        "the checkpoint has a CUDA RNG state but no GPU is visible");
+  }
+  at::Generator gen = hooks.getDefaultCUDAGenerator(
+      static_cast<c10::DeviceIndex>(hooks.current_device()));
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  try {
+    gen.set_state(state);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad CUDA RNG state: ", FirstLine(e.what())));
+  }
+  return absl::OkStatus();
+}
+#endif
 
 at::Tensor Mt19937State(const std::mt19937& engine) {
   std::ostringstream out;

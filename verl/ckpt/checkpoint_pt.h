@@ -60,6 +60,14 @@ absl::StatusOr<nlohmann::json> LoadPtJson(const std::string& path);
 // RNG states as uint8 tensors (what torch.get_rng_state returns for "cpu").
 at::Tensor CpuRngState();  // LibTorch's default CPU generator
 absl::Status RestoreCpuRngState(const at::Tensor& state);
+#ifdef VERL_WITH_CUDA
+// The current CUDA device's generator state (torch.cuda.get_rng_state(), what
+// verl saves as rng["cuda"]); undefined when no GPU is visible. Only in
+// --config=cuda builds; CPU builds save the CPU generator alone.
+at::Tensor CudaRngState();
+// Restores it; FailedPrecondition when no GPU is visible.
+absl::Status RestoreCudaRngState(const at::Tensor& state);
+#endif
 at::Tensor Mt19937State(const std::mt19937& engine);
 absl::Status RestoreMt19937State(const at::Tensor& state, std::mt19937* engine);
 

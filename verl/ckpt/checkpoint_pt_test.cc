@@ -155,6 +155,23 @@ TEST(CheckpointPtTest, ExtraStateAndRngRoundTrip) {
   EXPECT_EQ(back2->lr_scheduler_step, -1);
 }
 
+#ifdef VERL_WITH_CUDA
+TEST(CheckpointPtTest, CudaRngStateRoundTrip) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU visible";
+  const at::Tensor state = CudaRngState();
+  ASSERT_TRUE(state.defined());
+  const at::Tensor first = at::rand({8}, at::kCUDA).cpu();
+  ExtraState extra;
+  extra.rng["cuda"] = state;
+  const std::string path = TmpDir() + "/cuda_rng.pt";
+  ASSERT_TRUE(SavePtExtraState(path, extra).ok());
+  auto back = LoadPtExtraState(path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_TRUE(RestoreCudaRngState(back->rng.at("cuda")).ok());
+  EXPECT_TRUE(at::equal(at::rand({8}, at::kCUDA).cpu(), first));
+}
+#endif
+
 // Writes a Python-made archive whose pickle is `pickle_expr` (evaluated by
 // python3 into bytes).
 void WritePythonArchive(const std::string& path, const std::string& pickle) {

@@ -174,6 +174,11 @@ absl::Status TrainerCheckpointer::Save(int64_t step,
     save.shard.optimizer = std::move(shard->optimizer);
     save.shard.extra.lr_scheduler_step = shard->schedule_step;
     save.shard.extra.rng["cpu"] = ckpt::CpuRngState();
+#ifdef VERL_WITH_CUDA
+    if (at::Tensor cuda = ckpt::CudaRngState(); cuda.defined()) {
+      save.shard.extra.rng["cuda"] = cuda;  // verl's rng["cuda"]
+    }
+#endif
     save.shard.extra.user[kSkippedSteps] = shard->skipped_steps;
     save.meta.hf_config = role.hf_config;
     save.meta.generation_config = role.generation_config;
@@ -237,6 +242,17 @@ absl::StatusOr<int64_t> TrainerCheckpointer::Resume(
     if (loaded.ok() && parts.counters && extra.rng.count("cpu")) {
       loaded = ckpt::RestoreCpuRngState(extra.rng.at("cpu"));
     }
+#ifdef VERL_WITH_CUDA
+    if (loaded.ok() && parts.counters && extra.rng.count("cuda")) {
+      absl::Status cuda = ckpt::RestoreCudaRngState(extra.rng.at("cuda"));
+      if (absl::IsFailedPrecondition(cuda)) {
+        LOG(WARNING) << step_dir << " " << role.name << ": " << cuda.message()
+                     << "; the CUDA generator keeps its seed";
+      } else {
+        loaded = cuda;
+      }
+    }
+#endif
     VERL_RETURN_IF_ERROR(AllOk(Annotate(
         loaded, absl::StrCat("loading ", role.name, " from ", step_dir))));
   }
