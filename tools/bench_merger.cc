@@ -7,7 +7,9 @@
 // (c) merges them into an HF folder. Prints MB/s of both and
 // the merge's peak RSS (VmHWM) and its growth over the child's starting RSS
 // next to the model size, one line at the end.
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/randn.h>
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -14,8 +14,9 @@
 // separately as the rest of the run's wall time).
 //
 //   bazel run -c opt //tools:bench_profiling -- --rounds=3 --steps=4
-#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
 
 #include <algorithm>
 #include <chrono>

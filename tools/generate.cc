@@ -14,8 +14,9 @@
 // for a bad line (the others are still served). A progress bar goes to
 // stderr, a summary (requests, tokens, tokens/s, prefix-cache hit rate,
 // preemptions) to stdout.
-#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
 #include <glog/logging.h>
 
 #include <chrono>

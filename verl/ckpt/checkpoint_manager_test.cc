@@ -1,7 +1,13 @@
 // File: verl/ckpt/checkpoint_manager_test.cc
 #include "verl/ckpt/checkpoint_manager.h"
 
-#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdio.h>

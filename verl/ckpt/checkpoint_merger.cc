@@ -1,7 +1,11 @@
 // File: verl/ckpt/checkpoint_merger.cc
 #include "verl/ckpt/checkpoint_merger.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
 #include <sys/mman.h>
 #include <unistd.h>
 

@@ -6,7 +6,12 @@
 // storage, no shard layout) merge too.
 #include "verl/ckpt/checkpoint_merger.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/tensor.h>
 #include <gtest/gtest.h>
 #include <stdio.h>
 #include <sys/wait.h>

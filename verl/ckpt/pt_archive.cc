@@ -1,7 +1,10 @@
 // File: verl/ckpt/pt_archive.cc
 #include "verl/ckpt/pt_archive.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>

@@ -9,7 +9,10 @@
 // left, so corrupt input yields an error, never a crash or a huge allocation.
 #include "verl/core/batch.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
 
 #include <algorithm>
 #include <cstring>

@@ -3,7 +3,13 @@
 // Batch hot paths at a PPO-step scale (256 rows, 2k prompt+response tokens):
 // the Serialize/Deserialize pair that every scatter/gather across ranks pays,
 // and the row operations the trainer runs per step.
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/randint.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/randperm.h>
 #include <benchmark/benchmark.h>
 
 #include "verl/core/batch.h"

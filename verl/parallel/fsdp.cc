@@ -1,8 +1,16 @@
 #include "verl/parallel/fsdp.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/constant_pad_nd.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/GradMode.h>
+#include <c10/core/ScalarType.h>
 
 #include <algorithm>
 #include <chrono>

@@ -1,6 +1,13 @@
 #include "verl/parallel/fsdp.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/zeros.h>
 
 #include "gtest/gtest.h"
 

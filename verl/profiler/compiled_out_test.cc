@@ -1,7 +1,9 @@
 // The profiler as `--define=verl_profiler=off` compiles it (these targets
 // build the same sources with VERL_PROFILER_DISABLED): no allocator hook is
 // installed, nothing is recorded, and the scopes are empty.
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/ones.h>
 #include <c10/core/CPUAllocator.h>
 
 #include "gtest/gtest.h"

@@ -1,6 +1,7 @@
 #include "verl/rl/actor.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
 
 #include <optional>
 

@@ -1,7 +1,17 @@
 // File: verl/rl/advantage.cc
 #include "verl/rl/advantage.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/exp.h>
+#include <ATen/ops/ones_like.h>
+#include <ATen/ops/sqrt.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
+#include <ATen/ops/zeros_like.h>
 #include <glog/logging.h>
 
 #include <algorithm>

@@ -1,7 +1,9 @@
 // File: verl/rl/agg_loss.cc
 #include "verl/rl/agg_loss.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/scalar_tensor.h>
 
 #include "absl/strings/str_cat.h"
 #include "verl/rl/torch_functional.h"

@@ -1,7 +1,13 @@
 // File: verl/rl/agg_loss_test.cc
 #include "verl/rl/agg_loss.h"
 
-#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/rand.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
 #include "verl/rl/rl_test_util.h"

@@ -4,7 +4,12 @@
 // by uid, the vanilla PPO loss (forward + backward), loss aggregation and
 // Karmarkar–Karp balancing. Run: bazel run -c opt
 // //verl/rl:core_algos_benchmark
-#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/rand.h>
+#include <ATen/ops/randn.h>
 #include <benchmark/benchmark.h>
 
 #include <random>

@@ -1,7 +1,10 @@
 // File: verl/rl/kl.cc
 #include "verl/rl/kl.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/clamp.h>
+#include <ATen/ops/exp.h>
 
 #include <algorithm>
 

@@ -3,7 +3,13 @@
 // engine built from an in-place merged copy generates.
 #include "verl/rl/lora_policy.h"
 
-#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/zeros.h>
 
 #include <cstdlib>
 #include <map>

@@ -1,7 +1,13 @@
 // File: verl/rl/metrics.cc
 #include "verl/rl/metrics.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/exp.h>
+#include <ATen/ops/sqrt.h>
+#include <ATen/ops/std.h>
+#include <ATen/ops/var.h>
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,9 @@
 // File: verl/rl/metrics_test.cc
 #include "verl/rl/metrics.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/log.h>
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,8 +1,14 @@
 // File: verl/rl/pf_ppo.cc
 #include "verl/rl/pf_ppo.h"
 
-#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/clamp_min.h>
+#include <ATen/ops/full_like.h>
+#include <ATen/ops/multinomial.h>
+#include <ATen/ops/where.h>
 
 #include "absl/strings/str_cat.h"
 

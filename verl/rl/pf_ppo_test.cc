@@ -1,7 +1,9 @@
 // File: verl/rl/pf_ppo_test.cc
 #include "verl/rl/pf_ppo.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/equal.h>
 #include <gtest/gtest.h>
 
 #include "verl/rl/rl_test_util.h"

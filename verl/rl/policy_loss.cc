@@ -1,8 +1,24 @@
 // File: verl/rl/policy_loss.cc
 #include "verl/rl/policy_loss.h"
 
-#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/clamp.h>
+#include <ATen/ops/exp.h>
+#include <ATen/ops/full_like.h>
+#include <ATen/ops/log.h>
+#include <ATen/ops/max.h>
+#include <ATen/ops/min.h>
+#include <ATen/ops/ones_like.h>
+#include <ATen/ops/randperm.h>
+#include <ATen/ops/sigmoid.h>
+#include <ATen/ops/sign.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
+#include <ATen/ops/zeros_like.h>
 
 #include <algorithm>
 #include <cmath>

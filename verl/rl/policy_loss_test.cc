@@ -1,7 +1,12 @@
 // File: verl/rl/policy_loss_test.cc
 #include "verl/rl/policy_loss.h"
 
-#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/full_like.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/randn.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>

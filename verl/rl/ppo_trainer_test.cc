@@ -2,7 +2,8 @@
 // default, deterministic with a fixed seed, logging verl's metric keys.
 #include "verl/rl/ppo_trainer.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
 
 #include <cstdlib>
 #include <fstream>

@@ -1,6 +1,7 @@
 #include "verl/rl/prompt_encoder.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
 
 #include "gtest/gtest.h"
 #include "verl/models/tokenizer_builtin.h"

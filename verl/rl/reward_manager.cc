@@ -1,7 +1,9 @@
 // File: verl/rl/reward_manager.cc
 #include "verl/rl/reward_manager.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/tensor.h>
 
 #include <cmath>
 

@@ -1,7 +1,8 @@
 // File: verl/rl/reward_manager_test.cc
 #include "verl/rl/reward_manager.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
 #include <gtest/gtest.h>
 
 #include <cmath>

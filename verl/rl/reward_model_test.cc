@@ -3,7 +3,13 @@
 // response (verl's _expand_to_token_level).
 #include "verl/rl/reward_model.h"
 
-#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/randint.h>
+#include <ATen/ops/zeros.h>
 
 #include <cstdlib>
 #include <string>

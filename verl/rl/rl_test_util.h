@@ -5,7 +5,10 @@
 #ifndef VERL_RL_RL_TEST_UTIL_H_
 #define VERL_RL_RL_TEST_UTIL_H_
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
 #include <vector>

@@ -1,7 +1,10 @@
 // File: verl/rl/rollout_correction_test.cc
 #include "verl/rl/rollout_correction.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/zeros_like.h>
 #include <gtest/gtest.h>
 
 #include <cmath>

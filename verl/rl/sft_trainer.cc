@@ -1,8 +1,13 @@
 // File: verl/rl/sft_trainer.cc
 #include "verl/rl/sft_trainer.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
 
 #include <algorithm>
 #include <chrono>

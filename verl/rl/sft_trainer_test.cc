@@ -1,8 +1,11 @@
 // File: verl/rl/sft_trainer_test.cc
 #include "verl/rl/sft_trainer.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/log_softmax.h>
 
 #include <filesystem>
 #include <numeric>

@@ -1,7 +1,18 @@
 // File: verl/rl/torch_functional.cc
 #include "verl/rl/torch_functional.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/exp.h>
+#include <ATen/ops/log_softmax.h>
+#include <ATen/ops/logical_or.h>
+#include <ATen/ops/logsumexp.h>
+#include <ATen/ops/max.h>
+#include <ATen/ops/min.h>
+#include <ATen/ops/rsqrt.h>
+#include <ATen/ops/softmax.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros_like.h>
 #include <glog/logging.h>
 
 #include <algorithm>

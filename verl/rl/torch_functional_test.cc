@@ -1,7 +1,9 @@
 // File: verl/rl/torch_functional_test.cc
 #include "verl/rl/torch_functional.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/tensor.h>
 #include <gtest/gtest.h>
 
 #include <cmath>

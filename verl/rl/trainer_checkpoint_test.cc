@@ -6,7 +6,13 @@
 // same metrics, bit-identical actor/critic/optimizer files).
 #include "verl/rl/trainer_checkpoint.h"
 
-#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/zeros.h>
 
 #include <cstdlib>
 #include <filesystem>

@@ -1,7 +1,9 @@
 // File: verl/rl/value_loss.cc
 #include "verl/rl/value_loss.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/max.h>
 
 #include "verl/rl/torch_functional.h"
 

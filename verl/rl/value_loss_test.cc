@@ -1,7 +1,9 @@
 // File: verl/rl/value_loss_test.cc
 #include "verl/rl/value_loss.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/ones.h>
 #include <gtest/gtest.h>
 
 #include "verl/rl/rl_test_util.h"
