@@ -2,9 +2,10 @@
 //
 // Checkpoints across ranks (workers over loopback, :trainer_checkpoint_worker):
 // FsdpTrainState save/resume is exact per rank on 3 ranks (padded shards)
-// and on 4 ranks
-// with hybrid sharding (fsdp_size 2); the PPO trainer on 2 ranks resumes
-// exactly (1 step + resume + 1 == 2 steps, every rank's files bit-equal);
+// and on 4 ranks with hybrid sharding (fsdp_size 2); the PPO trainer on 2
+// ranks resumes exactly (1 step + resume + 1 == 2 steps, every rank's files
+// bit-equal), also on 4 ranks with hybrid-sharded actor and critic next to
+// a plain-FSDP reference;
 // and the merger turns each sharded checkpoint into an HF folder equal bit
 // for bit (fp32) to the gathered full state dict saved by hf_model.
 #include <ATen/ATen.h>
@@ -87,23 +88,28 @@ TEST(TrainerCheckpointMultiprocTest, FsdpStateFourRanksHybrid) {
   ExpectMergedEqualsFullStateDict(dir + "/global_step_2/actor", 4);
 }
 
-TEST(TrainerCheckpointMultiprocTest, PpoTwoRanksResumeIsExact) {
-  const std::string straight = TmpDir("ppo_straight"),
-                    split = TmpDir("ppo_split");
-  ASSERT_EQ(RunWorker(2, {"--mode=ppo", "--dir=" + straight, "--steps=2",
-                          "--save_freq=2", "--experiment=straight"}),
-            0);
-  ASSERT_EQ(RunWorker(2, {"--mode=ppo", "--dir=" + split, "--steps=1",
-                          "--save_freq=1", "--experiment=split"}),
-            0);
-  ASSERT_EQ(RunWorker(2, {"--mode=ppo", "--dir=" + split, "--steps=2",
-                          "--save_freq=2", "--experiment=split"}),
-            0);
+// Trains 2 steps straight and 1 + resume + 1 on `nproc` ranks (extra worker
+// flags in `extra`); every rank's model/optimizer files of both roles must be
+// bit-equal, and the merged actor must equal its gathered weights.
+void ExpectPpoResumeIsExact(const std::string& name, int nproc,
+                            const std::vector<std::string>& extra) {
+  const std::string straight = TmpDir(name + "_straight"),
+                    split = TmpDir(name + "_split");
+  auto args = [&](const std::string& dir, int steps) {
+    std::vector<std::string> a = {
+        "--mode=ppo", "--dir=" + dir, absl::StrCat("--steps=", steps),
+        absl::StrCat("--save_freq=", steps), "--experiment=" + name};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  ASSERT_EQ(RunWorker(nproc, args(straight, 2)), 0);
+  ASSERT_EQ(RunWorker(nproc, args(split, 1)), 0);
+  ASSERT_EQ(RunWorker(nproc, args(split, 2)), 0);
   for (const char* role : {"actor", "critic"}) {
-    for (int r = 0; r < 2; ++r) {
+    for (int r = 0; r < nproc; ++r) {
       for (const char* kind : {"model", "optim"}) {
         const std::string f = absl::StrCat("/global_step_2/", role, "/",
-                                           ckpt::RankFileName(kind, r, 2));
+                                           ckpt::RankFileName(kind, r, nproc));
         auto a = ckpt::LoadPtTensorDict(straight + f);
         auto b = ckpt::LoadPtTensorDict(split + f);
         ASSERT_TRUE(a.ok() && b.ok()) << f;
@@ -114,7 +120,29 @@ TEST(TrainerCheckpointMultiprocTest, PpoTwoRanksResumeIsExact) {
       }
     }
   }
-  ExpectMergedEqualsFullStateDict(split + "/global_step_2/actor", 2);
+  ExpectMergedEqualsFullStateDict(split + "/global_step_2/actor", nproc);
+}
+
+TEST(TrainerCheckpointMultiprocTest, PpoTwoRanksResumeIsExact) {
+  ExpectPpoResumeIsExact("ppo", 2, {});
+}
+
+// Hybrid sharding (fsdp_size 2 of 4: mesh (ddp, fsdp) = [2, 2]) for actor
+// and critic while the reference uses plain FSDP: their process groups are
+// created side by side in every process and must not clash, and save/resume
+// stays exact.
+TEST(TrainerCheckpointMultiprocTest, PpoHybridActorAndCriticResumeIsExact) {
+  ExpectPpoResumeIsExact("hybrid", 4, {"--fsdp_size=2"});
+  const std::string step =
+      std::string(std::getenv("TEST_TMPDIR")) + "/hybrid_split/global_step_2";
+  ckpt::CheckpointManager manager({std::string(std::getenv("TEST_TMPDIR"))});
+  for (const char* role : {"actor", "critic"}) {
+    auto layout = manager.LoadLayout(step, role);
+    ASSERT_TRUE(layout.ok()) << layout.status();
+    EXPECT_EQ(layout->mesh_dim_names,
+              (std::vector<std::string>{"ddp", "fsdp"}));
+    EXPECT_EQ(layout->mesh_shape, (std::vector<int64_t>{2, 2}));
+  }
 }
 
 }  // namespace

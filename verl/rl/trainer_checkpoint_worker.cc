@@ -139,6 +139,18 @@ absl::StatusOr<bool> Ppo(const parallel::DistributedContext& dist) {
       ->mutable_actor()
       ->mutable_checkpoint()
       ->add_save_contents("hf_model");
+  // Hybrid sharding for the actor and the critic (the reference keeps plain
+  // FSDP): three sets of groups in one process must not clash.
+  if (const int64_t n = absl::GetFlag(FLAGS_fsdp_size); n > 0) {
+    config.mutable_actor_rollout_ref()
+        ->mutable_actor()
+        ->mutable_fsdp_config()
+        ->set_fsdp_size(n);
+    config.mutable_critic()
+        ->mutable_model()
+        ->mutable_fsdp_config()
+        ->set_fsdp_size(n);
+  }
   VERL_ASSIGN_OR_RETURN(FitResult result, RunPpo(config, dist.world));
   return result.steps == absl::GetFlag(FLAGS_steps);
 }
