@@ -9,6 +9,13 @@
 //               schedule (gather before each layer, free after, re-gather in
 //               backward, per-layer reduce-scatter; forward prefetch)
 //   fsdp_eager  2 processes, FsdpTrainState keeping every unit gathered
+//   fsdp_sp     2 processes, Ulysses sp=2 (dp=1): both ranks hold every
+//               sequence and each runs half of every token stream, with
+//               all-to-alls around attention (loss through the actor's
+//               ForwardResponses), per-layer FSDP over both ranks
+//   fsdp_offload  fsdp + param_offload + optimizer_offload (on CPU builds
+//               host and device are the same RAM: this measures the cost
+//               of the copies, not a memory saving)
 // Each mode runs in fresh worker processes (the launcher), the intra-op
 // threads split over the processes. Printed per mode: training tokens/s,
 // collective bytes per step against the parameter bytes (ZeRO-3 expects
@@ -34,7 +41,9 @@
 #include "verl/parallel/distributed.h"
 #include "verl/parallel/fsdp.h"
 #include "verl/parallel/launcher.h"
+#include "verl/parallel/ulysses.h"
 #include "verl/rl/fsdp_train_state.h"
+#include "verl/rl/model_forward.h"
 #include "verl/rl/train_state.h"
 
 ABSL_FLAG(std::string, preset, "qwen2-30m", "model preset");
@@ -80,6 +89,24 @@ at::Tensor Loss(models::CausalLM& model, const std::vector<at::Tensor>& seqs,
   return (nll * mask).sum() / global_tokens;
 }
 
+// The same loss through the actor's ForwardResponses (a one-token prompt,
+// the rest as response) with Ulysses over `sp`; `keep` holds the attention
+// backend until backward.
+at::Tensor SpLoss(models::CausalLM& model, const std::vector<at::Tensor>& seqs,
+                  double global_tokens,
+                  std::shared_ptr<parallel::Communicator> sp,
+                  std::shared_ptr<void>* keep) {
+  at::Tensor ids = at::stack(seqs);
+  at::Tensor mask = at::ones_like(ids);
+  at::Tensor pos =
+      at::arange(ids.size(1), at::kLong).expand_as(ids).contiguous();
+  rl::ResponseForward f =
+      rl::ForwardResponses(model, ids, mask, pos, ids.size(1) - 1, 1.0, false,
+                           rl::SequenceParallel{std::move(sp)});
+  *keep = f.attention;
+  return -f.log_probs.sum() / global_tokens;
+}
+
 absl::Status Worker(const std::string& mode) {
   parallel::DistributedOptions dist_options;
   if (mode == "replicated_1t") dist_options.intra_op_threads = 1;
@@ -90,12 +117,17 @@ absl::Status Worker(const std::string& mode) {
                         models::MakePreset(absl::GetFlag(FLAGS_preset)));
   const int n = absl::GetFlag(FLAGS_num_seqs),
             len = absl::GetFlag(FLAGS_seq_len);
-  if (n % world != 0) return absl::InvalidArgumentError("num_seqs % nproc");
+  const bool sp_mode = mode == "fsdp_sp";
+  VERL_ASSIGN_OR_RETURN(
+      parallel::UlyssesGroups mesh,
+      parallel::MakeUlyssesGroups(dist.world, sp_mode ? world : 1));
+  const int dp = mesh.dp->size(), dp_rank = mesh.dp->rank();
+  if (n % dp != 0) return absl::InvalidArgumentError("num_seqs % dp");
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(1234);
   std::vector<at::Tensor> local;
   for (int i = 0; i < n; ++i) {
     at::Tensor s = at::randint(0, cfg.vocab_size - 1, {len}, gen, at::kLong);
-    if (i / (n / world) == rank) local.push_back(s);
+    if (i / (n / dp) == dp_rank) local.push_back(s);
   }
   const double global_tokens = static_cast<double>(n) * (len - 1);
 
@@ -114,15 +146,20 @@ absl::Status Worker(const std::string& mode) {
     parallel::FsdpConfig fc;
     fc.set_dtype("float32");
     fc.set_forward_prefetch(true);
-    VERL_ASSIGN_OR_RETURN(
-        auto s, rl::FsdpTrainState::ForModule(*model, fc, opt, dist.world,
-                                              /*per_layer=*/mode == "fsdp"));
+    fc.set_param_offload(mode == "fsdp_offload");
+    fc.set_optimizer_offload(mode == "fsdp_offload");
+    VERL_ASSIGN_OR_RETURN(auto s, rl::FsdpTrainState::ForModule(
+                                      *model, fc, opt, dist.world,
+                                      /*per_layer=*/mode != "fsdp_eager"));
     fsdp = &s->fsdp();
     state = std::move(s);
   }
   auto step = [&]() -> absl::Status {
     state->ZeroGrad();
-    Loss(*model, local, global_tokens).backward();
+    std::shared_ptr<void> keep;
+    (sp_mode ? SpLoss(*model, local, global_tokens, mesh.sp, &keep)
+             : Loss(*model, local, global_tokens))
+        .backward();
     return state->Step().status();
   };
   VERL_RETURN_IF_ERROR(step());  // warm-up
@@ -196,12 +233,11 @@ int Main() {
     const char* name;
     int nproc;
   };
-  const std::vector<Mode> modes = {{"replicated", 1},
-                                   {"replicated_1t", 1},
-                                   {"fsdp", nproc},
-                                   {"fsdp_eager", nproc}};
+  const std::vector<Mode> modes = {{"replicated", 1},  {"replicated_1t", 1},
+                                   {"fsdp", nproc},    {"fsdp_eager", nproc},
+                                   {"fsdp_sp", nproc}, {"fsdp_offload", nproc}};
   std::vector<Result> results;
-  std::printf("%-11s %5s %10s %14s %9s %14s\n", "mode", "procs", "tokens/s",
+  std::printf("%-12s %5s %10s %14s %9s %14s\n", "mode", "procs", "tokens/s",
               "comm/step", "overlap", "peak params");
   for (const Mode& m : modes) {
     absl::StatusOr<Result> r = RunMode(m.name, m.nproc);
@@ -209,7 +245,7 @@ int Main() {
       std::cerr << "bench_fsdp: " << r.status().message() << std::endl;
       return 1;
     }
-    std::printf("%-11s %5d %10.0f %13.2fx %9.2f %13.2fx\n", m.name, m.nproc,
+    std::printf("%-12s %5d %10.0f %13.2fx %9.2f %13.2fx\n", m.name, m.nproc,
                 r->tokens_per_s, r->bytes_per_step / r->param_bytes, r->overlap,
                 r->peak_gathered / r->param_bytes);
     results.push_back(*r);
@@ -227,6 +263,11 @@ int Main() {
       100 * results[2].overlap,
       results[2].peak_gathered / results[2].param_bytes,
       results[3].peak_gathered / results[3].param_bytes);
+  std::printf(
+      "summary: Ulysses sp=%d / fsdp tokens/s = %.2f; offload / fsdp "
+      "tokens/s = %.2f (CPU: host and device are the same RAM)\n",
+      nproc, results[4].tokens_per_s / results[2].tokens_per_s,
+      results[5].tokens_per_s / results[2].tokens_per_s);
   return 0;
 }
 
