@@ -10,7 +10,8 @@
 // ranks different micro-batch counts, matched for the per-layer
 // collectives) and Ulysses sp=2 for actor, reference and critic (dp = 1:
 // both ranks hold every row, each runs half of every sequence; greedy
-// rollouts, against a greedy 1-process run).
+// rollouts, against a greedy 1-process run), also on 4 ranks as dp=2 x sp=2
+// with dynamic batch sizes.
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -119,8 +120,14 @@ TEST(TrainFsdpTest, TwoRanksReproduceOneRank) {
   std::vector<std::string> ulysses = greedy;
   ulysses.push_back("actor_rollout_ref.actor.ulysses_sequence_parallel_size=2");
   ulysses.push_back("critic.ulysses_sequence_parallel_size=2");
-  ExpectSameMetrics(Train(1, "greedy", greedy), Train(2, "ulysses", ulysses),
-                    "Ulysses sp=2");
+  const auto one_greedy = Train(1, "greedy", greedy);
+  ExpectSameMetrics(one_greedy, Train(2, "ulysses", ulysses), "Ulysses sp=2");
+  // 4 ranks: dp=2 x sp=2, with dynamic batch sizes.
+  ulysses.push_back("actor_rollout_ref.actor.use_dynamic_bsz=true");
+  ulysses.push_back("actor_rollout_ref.actor.ppo_max_token_len_per_gpu=48");
+  ulysses.push_back("critic.ppo_max_token_len_per_gpu=48");
+  ExpectSameMetrics(one_greedy, Train(4, "ulysses", ulysses),
+                    "dp=2 x Ulysses sp=2, dynamic batch sizes");
 }
 
 }  // namespace
