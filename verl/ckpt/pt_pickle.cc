@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -167,6 +168,13 @@ class Unpickler {
   std::vector<PyRef> stack_;
   std::vector<size_t> marks_;
   std::map<uint64_t, PyRef> memo_;
+  // Key -> position in items, per dict built so far; holding the dict keeps
+  // its address from being reused by another dict.
+  struct DictIndex {
+    PyRef dict;
+    std::unordered_map<std::string, size_t> positions;
+  };
+  std::unordered_map<const PyObj*, DictIndex> dict_index_;
 };
 
 absl::Status Unpickler::SetItems(const PyRef& dict,
@@ -177,22 +185,23 @@ absl::Status Unpickler::SetItems(const PyRef& dict,
   }
   if (kv.size() % 2 != 0) return Corrupt("odd number of dict items");
   for (size_t k = 0; k < kv.size(); k += 2) {
-    // Replace the value of an existing str/int key (Python semantics).
-    bool replaced = false;
+    // Replace the value of an existing str/int key (Python semantics),
+    // found through a per-dict index (state dicts have thousands of keys).
     if (kv[k]->kind == Kind::kStr || kv[k]->kind == Kind::kInt) {
-      for (size_t j = 0; j < dict->items.size(); j += 2) {
-        const PyObj& old = *dict->items[j];
-        if (old.kind == kv[k]->kind && old.s == kv[k]->s && old.i == kv[k]->i) {
-          dict->items[j + 1] = kv[k + 1];
-          replaced = true;
-          break;
-        }
+      DictIndex& entry = dict_index_[dict.get()];
+      entry.dict = dict;  // keeps the address from being reused
+      auto& index = entry.positions;
+      const std::string id = kv[k]->kind == Kind::kStr
+                                 ? "s" + kv[k]->s
+                                 : "i" + std::to_string(kv[k]->i);
+      auto [it, inserted] = index.emplace(id, dict->items.size());
+      if (!inserted) {
+        dict->items[it->second + 1] = kv[k + 1];
+        continue;
       }
     }
-    if (!replaced) {
-      dict->items.push_back(kv[k]);
-      dict->items.push_back(kv[k + 1]);
-    }
+    dict->items.push_back(kv[k]);
+    dict->items.push_back(kv[k + 1]);
   }
   return absl::OkStatus();
 }
