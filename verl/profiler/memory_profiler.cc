@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "verl/core/status.h"
+#include "verl/profiler/build_config.h"
 #include "verl/profiler/memory_snapshot.h"
 #include "verl/profiler/memory_tracker.h"
 
@@ -25,7 +26,9 @@ MemoryProfiler::MemoryProfiler(const GlobalProfilerConfig& global,
   const bool has_tool = role.has_tool() || global.has_tool();
   const ProfilerTool::Value tool =
       role.has_tool() ? role.tool() : global.tool();
-  recording_ = has_tool && tool == ProfilerTool::torch_memory;
+  // Compiled out (--define=verl_profiler=off): no recording, no files.
+  recording_ = has_tool && tool == ProfilerTool::torch_memory &&
+               ProfilerCompiledIn();
   if (!recording_) return;
   MemoryTrackerOptions options;
   if (role.tool_config().has_torch_memory()) {

@@ -187,6 +187,7 @@ TrainerProfiler::~TrainerProfiler() {
 std::vector<const TrainerProfiler::Role*> TrainerProfiler::ProfiledRoles(
     int64_t step, bool timeline) const {
   std::vector<const Role*> out;
+  if (!profiler::ProfilerCompiledIn()) return out;  // nothing to write
   for (const Role& r : roles_) {
     if ((timeline ? IsTimelineTool(r.config) : IsMemoryTool(r.config)) &&
         profiler::RoleProfilesStep(global_, r.config, step, rank_)) {
