@@ -4,7 +4,8 @@
 # All tracking off at run time vs the profiler compiled out: runs two
 # bench_memory binaries, one from the default build and one from
 # `--define=verl_profiler=off`, alternately (ABAB..., `runs` each) and prints
-# the median "off (annotated)" step time of each, the ratio of the medians and
+# the median "off (annotated)" step time of each (thread CPU time), the ratio
+# of the medians and
 # the median of the per-pair ratios. In the
 # compiled-out binary those annotations are empty functions and no hook exists.
 #
@@ -15,8 +16,9 @@
 set -euo pipefail
 in_bin=$1 out_bin=$2 runs=${3:-10}
 shift 3 || true
-flags=("--pairs=3" "$@")
-step_ms() { "$1" "${flags[@]}" | awk '/^off \(annotated\)/ {print $3}'; }
+flags=("--pairs=4" "$@")
+# Thread CPU ms/step of the "off (annotated)" mode (not inflated by load).
+step_ms() { "$1" "${flags[@]}" | awk '/^off \(annotated\)/ {print $6}'; }
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 : >/tmp/bench_co_in.txt
 : >/tmp/bench_co_out.txt
@@ -31,8 +33,8 @@ for ((i = 0; i < runs; ++i)); do
 done
 m_in=$(median </tmp/bench_co_in.txt)
 m_out=$(median </tmp/bench_co_out.txt)
-echo "compiled in, tracking off: ${m_in} ms/step (median of ${runs} runs)"
-echo "compiled out:              ${m_out} ms/step (median of ${runs} runs)"
+echo "compiled in, tracking off: ${m_in} CPU ms/step (median of ${runs} runs)"
+echo "compiled out:              ${m_out} CPU ms/step (median of ${runs} runs)"
 awk -v a="$m_in" -v b="$m_out" \
   'BEGIN {printf "compiled in (off) / compiled out: %.4f (medians; target ~1.00)\n", a / b}'
 m_pair=$(paste /tmp/bench_co_in.txt /tmp/bench_co_out.txt | awk '{print $1 / $2}' | median)
