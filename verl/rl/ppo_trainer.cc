@@ -1102,8 +1102,13 @@ absl::StatusOr<MetricMap> PpoTrainer::TrainStep(
           batch.tensor("attention_mask").sum(1).to(torch::kLong).contiguous();
       std::vector<int64_t> seqlens(lens.data_ptr<int64_t>(),
                                    lens.data_ptr<int64_t>() + lens.numel());
-      VERL_ASSIGN_OR_RETURN(BalancedOrder order,
-                            BalanceBatch(seqlens, actor_par_.dp->size()));
+      // Balanced per actor mini-batch, so the rows of each mini-batch (and
+      // the run's metrics) do not depend on the number of processes.
+      const int64_t mini_rows = actor_cfg().ppo_mini_batch_size() * n();
+      VERL_ASSIGN_OR_RETURN(
+          BalancedOrder order,
+          BalanceBatch(seqlens, actor_par_.dp->size(),
+                       batch.size() % mini_rows == 0 ? mini_rows : 0));
       VERL_RETURN_IF_ERROR(
           batch.Reorder(torch::tensor(order.order, torch::kLong)));
       metrics.insert(order.metrics.begin(), order.metrics.end());

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "verl/core/status.h"
 
 namespace verl::rl {
 namespace {
@@ -159,24 +160,55 @@ std::map<std::string, double> SeqlenUnbalanceMetrics(
           {prefix + "/mean", static_cast<double>(total) / k}};
 }
 
+namespace {
+
+// KK (equal size) of the rows `rows` on their workloads `work` into k parts;
+// each part sorted by workload ascending, then [even] + reversed([odd]).
+absl::StatusOr<std::vector<std::vector<int64_t>>> BalancedParts(
+    const std::vector<int64_t>& work, const std::vector<int64_t>& rows,
+    int64_t k) {
+  std::vector<int64_t> sub;
+  for (int64_t r : rows) sub.push_back(work[r]);
+  VERL_ASSIGN_OR_RETURN(
+      auto parts, GetSeqlenBalancedPartitions(sub, k, /*equal_size=*/true));
+  for (auto& p : parts) {
+    std::stable_sort(p.begin(), p.end(),
+                     [&](int64_t a, int64_t b) { return sub[a] < sub[b]; });
+    std::vector<int64_t> reordered;
+    for (size_t i = 0; i < p.size(); i += 2) reordered.push_back(rows[p[i]]);
+    std::vector<int64_t> odd;
+    for (size_t i = 1; i < p.size(); i += 2) odd.push_back(rows[p[i]]);
+    reordered.insert(reordered.end(), odd.rbegin(), odd.rend());
+    p = std::move(reordered);
+  }
+  return parts;
+}
+
+}  // namespace
+
 absl::StatusOr<BalancedOrder> BalanceBatch(const std::vector<int64_t>& seqlens,
-                                           int64_t dp_size) {
+                                           int64_t dp_size,
+                                           int64_t mini_batch_rows) {
+  const int64_t n = static_cast<int64_t>(seqlens.size());
   std::vector<int64_t> work;
   for (int64_t l : seqlens) work.push_back(SeqlenWorkload(l));
-  absl::StatusOr<std::vector<std::vector<int64_t>>> parts =
-      GetSeqlenBalancedPartitions(work, dp_size, /*equal_size=*/true);
-  if (!parts.ok()) return parts.status();
+  const int64_t block = mini_batch_rows > 0 ? mini_batch_rows : n;
+  if (n % block != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("balance_batch: a batch of ", n,
+                     " rows does not split into ", "mini-batches of ", block));
+  }
   BalancedOrder out;
-  for (auto p : *parts) {
-    std::stable_sort(p.begin(), p.end(),
-                     [&](int64_t a, int64_t b) { return work[a] < work[b]; });
-    std::vector<int64_t> reordered;
-    for (size_t i = 0; i < p.size(); i += 2) reordered.push_back(p[i]);
-    std::vector<int64_t> odd;
-    for (size_t i = 1; i < p.size(); i += 2) odd.push_back(p[i]);
-    reordered.insert(reordered.end(), odd.rbegin(), odd.rend());
-    out.order.insert(out.order.end(), reordered.begin(), reordered.end());
-    out.partitions.push_back(std::move(reordered));
+  out.partitions.resize(dp_size);
+  for (int64_t start = 0; start < n; start += block) {
+    std::vector<int64_t> rows(block);
+    std::iota(rows.begin(), rows.end(), start);
+    VERL_ASSIGN_OR_RETURN(auto parts, BalancedParts(work, rows, dp_size));
+    for (int64_t r = 0; r < dp_size; ++r) {
+      out.order.insert(out.order.end(), parts[r].begin(), parts[r].end());
+      out.partitions[r].insert(out.partitions[r].end(), parts[r].begin(),
+                               parts[r].end());
+    }
   }
   out.metrics = SeqlenUnbalanceMetrics(seqlens, out.partitions);
   return out;

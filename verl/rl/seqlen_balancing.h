@@ -29,7 +29,9 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> GetSeqlenBalancedPartitions(
     const std::vector<int64_t>& values, int64_t k, bool equal_size);
 
 struct BalancedOrder {
-  // New batch order: contiguous chunks of B/dp_size rows go to DP ranks.
+  // New batch order. Whole-batch mode: contiguous chunks of B/dp_size rows go
+  // to DP ranks. Per-mini-batch mode: every mini-batch is its dp parts in
+  // rank order (what the trainer's per-mini-batch sharding hands out).
   std::vector<int64_t> order;
   std::vector<std::vector<int64_t>> partitions;
   // global_seqlen/{min,max,minmax_diff,balanced_min,balanced_max,mean}
@@ -39,8 +41,13 @@ struct BalancedOrder {
 // trainer.balance_batch: KK (equal_size) on workloads of `seqlens` into
 // dp_size parts; each part sorted by workload ascending and reordered as
 // [even positions] + reversed([odd positions]) (small at both ends).
+// mini_batch_rows > 0 balances each consecutive block of that many rows on
+// its own (a departure from verl, which balances the whole batch): every
+// mini-batch then holds the same rows for any dp_size, so training does not
+// depend on the number of processes. partitions[r] is rank r's rows.
 absl::StatusOr<BalancedOrder> BalanceBatch(const std::vector<int64_t>& seqlens,
-                                           int64_t dp_size);
+                                           int64_t dp_size,
+                                           int64_t mini_batch_rows = 0);
 
 // verl's log_seqlen_unbalance metrics: min/max of contiguous equal chunks
 // (before) vs the balanced partitions' sums, prefixed with `prefix`.

@@ -122,6 +122,38 @@ TEST(BalanceBatchTest, EqualSizeReorderAndMetrics) {
   EXPECT_FALSE(BalanceBatch({1, 2, 3}, 2).ok());
 }
 
+TEST(BalanceBatchTest, PerMiniBatchKeepsEveryMiniBatchsRows) {
+  const std::vector<int64_t> lens = {9, 1, 8, 2, 7, 3, 6, 4, 5, 5, 1, 9};
+  const int64_t mini = 4;  // 3 mini-batches of 4 rows
+  for (int64_t dp : {1, 2, 4}) {
+    BalancedOrder b = *BalanceBatch(lens, dp, mini);
+    ASSERT_EQ(b.order.size(), lens.size());
+    ExpectValidPartition(b.partitions, 12, dp, true);
+    for (int64_t m = 0; m < 3; ++m) {
+      // Mini-batch m of the new order holds exactly rows [4m, 4m+4), and its
+      // dp chunks (what rank r trains on) are rank r's part of it.
+      std::vector<int64_t> rows(b.order.begin() + m * mini,
+                                b.order.begin() + (m + 1) * mini);
+      std::sort(rows.begin(), rows.end());
+      EXPECT_EQ(rows,
+                (std::vector<int64_t>{4 * m, 4 * m + 1, 4 * m + 2, 4 * m + 3}))
+          << "dp " << dp << " mini " << m;
+      for (int64_t r = 0; r < dp; ++r) {
+        const int64_t per = mini / dp;
+        std::vector<int64_t> chunk(b.order.begin() + m * mini + r * per,
+                                   b.order.begin() + m * mini + (r + 1) * per);
+        std::vector<int64_t> part(b.partitions[r].begin() + m * per,
+                                  b.partitions[r].begin() + (m + 1) * per);
+        EXPECT_EQ(chunk, part);
+      }
+    }
+  }
+  // dp=2, mini-batch 0 = lens {9,1,8,2}: balanced halves {9,1} and {8,2}.
+  BalancedOrder b = *BalanceBatch(lens, 2, mini);
+  EXPECT_EQ(lens[b.order[0]] + lens[b.order[1]], 10);
+  EXPECT_FALSE(BalanceBatch(lens, 2, 5).ok());  // 12 rows, blocks of 5
+}
+
 TEST(WorkloadTest, Formula) {
   EXPECT_EQ(SeqlenWorkload(0), 0);
   EXPECT_EQ(SeqlenWorkload(10), 245760 + 100);
