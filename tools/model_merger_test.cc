@@ -19,6 +19,7 @@
 #include "verl/ckpt/safetensors_sharded.h"
 #include "verl/core/file_util.h"
 #include "verl/core/status.h"
+#include "verl/core/test_util.h"
 #include "verl/models/decoder.h"
 #include "verl/models/hf_checkpoint.h"
 #include "verl/models/hf_config.h"
@@ -29,10 +30,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string Tmp(const std::string& name) {
-  const char* t = std::getenv("TEST_TMPDIR");
-  const std::string dir = std::string(t ? t : "/tmp") + "/merger_" + name;
-  fs::remove_all(dir);
-  return dir;
+  return core::testing::FreshTestDir("merger_" + name);
 }
 
 struct Model {

@@ -22,6 +22,7 @@
 
 #include "verl/ckpt/safetensors_sharded.h"
 #include "verl/core/file_util.h"
+#include "verl/core/test_util.h"
 
 namespace verl::ckpt {
 namespace {
@@ -73,13 +74,7 @@ std::string PythonUnpickle(const std::string& path) {
       "n = [x for x in z.namelist() if x.endswith('/data.pkl')][0]; "
       "print(json.dumps(pickle.loads(z.read(n)), sort_keys=True))\" " +
       path + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
-  pclose(pipe);
-  return out;
+  return core::testing::RunAndCapture(cmd);
 }
 
 // Saves all ranks in this process, in the protocol's order.

@@ -25,16 +25,14 @@
 #include "verl/ckpt/checkpoint_manager.h"
 #include "verl/ckpt/safetensors_sharded.h"
 #include "verl/core/status.h"
+#include "verl/core/test_util.h"
 
 namespace verl::ckpt {
 namespace {
 namespace fs = std::filesystem;
 
 std::string Tmp(const std::string& name) {
-  const char* t = std::getenv("TEST_TMPDIR");
-  const std::string dir = std::string(t ? t : "/tmp") + "/merger_" + name;
-  fs::remove_all(dir);
-  return dir;
+  return core::testing::FreshTestDir("merger_" + name);
 }
 
 double StatusMb(const std::string& key) {

@@ -19,6 +19,7 @@
 #include <random>
 
 #include "verl/core/file_util.h"
+#include "verl/core/test_util.h"
 
 namespace verl::ckpt {
 namespace {
@@ -39,15 +40,7 @@ void WriteText(const std::string& path, const std::string& text) {
 std::string RunPython(const std::string& script, const std::string& arg) {
   const std::string py = TmpDir() + "/script.py";
   WriteText(py, script);
-  const std::string cmd = "python3 " + py + " " + arg + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return "";
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
-  pclose(pipe);
-  return out;
+  return core::testing::RunAndCapture("python3 " + py + " " + arg + " 2>&1");
 }
 
 // An independent reader: Python's zipfile + pickletools to check the

@@ -31,6 +31,7 @@
 #include "verl/ckpt/checkpoint_pt.h"
 #include "verl/ckpt/pt_pickle.h"
 #include "verl/core/file_util.h"
+#include "verl/core/test_util.h"
 
 namespace verl::ckpt {
 namespace {
@@ -44,12 +45,7 @@ const std::string& Archives() {
     fs::create_directories(*d);
     const std::string cmd =
         "python3 verl/ckpt/testdata/make_torch_pt.py " + *d + " table 2>&1";
-    FILE* pipe = popen(cmd.c_str(), "r");
-    std::string out;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
-    pclose(pipe);
+    const std::string out = core::testing::RunAndCapture(cmd);
     CHECK_EQ(out, "ok\n") << out;
     return d;
   }();
