@@ -790,7 +790,12 @@ absl::Status PpoTrainer::SftWarmup(models::CausalLM& model,
   OptimizerOptions o;
   o.lr = w.lr();
   o.weight_decay = 0;
-  ReplicatedTrainState state(model.parameters(), o, world_);
+  // Replicated, not data-parallel: every rank trains on the whole batch, so
+  // the warm-started weights (and the whole run) do not depend on the number
+  // of processes; 300 steps amplify the last-bit differences of a dp split.
+  const std::shared_ptr<parallel::Communicator> self =
+      parallel::SingleProcessCommunicator();
+  ReplicatedTrainState state(model.parameters(), o, self);
   DataLoader loader(train_set_.get(), w.batch_size(), /*shuffle=*/true,
                     seed_ + 17, true);
   model.train();
@@ -824,7 +829,7 @@ absl::Status PpoTrainer::SftWarmup(models::CausalLM& model,
              {"position_ids", pos},
              {"responses", responses},
              {"response_mask", rmask.to(torch::kFloat)}}));
-    VERL_ASSIGN_OR_RETURN(Batch local, UpdateShard(*world_, batch, B));
+    const Batch& local = batch;
     PpoUpdateOptions u;
     u.mini_batch_size = local.size();
     u.micro = micro;
@@ -844,7 +849,7 @@ absl::Status PpoTrainer::SftWarmup(models::CausalLM& model,
       return r;
     };
     VERL_ASSIGN_OR_RETURN(MetricMap m,
-                          RunPpoUpdate(local, u, *world_, state, micro_fn));
+                          RunPpoUpdate(local, u, *self, state, micro_fn));
     if (world_->rank() == 0 && (step % 10 == 0 || step + 1 == w.steps())) {
       LOG(INFO) << "sft warmup step " << step + 1 << "/" << w.steps()
                 << " loss " << m["sft/loss"];
