@@ -27,8 +27,8 @@ MemoryProfiler::MemoryProfiler(const GlobalProfilerConfig& global,
   const ProfilerTool::Value tool =
       role.has_tool() ? role.tool() : global.tool();
   // Compiled out (--define=verl_profiler=off): no recording, no files.
-  recording_ = has_tool && tool == ProfilerTool::torch_memory &&
-               ProfilerCompiledIn();
+  recording_ =
+      has_tool && tool == ProfilerTool::torch_memory && ProfilerCompiledIn();
   if (!recording_) return;
   MemoryTrackerOptions options;
   if (role.tool_config().has_torch_memory()) {
