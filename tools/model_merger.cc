@@ -47,6 +47,10 @@ ABSL_FLAG(std::string, max_shard_size, "5GB",
           "Largest safetensors shard (e.g. 5GB, 500MB, 2GiB).");
 ABSL_FLAG(std::string, test_hf_dir, "", "Reference HF folder (test mode).");
 ABSL_FLAG(int, num_threads, 8, "Threads loading shard files.");
+ABSL_FLAG(bool, merge_lora, false,
+          "LoRA checkpoints: write the full model with the adapters folded in "
+          "(W + lora_alpha/r * B @ A); lora_adapter/ is written either way.");
+ABSL_FLAG(double, lora_alpha, 0, "LoRA alpha for --merge_lora (required).");
 ABSL_FLAG(std::string, hf_upload_path, "",
           "Not supported (no network access).");
 
@@ -109,6 +113,8 @@ int main(int argc, char** argv) {
   options.hf_model_path = absl::GetFlag(FLAGS_hf_model_path);
   options.tie_word_embedding = absl::GetFlag(FLAGS_tie_word_embedding);
   options.num_threads = absl::GetFlag(FLAGS_num_threads);
+  options.merge_lora = absl::GetFlag(FLAGS_merge_lora);
+  options.lora_alpha = absl::GetFlag(FLAGS_lora_alpha);
   options.extra_hf_files = verl::models::HfTokenizerFiles();
   if (!absl::GetFlag(FLAGS_mesh_dim_names).empty()) {
     std::vector<std::string> names =

@@ -155,6 +155,35 @@ TEST(ModelMergerTest, LoraKeysGoToAPeftAdapter) {
   EXPECT_TRUE(fs::exists(root + "/hf/lora_adapter/adapter_model.safetensors"));
 }
 
+TEST(ModelMergerTest, MergeLoraFoldsTheAdapterIntoTheBase) {
+  const std::string pre = "base_model.model.model.layers.0.self_attn.q_proj.";
+  std::map<std::string, at::Tensor> full;
+  full[pre + "base_layer.weight"] = torch::randn({8, 6});
+  full[pre + "lora_A.weight"] = torch::randn({4, 6});
+  full[pre + "lora_B.weight"] = torch::randn({8, 4});
+  full["base_model.model.model.norm.weight"] = torch::randn({6});
+  const std::string root = Tmp("lora_merge");
+  const std::string actor = SaveCheckpoint(root, 2, full);
+  MergeOptions o = Options(actor, root + "/hf");
+  o.dtype = at::kFloat;
+  o.merge_lora = true;
+  EXPECT_FALSE(MergeFsdpCheckpoint(o).ok());  // lora_alpha missing
+  o.lora_alpha = 16;
+  auto stats = MergeFsdpCheckpoint(o);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  auto merged = LoadSafetensorsFolder(root + "/hf");
+  ASSERT_TRUE(merged.ok());
+  // W + alpha / r * B @ A with r = 4, computed here independently.
+  const at::Tensor want = full[pre + "base_layer.weight"] +
+                          (16.0 / 4) * full[pre + "lora_B.weight"].matmul(
+                                           full[pre + "lora_A.weight"]);
+  EXPECT_TRUE(at::allclose(merged->at("model.layers.0.self_attn.q_proj.weight"),
+                           want, 1e-5, 1e-6));
+  EXPECT_TRUE(at::equal(merged->at("model.norm.weight"),
+                        full["base_model.model.model.norm.weight"]));
+  EXPECT_TRUE(fs::exists(root + "/hf/lora_adapter/adapter_model.safetensors"));
+}
+
 TEST(ModelMergerTest, PlainVerlStyleCheckpointWithoutLayout) {
   // As verl writes it: fsdp_config.json without shard layout, one rank.
   const std::string root = Tmp("plain");

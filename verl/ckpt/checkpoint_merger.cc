@@ -362,6 +362,39 @@ absl::Status WriteLoraAdapter(const std::string& dir, const TensorMap& lora) {
                                config.dump(2) + "\n");
 }
 
+// For a base weight "<module>.base_layer.weight" with "<module>.lora_A*" and
+// "<module>.lora_B*" in the layout: W + (alpha / r) * B @ A (fp32), in W's
+// dtype. Other tensors are returned unchanged.
+template <typename AssembleFn>
+absl::StatusOr<at::Tensor> MergeLoraInto(const std::string& src,
+                                         const at::Tensor& full,
+                                         const FsdpLayout& layout,
+                                         const MergeOptions& options,
+                                         AssembleFn& assemble) {
+  const std::string suffix = ".base_layer.weight";
+  if (!absl::EndsWith(src, suffix)) return full;
+  const std::string module = src.substr(0, src.size() - suffix.size());
+  std::string a_name, b_name;
+  for (const auto& [name, p] : layout.params) {
+    if (absl::StartsWith(name, module + ".lora_A")) a_name = name;
+    if (absl::StartsWith(name, module + ".lora_B")) b_name = name;
+  }
+  if (a_name.empty() || b_name.empty()) return full;
+  VERL_ASSIGN_OR_RETURN(at::Tensor a, assemble(a_name));
+  VERL_ASSIGN_OR_RETURN(at::Tensor b, assemble(b_name));
+  if (a.dim() != 2 || b.dim() != 2 || b.size(1) != a.size(0) ||
+      b.size(0) != full.size(0) || a.size(1) != full.size(1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LoRA shapes of ", module, " do not fit its weight ",
+                     full.size(0), "x", full.size(1), ": A ", a.size(0), "x",
+                     a.size(1), ", B ", b.size(0), "x", b.size(1)));
+  }
+  const double scale = options.lora_alpha / static_cast<double>(a.size(0));
+  at::Tensor merged =
+      full.to(at::kFloat) + b.to(at::kFloat).matmul(a.to(at::kFloat)) * scale;
+  return merged.to(full.scalar_type());
+}
+
 // Moves the finished `tmp` to `target` (replacing an existing folder).
 absl::Status Publish(const std::string& tmp, const std::string& target) {
   std::error_code ec;
@@ -399,12 +432,22 @@ absl::StatusOr<MergeStats> MergeInto(const MergeOptions& options,
   VERL_ASSIGN_OR_RETURN(FsdpLayout layout, ResolveLayout(stored, shards));
   VERL_RETURN_IF_ERROR(CopyHfFiles(options, tmp));
   const bool exact = !stored.params.empty();
+  auto assemble = [&](const std::string& src) {
+    return Assemble(src, layout.params.at(src), exact, shards, threads);
+  };
   auto full_in_dtype =
       [&](const std::string& src) -> absl::StatusOr<at::Tensor> {
-    VERL_ASSIGN_OR_RETURN(at::Tensor full, Assemble(src, layout.params.at(src),
-                                                    exact, shards, threads));
+    VERL_ASSIGN_OR_RETURN(at::Tensor full, assemble(src));
+    if (options.merge_lora) {
+      VERL_ASSIGN_OR_RETURN(
+          full, MergeLoraInto(src, full, layout, options, assemble));
+    }
     return Convert(full, options.dtype, threads);
   };
+  if (options.merge_lora && !(options.lora_alpha > 0)) {
+    return absl::InvalidArgumentError(
+        "--merge_lora needs --lora_alpha > 0 (checkpoints do not store it)");
+  }
 
   // Plan output shards from metadata (meta tensors), then stream: every
   // output file's header is written first, then one tensor at a time.

@@ -46,6 +46,12 @@ struct MergeOptions {
   // generation_config.json are always copied).
   std::vector<std::string> extra_hf_files;
   int num_threads = 8;  // shard reads and dtype conversion (at most 32)
+  // LoRA checkpoints: also fold each adapter into its base weight,
+  // W + (lora_alpha / r) * B @ A in fp32, so the HF folder is the merged full
+  // model (lora_adapter/ is still written). Needs lora_alpha > 0: verl's
+  // checkpoints do not store it.
+  bool merge_lora = false;
+  double lora_alpha = 0;
 };
 
 struct MergeStats {
