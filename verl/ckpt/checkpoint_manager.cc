@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <system_error>
 
 #include "absl/strings/match.h"
@@ -195,6 +196,31 @@ absl::Status CheckpointManager::SaveShard(int64_t step, const std::string& role,
   return absl::OkStatus();
 }
 
+absl::Status WriteLoraAdapter(const std::string& dir,
+                              const std::map<std::string, at::Tensor>& lora,
+                              double lora_alpha) {
+  VERL_RETURN_IF_ERROR(core::MakeDirs(dir));
+  VERL_RETURN_IF_ERROR(
+      SaveSafetensors(Join(dir, "adapter_model.safetensors"), lora));
+  std::set<std::string> targets;
+  int64_t rank = 0;
+  for (const auto& [name, t] : lora) {
+    // "...self_attn.q_proj.lora_A.weight" -> "q_proj".
+    const size_t pos = name.find(".lora_");
+    const std::string module = name.substr(0, pos);
+    targets.insert(module.substr(module.rfind('.') + 1));
+    if (t.dim() == 2) rank = std::min(t.size(0), t.size(1));
+  }
+  nlohmann::json config = {{"peft_type", "LORA"},
+                           {"task_type", "CAUSAL_LM"},
+                           {"r", rank},
+                           {"lora_alpha", lora_alpha},
+                           {"target_modules", targets},
+                           {"bias", "none"}};
+  return core::WriteFileAtomic(Join(dir, "adapter_config.json"),
+                               config.dump(2) + "\n");
+}
+
 absl::Status CheckpointManager::SaveRoleMeta(int64_t step,
                                              const std::string& role,
                                              const RoleMeta& meta) {
@@ -224,6 +250,10 @@ absl::Status CheckpointManager::SaveRoleMeta(int64_t step,
     }
     VERL_RETURN_IF_ERROR(
         SaveSafetensorsFolder(hf, meta.hf_model, meta.hf_max_shard_size));
+  }
+  if (!meta.lora_adapter.empty()) {
+    VERL_RETURN_IF_ERROR(WriteLoraAdapter(Join(dir, kLoraAdapterSubdir),
+                                          meta.lora_adapter, meta.lora_alpha));
   }
   return absl::OkStatus();
 }

@@ -96,7 +96,18 @@ struct RoleMeta {
   // Full weights for huggingface/ (only with save_contents hf_model).
   std::map<std::string, at::Tensor> hf_model;
   uint64_t hf_max_shard_size = 5'000'000'000;
+  // LoRA roles: the full adapter tensors ("...lora_A/B..." names), written
+  // as a PEFT folder <role>/lora_adapter/ as verl does; empty: none.
+  std::map<std::string, at::Tensor> lora_adapter;
+  double lora_alpha = 0;
 };
+
+// <role>/lora_adapter/: adapter_model.safetensors + adapter_config.json
+// (peft_type LORA, r from the shapes, lora_alpha, target_modules).
+inline constexpr char kLoraAdapterSubdir[] = "lora_adapter";
+absl::Status WriteLoraAdapter(const std::string& dir,
+                              const std::map<std::string, at::Tensor>& lora,
+                              double lora_alpha);
 
 struct RoleSave {
   RoleShard shard;

@@ -339,29 +339,6 @@ absl::Status CopyHfFiles(const MergeOptions& options, const std::string& tmp) {
   return absl::OkStatus();
 }
 
-absl::Status WriteLoraAdapter(const std::string& dir, const TensorMap& lora) {
-  VERL_RETURN_IF_ERROR(core::MakeDirs(dir));
-  VERL_RETURN_IF_ERROR(
-      SaveSafetensors(Join(dir, "adapter_model.safetensors"), lora));
-  std::set<std::string> targets;
-  int64_t rank = 0;
-  for (const auto& [name, t] : lora) {
-    // "...self_attn.q_proj.lora_A.weight" -> "q_proj".
-    const size_t pos = name.find(".lora_");
-    const std::string module = name.substr(0, pos);
-    targets.insert(module.substr(module.rfind('.') + 1));
-    if (t.dim() == 2) rank = std::min(t.size(0), t.size(1));
-  }
-  nlohmann::json config = {{"peft_type", "LORA"},
-                           {"task_type", "CAUSAL_LM"},
-                           {"r", rank},
-                           {"lora_alpha", 0},  // unknown here, as in verl
-                           {"target_modules", targets},
-                           {"bias", "none"}};
-  return core::WriteFileAtomic(Join(dir, "adapter_config.json"),
-                               config.dump(2) + "\n");
-}
-
 // For a base weight "<module>.base_layer.weight" with "<module>.lora_A*" and
 // "<module>.lora_B*" in the layout: W + (alpha / r) * B @ A (fp32), in W's
 // dtype. Other tensors are returned unchanged.
@@ -495,7 +472,8 @@ absl::StatusOr<MergeStats> MergeInto(const MergeOptions& options,
   }
   if (!lora.empty()) {
     stats.num_lora_tensors = lora.size();
-    VERL_RETURN_IF_ERROR(WriteLoraAdapter(Join(tmp, "lora_adapter"), lora));
+    VERL_RETURN_IF_ERROR(WriteLoraAdapter(Join(tmp, kLoraAdapterSubdir), lora,
+                                          options.lora_alpha));
   }
   return stats;
 }

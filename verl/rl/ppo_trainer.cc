@@ -1348,6 +1348,12 @@ std::vector<CheckpointRole> PpoTrainer::CheckpointRoles() {
   std::vector<CheckpointRole> roles = {
       MakeCheckpointRole("actor", actor_->train_state(),
                          actor_->model().config(), actor_cfg().checkpoint())};
+  if (lora_) {
+    for (auto& [name, t] : models::LoraNamedParameters(actor_->model())) {
+      roles[0].lora_adapter[name] = t.detach();
+    }
+    roles[0].lora_alpha = config_.actor_rollout_ref().model().lora_alpha();
+  }
   if (critic_) {
     roles.push_back(MakeCheckpointRole("critic", critic_->train_state(),
                                        critic_->model().config(),

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <set>
 
 #include "gtest/gtest.h"
@@ -398,6 +399,25 @@ TEST(PpoTrainerTest, LoraActorTrainsWithTheBaseAsReference) {
   auto b = RunPpo(config, nullptr);
   ASSERT_TRUE(b.ok());
   ExpectSameMetrics(*a, *b);
+
+  // A checkpoint of a LoRA actor has verl's PEFT folder actor/lora_adapter/.
+  const std::string ckpt =
+      std::string(std::getenv("TEST_TMPDIR")) + "/lora_ckpt";
+  config.mutable_trainer()->set_default_local_dir(ckpt);
+  config.mutable_trainer()->set_save_freq(2);
+  ASSERT_TRUE(RunPpo(config, nullptr).ok());
+  const std::string adapter = ckpt + "/global_step_2/actor/lora_adapter";
+  std::ifstream cfg_in(adapter + "/adapter_config.json");
+  ASSERT_TRUE(cfg_in.good()) << adapter;
+  const nlohmann::json adapter_cfg = nlohmann::json::parse(cfg_in);
+  EXPECT_EQ(adapter_cfg["r"], 4);
+  EXPECT_EQ(adapter_cfg["lora_alpha"], 8.0);
+  std::ifstream weights(adapter + "/adapter_model.safetensors");
+  std::string bytes((std::istreambuf_iterator<char>(weights)),
+                    std::istreambuf_iterator<char>());
+  EXPECT_NE(bytes.find("base_model.model.model.layers.0.self_attn.q_proj."
+                       "lora_A.weight"),
+            std::string::npos);
 
   model->clear_target_modules();
   model->add_target_modules("q_proj");

@@ -182,6 +182,8 @@ absl::Status TrainerCheckpointer::Save(int64_t step,
     save.shard.extra.user[kSkippedSteps] = shard->skipped_steps;
     save.meta.hf_config = role.hf_config;
     save.meta.generation_config = role.generation_config;
+    save.meta.lora_adapter = role.lora_adapter;
+    save.meta.lora_alpha = role.lora_alpha;
   }
   VERL_RETURN_IF_ERROR(AllOk(local));
   // Full weights for huggingface/ (collective per role).

@@ -58,6 +58,10 @@ struct CheckpointRole {
   // extra, hf_model); empty load_contents: the save contents.
   std::set<std::string> save_contents = {"model", "optimizer", "extra"};
   std::set<std::string> load_contents;
+  // LoRA roles: the adapter tensors under PEFT names, written as
+  // <role>/lora_adapter/ (verl's PEFT folder); empty: not a LoRA role.
+  std::map<std::string, at::Tensor> lora_adapter;
+  double lora_alpha = 0;
 };
 
 // Trainer-level state besides the roles' (data.pt).
