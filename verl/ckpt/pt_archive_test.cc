@@ -1,12 +1,12 @@
 // File: verl/ckpt/pt_archive_test.cc
 //
-// PtArchive and the restricted unpickler on `.pt` files laid out as
-// torch.save writes them, made by Debian's python3 pickle with stub torch
-// modules (testdata/make_torch_pt.py; no PyTorch here): OrderedDict state dicts
-// with `_metadata`, plain dicts, protocol 4, views and strides, parameters; and
-// a table of files the reader must refuse with an error naming the file
-// (DTensor, numpy objects, big-endian, missing or short records, nested dicts,
-// int keys).
+// PtArchive and the restricted unpickler (pt_pickle.h) on `.pt` files laid
+// out as torch.save writes them. testdata/make_torch_pt.py writes the files
+// with Debian's python3 pickle and stub torch modules (no PyTorch here).
+// Covered: OrderedDict state dicts with `_metadata`, plain dicts, protocol 4,
+// views and strides, parameters; and a table of files the reader must refuse
+// with an error naming the file (DTensor, numpy objects, big-endian, missing
+// or short records, nested dicts, int keys).
 #include "verl/ckpt/pt_archive.h"
 
 #include <ATen/TensorOperators.h>

@@ -399,11 +399,13 @@ absl::Status Run() {
   // Forward-only log-probs (old_log_prob / ref path) under sp: every rank
   // returns its dp slice's full [B, R], equal to the reference model's.
   // With dynamic batch sizes the per-layer gathers need the matched count.
+  // One-row micro-batches with the count matched over dp (the per-layer
+  // gathers must pair up across ranks).
+  MicroBatchOptions matched = micro;
+  matched.micro_batch_size = 1;
+  matched.same_count_group = mesh.dp.get();
+  const core::Batch b = ResponseBatch(local);
   if (via_update) {
-    MicroBatchOptions matched = micro;
-    matched.micro_batch_size = 1;
-    matched.same_count_group = mesh.dp.get();
-    const core::Batch b = ResponseBatch(local);
     VERL_ASSIGN_OR_RETURN(
         ResponseForward got,
         ForwardBatchNoGrad(*model, b, matched, 1.0, true, sp));
@@ -481,10 +483,6 @@ absl::Status Run() {
     auto frozen = models::CreateModel(cfg, 7);
     VERL_ASSIGN_OR_RETURN(auto ref_fsdp,
                           ShardForInference(*frozen, fc, dist.world));
-    MicroBatchOptions matched = micro;
-    matched.micro_batch_size = 1;
-    matched.same_count_group = mesh.dp.get();
-    const core::Batch b = ResponseBatch(local);
     VERL_ASSIGN_OR_RETURN(
         ResponseForward got,
         ForwardBatchNoGrad(*frozen, b, matched, 1.0, false, sp));
