@@ -8,8 +8,7 @@
 //     global_steps, metrics, ...).
 // Every row operation (slice, index, chunk, split, concat, repeat, padding)
 // acts on tensors and non-tensor columns alike; meta_info is carried along.
-// Serialize()/Deserialize() give an exact, self-validating byte format used
-// to move batches between ranks.
+// The byte format that moves batches between ranks is in batch_wire.h.
 //
 // The batch size is dim 0 of any column; a batch without columns has size 0
 // and accepts columns of any size. Tensor-producing operations return views
@@ -55,6 +54,9 @@ class Batch {
 
   // Number of rows (0 for a batch without columns).
   int64_t size() const { return size_; }
+  // Whether a tensor column may have this dtype: bool, integer, float (incl.
+  // half/bfloat16) and complex float/double; not quantized or complex-half.
+  static bool SupportsDtype(at::ScalarType type);
   // True when the batch has neither tensor nor non-tensor columns.
   bool has_no_columns() const {
     return tensors_.empty() && non_tensors_.empty();
@@ -144,15 +146,6 @@ class Batch {
   // dtype, shape and bytes / equal JSON values); meta_info keys likewise.
   // On error *this is unchanged.
   absl::Status Union(const Batch& other);
-
-  // ---- Serialization --------------------------------------------------------
-  // Exact binary encoding of all columns and meta_info (any device; tensors
-  // are copied to CPU, made contiguous). Little-endian, versioned.
-  std::string Serialize() const;
-  // Inverse of Serialize(). Never crashes on bad input: truncation, bad magic
-  // or version, overflowing lengths, bad dtype codes, inconsistent sizes,
-  // malformed JSON and trailing bytes give InvalidArgument/DataLoss.
-  static absl::StatusOr<Batch> Deserialize(absl::string_view bytes);
 
   // Exact equality: same keys; tensors with the same dtype, shape and bytes;
   // equal JSON values and meta_info.

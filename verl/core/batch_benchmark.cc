@@ -1,8 +1,8 @@
 // File: verl/core/batch_benchmark.cc
 //
 // Batch hot paths at a PPO-step scale (256 rows, 2k prompt+response tokens):
-// the Serialize/Deserialize pair that every scatter/gather across ranks pays,
-// and the row operations the trainer runs per step.
+// the SerializeBatch/DeserializeBatch pair that every scatter/gather across
+// ranks pays, and the row operations the trainer runs per step.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/arange.h>
@@ -13,6 +13,7 @@
 #include <benchmark/benchmark.h>
 
 #include "verl/core/batch.h"
+#include "verl/core/batch_wire.h"
 
 namespace verl {
 namespace core {
@@ -46,16 +47,16 @@ int64_t TensorBytes(const Batch& b) {
 
 void BM_Serialize(benchmark::State& state) {
   Batch b = MakePpoBatch(state.range(0));
-  for (auto _ : state) benchmark::DoNotOptimize(b.Serialize());
+  for (auto _ : state) benchmark::DoNotOptimize(SerializeBatch(b));
   state.SetBytesProcessed(state.iterations() * TensorBytes(b));
 }
 BENCHMARK(BM_Serialize)->Arg(256)->Unit(benchmark::kMillisecond);
 
 void BM_Deserialize(benchmark::State& state) {
   Batch b = MakePpoBatch(state.range(0));
-  const std::string bytes = b.Serialize();
+  const std::string bytes = SerializeBatch(b);
   for (auto _ : state) {
-    auto back = Batch::Deserialize(bytes);
+    auto back = DeserializeBatch(bytes);
     CHECK(back.ok());
     benchmark::DoNotOptimize(back);
   }

@@ -12,12 +12,15 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "verl/core/batch_wire.h"
 #include "verl/core/status.h"
 
 namespace verl::parallel {
 namespace {
 
 using core::Batch;
+using core::DeserializeBatch;
+using core::SerializeBatch;
 
 at::Tensor ToBytes(const std::string& bytes) {
   at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
@@ -30,7 +33,7 @@ absl::StatusOr<Batch> FromBytes(const at::Tensor& t, int64_t offset,
                                 int64_t length) {
   const char* data =
       reinterpret_cast<const char*>(t.data_ptr<uint8_t>()) + offset;
-  return Batch::Deserialize(absl::string_view(data, length));
+  return DeserializeBatch(absl::string_view(data, length));
 }
 
 std::string Who(const Communicator& comm, const char* op) {
@@ -67,7 +70,7 @@ absl::StatusOr<Batch> ScatterBatch(Communicator& comm, const Batch& batch,
       root_error = Annotate(parts.status(), Who(comm, kOp));
     } else {
       for (int r = 0; r < n; ++r) {
-        std::string bytes = (*parts)[r].Serialize();
+        std::string bytes = SerializeBatch((*parts)[r]);
         splits[r] = static_cast<int64_t>(bytes.size());
         payload += bytes;
       }
@@ -81,7 +84,7 @@ absl::StatusOr<Batch> ScatterBatch(Communicator& comm, const Batch& batch,
         absl::StrCat(Who(comm, kOp), ": the root (rank ",
                      comm.global_ranks()[root], ") could not split its batch"));
   }
-  if (n == 1) return Batch::Deserialize(payload);
+  if (n == 1) return DeserializeBatch(payload);
   VERL_ASSIGN_OR_RETURN(at::Tensor received,
                         comm.AllToAll(ToBytes(payload), splits));
   return FromBytes(received, 0, received.numel());
@@ -90,7 +93,7 @@ absl::StatusOr<Batch> ScatterBatch(Communicator& comm, const Batch& batch,
 absl::StatusOr<Batch> GatherBatch(Communicator& comm, const Batch& local) {
   if (comm.size() == 1) return local;
   VERL_ASSIGN_OR_RETURN(std::vector<at::Tensor> parts,
-                        comm.AllGather(ToBytes(local.Serialize())));
+                        comm.AllGather(ToBytes(SerializeBatch(local))));
   std::vector<Batch> batches;
   batches.reserve(parts.size());
   for (size_t r = 0; r < parts.size(); ++r) {

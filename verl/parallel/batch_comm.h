@@ -1,7 +1,7 @@
 // File: verl/parallel/batch_comm.h
 //
 // Moving verl::core::Batch between ranks (verl's dispatch/collect): batches
-// travel as their Serialize() bytes in uint8 tensors of unequal sizes.
+// travel as their SerializeBatch() bytes in uint8 tensors of unequal sizes.
 //
 //   // Rank 0 loaded the batch; each rank gets its size()/n rows.
 //   VERL_ASSIGN_OR_RETURN(Batch mine, ScatterBatch(*world, full, /*root=*/0));
