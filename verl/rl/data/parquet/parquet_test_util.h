@@ -18,6 +18,9 @@ std::string Testdata(const std::string& name);
 // Replaces every json binary by the string "hex:<lowercase hex>".
 nlohmann::json HexBinary(const nlohmann::json& j);
 
+// The inverse: every "hex:<bytes>" string becomes a json binary.
+nlohmann::json UnhexBinary(const nlohmann::json& j);
+
 }  // namespace verl::rl::parquet::testing
 
 #endif  // VERL_RL_DATA_PARQUET_PARQUET_TEST_UTIL_H_
