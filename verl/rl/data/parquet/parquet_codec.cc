@@ -17,6 +17,10 @@ absl::Status SizeMismatch(Codec codec, size_t got, size_t want) {
 }
 
 absl::StatusOr<std::string> Inflate(absl::string_view data, size_t size) {
+  // DEFLATE expands at most ~1032:1; a larger claim is corrupt.
+  if (size > data.size() * 1032 + 1024) {
+    return SizeMismatch(Codec::kGzip, data.size() * 1032, size);
+  }
   std::string out(size, '\0');
   z_stream z{};
   // 15 + 32: zlib or gzip header, detected automatically.
@@ -70,6 +74,15 @@ absl::StatusOr<std::string> Decompress(Codec codec, absl::string_view data,
     case Codec::kGzip:
       return Inflate(data, size);
     case Codec::kZstd: {
+      // Check the frame's declared size before allocating the output.
+      const unsigned long long declared =  // NOLINT(runtime/int)
+          ZSTD_getFrameContentSize(data.data(), data.size());
+      if (declared == ZSTD_CONTENTSIZE_ERROR) {
+        return absl::InvalidArgumentError("ZSTD page is corrupt");
+      }
+      if (declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != size) {
+        return SizeMismatch(codec, declared, size);
+      }
       std::string out(size, '\0');
       const size_t n =
           ZSTD_decompress(out.data(), out.size(), data.data(), data.size());

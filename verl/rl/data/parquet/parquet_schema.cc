@@ -44,9 +44,11 @@ class Builder {
     }
     if (!leaf) n.element.type.reset();
     if (n.element.num_children < 0 ||
-        static_cast<size_t>(n.element.num_children) > e_.size()) {
+        static_cast<size_t>(n.element.num_children) > e_.size() - next_) {
       return absl::InvalidArgumentError(
-          absl::StrCat("schema: ", n.path, " has a bad num_children"));
+          absl::StrCat("schema: element \"", n.element.name, "\" claims ",
+                       n.element.num_children, " children, only ",
+                       e_.size() - next_, " elements follow"));
     }
     nodes_->push_back(std::move(n));
     if (leaf) {

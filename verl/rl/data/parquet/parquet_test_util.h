@@ -7,6 +7,7 @@
 #define VERL_RL_DATA_PARQUET_PARQUET_TEST_UTIL_H_
 
 #include <string>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 
@@ -20,6 +21,20 @@ nlohmann::json HexBinary(const nlohmann::json& j);
 
 // The inverse: every "hex:<bytes>" string becomes a json binary.
 nlohmann::json UnhexBinary(const nlohmann::json& j);
+
+// A small valid file (snappy, dictionary pages, two row groups) with
+// columns "q" (strings), "n" (integers) and "m" (list of {role, content}).
+std::string SmallParquetFile();
+
+// A malformed variant of SmallParquetFile: reading it as "bad.parquet" must
+// fail with a message containing `want` (and the column path, if any).
+struct MalformedCase {
+  std::string name;
+  std::string bytes;
+  std::string want;
+  std::string column;  // "" when the error is not about one column
+};
+std::vector<MalformedCase> MalformedCases();
 
 }  // namespace verl::rl::parquet::testing
 
