@@ -2,18 +2,11 @@
 //
 // Chat templates as HuggingFace models ship them: Jinja source in
 // tokenizer_config.json (or chat_template.jinja), rendered the way
-// transformers' `apply_chat_template` renders it (Jinja2 with trim_blocks and
-// lstrip_blocks on, loop controls, a `tojson` filter equal to Python's
-// `json.dumps(ensure_ascii=False)`, and the globals `raise_exception`,
-// `strftime_now`, `namespace`, `range`).
-//
-// The renderer implements the Jinja subset real chat templates use (Qwen2.5,
-// Qwen3 with tools and reasoning, Llama 3.x, ChatML): if/elif/else, for with
-// loop.* and `else`, set (also `ns.attr` and block set), macro, break and
-// continue, slicing (`messages[::-1]`), filters (length, trim, tojson, join,
-// items, default, select/reject, ...), tests (defined, none, string, mapping,
-// ...), Python string/dict methods (startswith, split, strip, items, get, ...)
-// and Python's str() for printed values.
+// transformers' `apply_chat_template` renders it: the request's messages,
+// tools and extra kwargs plus the tokenizer's special tokens (bos_token,
+// eos_token, ...) become the template's variables, and the template is
+// picked by name ("tool_use" when tools are given and it exists, else
+// "default"). The Jinja engine itself is //verl/models/jinja.
 //
 // Example:
 //   VERL_ASSIGN_OR_RETURN(ChatTemplate t, ChatTemplate::Parse(source));
@@ -32,14 +25,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "verl/models/jinja/template.h"
 
 namespace verl::models {
 
-namespace chat_template_internal {
-struct Program;
-}  // namespace chat_template_internal
-
-// A parsed (compiled) template; cheap to copy, safe to render concurrently.
+// A parsed (compiled) chat template; cheap to copy, safe to render
+// concurrently. Errors say "chat template line N: ...".
 class ChatTemplate {
  public:
   // Parses Jinja `source`. Syntax errors are InvalidArgument and name the
@@ -56,7 +47,7 @@ class ChatTemplate {
       std::optional<int64_t> now_unix_seconds = std::nullopt) const;
 
  private:
-  std::shared_ptr<const chat_template_internal::Program> program_;
+  jinja::Template template_;
 };
 
 // The inputs of transformers' `tokenizer.apply_chat_template(...)`.
@@ -79,6 +70,32 @@ struct ChatRequest {
 absl::StatusOr<std::string> ApplyChatTemplate(
     const ChatTemplate& tmpl, const ChatRequest& request,
     const std::map<std::string, std::string>& special_tokens);
+
+// A tokenizer's named chat templates with its special tokens: what
+// transformers' apply_chat_template(tokenize=False) uses. Templates are
+// compiled on first use and kept; cheap to copy (copies share the cache),
+// thread-safe.
+class ChatFormatter {
+ public:
+  // `templates` by name (a plain string template is "default");
+  // `special_tokens` as for ApplyChatTemplate (empty values are left out);
+  // `source` names the origin (e.g. the tokenizer.json path) in errors.
+  ChatFormatter(std::map<std::string, std::string> templates,
+                std::map<std::string, std::string> special_tokens,
+                std::string source);
+
+  // Renders `request` with `template_name`, else "tool_use" when tools are
+  // given and it exists, else "default". NotFound names the templates there
+  // are; a template's syntax error names `source` and the template.
+  absl::StatusOr<std::string> Apply(const ChatRequest& request,
+                                    absl::string_view template_name = "") const;
+
+  bool empty() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
 
 }  // namespace verl::models
 

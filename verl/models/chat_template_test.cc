@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <ctime>
+#include <map>
 #include <random>
 #include <string>
 
@@ -18,130 +19,89 @@ using Json = nlohmann::ordered_json;
 
 constexpr char kTestdata[] = "verl/models/testdata/";
 
-std::string Render(const std::string& source, const std::string& context) {
-  auto t = ChatTemplate::Parse(source);
-  EXPECT_TRUE(t.ok()) << t.status();
-  if (!t.ok()) return "<parse error>";
-  auto out = t->Render(context);
-  EXPECT_TRUE(out.ok()) << out.status();
-  return out.ok() ? *out : "<render error>";
-}
+// The engine itself is tested in //verl/models/jinja; these tests cover the
+// chat layer: error prefix, request -> context, template selection, goldens.
 
-TEST(ChatTemplateTest, TextExpressionsAndWhitespaceControl) {
-  EXPECT_EQ(Render("a {{ x }} b", R"({"x": 1})"), "a 1 b");
-  EXPECT_EQ(Render("a  {{- x -}}  b", R"({"x": "X"})"), "aXb");
-  // trim_blocks drops the newline after a block tag; lstrip_blocks drops
-  // the indentation before it. Expression tags keep both.
-  EXPECT_EQ(Render("  {% if true %}\n  yes\n  {% endif %}\nend", "{}"),
-            "  yes\nend");
-  EXPECT_EQ(Render("  {{ 'v' }}\nend", "{}"), "  v\nend");
-  EXPECT_EQ(Render("x {% if true %}y{% endif %}", "{}"), "x y");
-  EXPECT_EQ(Render("a{# comment #}\nb", "{}"), "ab");
-  // A single trailing newline of the template is dropped, as Jinja does.
-  EXPECT_EQ(Render("line\n", "{}"), "line");
-}
+TEST(ChatTemplateTest, ErrorsSayChatTemplateAndTheLine) {
+  auto bad = ChatTemplate::Parse("line1\nline2\n{% if %}{% endif %}");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(),
+            "chat template line 3: unexpected end of tag");
 
-TEST(ChatTemplateTest, PythonValueFormatting) {
-  EXPECT_EQ(Render("{{ [1, 'a', none, true, 2.5] }}", "{}"),
-            "[1, 'a', None, True, 2.5]");
-  EXPECT_EQ(Render("{{ {'k': \"it's\"} }}", "{}"), "{'k': \"it's\"}");
-  EXPECT_EQ(Render("{{ 1e20 }} {{ 0.1 + 0.2 }} {{ 3.0 }} {{ 1e-5 }}", "{}"),
-            "1e+20 0.30000000000000004 3.0 1e-05");
-  EXPECT_EQ(Render("{{ x }}", R"({"x": 0.5})"), "0.5");
-  EXPECT_EQ(Render("{{ -7 // 2 }} {{ -7 % 3 }} {{ 7 / 2 }}", "{}"), "-4 2 3.5");
-}
-
-TEST(ChatTemplateTest, ToJsonMatchesPythonJsonDumps) {
-  const std::string ctx =
-      R"({"t": {"b": [1, 2.0, "é\n\"q\"", null, false], "a": {}}})";
-  EXPECT_EQ(Render("{{ t | tojson }}", ctx),
-            R"({"b": [1, 2.0, "é\n\"q\"", null, false], "a": {}})");
-  EXPECT_EQ(Render("{{ t.b[:2] | tojson(indent=2) }}", ctx),
-            "[\n  1,\n  2.0\n]");
-}
-
-TEST(ChatTemplateTest, NamespaceLoopsAndScoping) {
-  const std::string src =
-      "{% set ns = namespace(n=0) %}{% set outer = 'o' %}"
-      "{% for x in xs %}{% set outer = 'inner' %}{% set ns.n = ns.n + x %}"
-      "{{ loop.index0 }}{{ '|' if not loop.last }}{% endfor %} "
-      "{{ ns.n }} {{ outer }}";
-  EXPECT_EQ(Render(src, R"({"xs": [1, 2, 3]})"), "0|1|2 6 o");
-  EXPECT_EQ(Render("{% for m in ms[::-1] %}{{ m }}{% endfor %}",
-                   R"({"ms": ["a", "b", "c"]})"),
-            "cba");
-}
-
-TEST(ChatTemplateTest, StringMethodsUseCodePoints) {
-  EXPECT_EQ(
-      Render("{{ s|length }} {{ s[1] }} {{ s[-2:] }}", R"({"s": "日本語"})"),
-      "3 本 本語");
-  EXPECT_EQ(Render("{{ s.split('</think>')[-1].lstrip('\\n') }}",
-                   R"({"s": "<think>r</think>\n\nanswer"})"),
-            "answer");
-  EXPECT_EQ(Render("{{ s.startswith('<a>') and s.endswith('</a>') }}",
-                   R"({"s": "<a>x</a>"})"),
-            "True");
-}
-
-TEST(ChatTemplateTest, RaiseExceptionAndRuntimeErrorsNameTheLine) {
   auto t = ChatTemplate::Parse("ok\n{{ raise_exception('bad role') }}");
   ASSERT_TRUE(t.ok());
-  auto out = t->Render("{}");
-  EXPECT_FALSE(out.ok());
-  EXPECT_THAT(std::string(out.status().message()), HasSubstr("line 2"));
-  EXPECT_THAT(std::string(out.status().message()), HasSubstr("bad role"));
-
-  auto t2 = ChatTemplate::Parse("{{ 'a' + 1 }}");
-  ASSERT_TRUE(t2.ok());
-  EXPECT_THAT(std::string(t2->Render("{}").status().message()),
-              HasSubstr("unsupported operand"));
-  EXPECT_FALSE(t2->Render("not json").ok());
+  EXPECT_EQ(t->Render("{}").status().message(),
+            "chat template line 2: raise_exception: bad role");
+  EXPECT_EQ(t->Render("not json").status().message(),
+            "chat template context is not valid JSON");
+  EXPECT_EQ(ChatTemplate().Render("{}").status().message(),
+            "ChatTemplate was not parsed");
 }
 
-TEST(ChatTemplateTest, StrftimeNowUsesTheGivenClock) {
-  setenv("TZ", "UTC", 1);
-  tzset();
-  auto t = ChatTemplate::Parse("{{ strftime_now('%d %b %Y') }}");
+TEST(ChatTemplateTest, RequestBecomesTheTemplateVariables) {
+  auto t = ChatTemplate::Parse(
+      "{{ messages | length }}|{{ tools }}|{{ documents }}|"
+      "{{ add_generation_prompt }}|{{ bos_token }}|{{ eos_token }}|{{ extra "
+      "}}");
   ASSERT_TRUE(t.ok());
-  EXPECT_EQ(*t->Render("{}", 1721995200), "26 Jul 2024");
+  ChatRequest req;
+  req.messages_json = R"([{"role": "user", "content": "x"}])";
+  req.add_generation_prompt = true;
+  req.kwargs_json = R"({"extra": 7, "eos_token": "E2"})";
+  auto out =
+      ApplyChatTemplate(*t, req, {{"bos_token", "B"}, {"eos_token", "E"}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  // kwargs override the special tokens, like transformers.
+  EXPECT_EQ(*out, "1|None|None|True|B|E2|7");
+  req.tools_json = R"([{"name": "f"}])";
+  EXPECT_EQ(*ApplyChatTemplate(*t, req, {}),
+            "1|[{'name': 'f'}]|None|True||E2|7");
+
+  req.messages_json = "{}";
+  EXPECT_EQ(ApplyChatTemplate(*t, req, {}).status().message(),
+            "apply_chat_template: messages must be a JSON array");
+  req.messages_json = "[]";
+  req.tools_json = "nope";
+  EXPECT_EQ(ApplyChatTemplate(*t, req, {}).status().message(),
+            "apply_chat_template: tools must be a JSON array");
+  req.tools_json = "";
+  req.kwargs_json = "[]";
+  EXPECT_EQ(ApplyChatTemplate(*t, req, {}).status().message(),
+            "apply_chat_template: kwargs must be a JSON object");
 }
 
-struct SyntaxCase {
-  const char* source;
-  const char* message;
-};
+TEST(ChatFormatterTest, PicksTemplatesByNameAndPassesSpecialTokens) {
+  ChatFormatter f({{"default", "D{{ eos_token }}{{ pad_token is defined }}"},
+                   {"tool_use", "T"},
+                   {"broken", "{% if %}"}},
+                  {{"eos_token", "<e>"}, {"pad_token", ""}}, "tok.json");
+  EXPECT_FALSE(f.empty());
+  ChatRequest req;
+  // Empty special tokens are left out (undefined in the template).
+  EXPECT_EQ(*f.Apply(req), "D<e>False");
+  req.tools_json = "[]";
+  EXPECT_EQ(*f.Apply(req), "T");
+  EXPECT_EQ(*f.Apply(req, "default"), "D<e>False");
+  auto missing = f.Apply(req, "nope");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(missing.status().message(),
+            "tok.json: no chat template \"nope\" (have: broken, default, "
+            "tool_use)");
+  auto broken = f.Apply(req, "broken");
+  EXPECT_EQ(broken.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(broken.status().message()),
+              HasSubstr("tok.json chat template \"broken\""));
+  EXPECT_THAT(std::string(broken.status().message()),
+              HasSubstr("chat template line 1: unexpected end of tag"));
+  // Copies share the compiled templates.
+  ChatFormatter copy = f;
+  EXPECT_EQ(*copy.Apply(ChatRequest()), "D<e>False");
 
-TEST(ChatTemplateTest, SyntaxErrorsAreClear) {
-  const SyntaxCase cases[] = {
-      {"{% if x %}no end", "missing '{% endif %}'"},
-      {"{% for x in %}{% endfor %}", "line 1: unexpected end of tag"},
-      {"a\n{{ x ", "line 2: unclosed '{{'"},
-      {"{% endfor %}", "unknown or unexpected statement 'endfor'"},
-      {"{% frobnicate %}", "unknown or unexpected statement 'frobnicate'"},
-      {"{{ 'abc }}", "unclosed '{{'"},
-      {"{{ x y }}", "unexpected 'y'"},
-      {"{{ (1 }}", "expected ')'"},
-      {"{{ x | }}", "expected a name"},
-      {"{{ a $ b }}", "unexpected character '$'"},
-      {"{% for x y %}{% endfor %}", "expected 'in'"},
-      {"line1\nline2\n{% if %}{% endif %}", "line 3"},
-  };
-  for (const SyntaxCase& c : cases) {
-    auto t = ChatTemplate::Parse(c.source);
-    ASSERT_FALSE(t.ok()) << c.source;
-    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(std::string(t.status().message()), HasSubstr(c.message))
-        << c.source;
-    EXPECT_THAT(std::string(t.status().message()), HasSubstr("chat template"));
-  }
-}
-
-TEST(ChatTemplateTest, UnknownFilterIsARenderError) {
-  auto t = ChatTemplate::Parse("{{ x | frob }}");
-  ASSERT_TRUE(t.ok());
-  EXPECT_THAT(std::string(t->Render("{}").status().message()),
-              HasSubstr("unknown filter 'frob'"));
+  ChatFormatter none({}, {}, "x");
+  EXPECT_TRUE(none.empty());
+  EXPECT_THAT(std::string(none.Apply(ChatRequest()).status().message()),
+              HasSubstr("(have: none)"));
 }
 
 // Goldens rendered by Python's jinja2 configured like transformers

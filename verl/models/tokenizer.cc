@@ -257,9 +257,7 @@ struct State {
   mutable absl::Mutex cache_mu;
   mutable absl::flat_hash_map<std::string, std::vector<int>> cache
       ABSL_GUARDED_BY(cache_mu);
-  mutable absl::Mutex template_mu;
-  mutable std::map<std::string, ChatTemplate> compiled
-      ABSL_GUARDED_BY(template_mu);
+  std::optional<ChatFormatter> chat_formatter;
 
   static uint64_t PairKey(int a, int b) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) |
@@ -837,6 +835,13 @@ absl::StatusOr<Tokenizer> Tokenizer::FromJson(
   }
   if (!state->chat_template_file.empty())
     state->chat_templates["default"] = state->chat_template_file;
+  state->chat_formatter.emplace(
+      state->chat_templates,
+      std::map<std::string, std::string>{{"bos_token", state->bos},
+                                         {"eos_token", state->eos},
+                                         {"pad_token", state->pad},
+                                         {"unk_token", state->unk}},
+      state->source);
   Tokenizer tokenizer;
   tokenizer.state_ = std::move(state);
   return tokenizer;
@@ -985,43 +990,7 @@ const std::string& Tokenizer::tokenizer_config_json() const {
 
 absl::StatusOr<std::string> Tokenizer::ApplyChatTemplate(
     const ChatRequest& request, absl::string_view template_name) const {
-  const State& s = *state_;
-  std::string name(template_name);
-  if (name.empty()) {
-    name = !request.tools_json.empty() && s.chat_templates.count("tool_use")
-               ? "tool_use"
-               : "default";
-  }
-  auto source_it = s.chat_templates.find(name);
-  if (source_it == s.chat_templates.end()) {
-    std::vector<std::string> names;
-    for (const auto& [n, t] : s.chat_templates) names.push_back(n);
-    return absl::NotFoundError(
-        absl::StrCat(s.source, ": no chat template \"", name, "\" (have: ",
-                     names.empty() ? "none" : absl::StrJoin(names, ", "), ")"));
-  }
-  ChatTemplate compiled;
-  {
-    absl::MutexLock lock(&s.template_mu);
-    auto it = s.compiled.find(name);
-    if (it == s.compiled.end()) {
-      auto parsed = ChatTemplate::Parse(source_it->second);
-      if (!parsed.ok())
-        return Annotate(
-            parsed.status(),
-            absl::StrCat(s.source, " chat template \"", name, "\""));
-      it = s.compiled.emplace(name, *std::move(parsed)).first;
-    }
-    compiled = it->second;
-  }
-  std::map<std::string, std::string> special_tokens;
-  for (const auto& [key, value] : {std::pair{"bos_token", &s.bos},
-                                   {"eos_token", &s.eos},
-                                   {"pad_token", &s.pad},
-                                   {"unk_token", &s.unk}}) {
-    if (!value->empty()) special_tokens[key] = *value;
-  }
-  return models::ApplyChatTemplate(compiled, request, special_tokens);
+  return state_->chat_formatter->Apply(request, template_name);
 }
 
 }  // namespace verl::models
