@@ -61,6 +61,12 @@ TEST(ParquetFixturesTest, DeltaEncodedFlatColumns) {
   ExpectRows("hyparquet_delta.parquet", "delta_rows.json", 2);
 }
 
+// MAP (string keys -> object), lists of lists with nulls and empties,
+// REQUIRED columns and UINT_32 values above 2^31.
+TEST(ParquetFixturesTest, MapsNestedListsRequiredAndUnsigned) {
+  ExpectRows("hyparquet_map_nested.parquet", "map_rows.json", 2);
+}
+
 TEST(ParquetFixturesTest, FooterAndCodecsAreWhatTheWritersSaid) {
   const std::vector<std::pair<const char*, Codec>> files = {
       {"hyparquet_snappy.parquet", Codec::kSnappy},

@@ -110,6 +110,13 @@ int64_t Offset(const std::string& file, int g, int c, int16_t which) {
 
 }  // namespace
 
+std::string RewriteFooter(const std::string& file,
+                          const std::function<void(ThriftValue&)>& edit) {
+  Parts p = Split(file);
+  edit(p.footer);
+  return Join(p.data, EncodeThriftStruct(p.footer));
+}
+
 std::string SmallParquetFile() {
   std::vector<nlohmann::json> rows;
   for (int i = 0; i < 6; ++i) {

@@ -6,10 +6,12 @@
 #ifndef VERL_RL_DATA_PARQUET_PARQUET_TEST_UTIL_H_
 #define VERL_RL_DATA_PARQUET_PARQUET_TEST_UTIL_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "verl/rl/data/parquet/thrift_compact.h"
 
 namespace verl::rl::parquet::testing {
 
@@ -21,6 +23,11 @@ nlohmann::json HexBinary(const nlohmann::json& j);
 
 // The inverse: every "hex:<bytes>" string becomes a json binary.
 nlohmann::json UnhexBinary(const nlohmann::json& j);
+
+// Decodes the footer of `file`, applies `edit` to its Thrift tree and
+// returns the file with the re-encoded footer.
+std::string RewriteFooter(const std::string& file,
+                          const std::function<void(ThriftValue&)>& edit);
 
 // A small valid file (snappy, dictionary pages, two row groups) with
 // columns "q" (strings), "n" (integers) and "m" (list of {role, content}).

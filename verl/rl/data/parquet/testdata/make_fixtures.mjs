@@ -87,6 +87,33 @@ const deltaRows = rows.map((r, i) => ({
   dlba: r.extra_info.answer, dba: r.prompt.at(-1).content,
 }))
 
+// MAP, lists of lists, REQUIRED and unsigned columns.
+const mapRows = [
+  { id: 1, m: { a: 1, b: 2 }, nested: [[1, 2], [], null, [3]], u: 4000000000 },
+  { id: 2, m: {}, nested: [], u: 0 },
+  { id: 3, m: null, nested: null, u: 7 },
+  { id: 4, m: { c: null }, nested: [[null, -5]], u: 4294967295 },
+]
+const mapSchema = [
+  { name: 'root', num_children: 4 },
+  { name: 'id', type: 'INT32', repetition_type: 'REQUIRED' },
+  { name: 'm', repetition_type: 'OPTIONAL', converted_type: 'MAP', num_children: 1 },
+  { name: 'key_value', repetition_type: 'REPEATED', num_children: 2 },
+  { name: 'key', type: 'BYTE_ARRAY', converted_type: 'UTF8', repetition_type: 'REQUIRED' },
+  { name: 'value', type: 'INT32', repetition_type: 'OPTIONAL' },
+  { name: 'nested', repetition_type: 'OPTIONAL', converted_type: 'LIST', num_children: 1 },
+  { name: 'list', repetition_type: 'REPEATED', num_children: 1 },
+  { name: 'element', repetition_type: 'OPTIONAL', converted_type: 'LIST', num_children: 1 },
+  { name: 'list', repetition_type: 'REPEATED', num_children: 1 },
+  { name: 'element', type: 'INT64', repetition_type: 'OPTIONAL' },
+  { name: 'u', type: 'INT32', converted_type: 'UINT_32', repetition_type: 'REQUIRED' },
+]
+const bigNested = r => ({ ...r, nested: r.nested && r.nested.map(l => l && l.map(x => x === null ? null : BigInt(x))) })
+files['hyparquet_map_nested.parquet'] = parquetWriteBuffer({
+  schema: mapSchema, codec: 'SNAPPY', rowGroupSize: 3,
+  columnData: ['id', 'm', 'nested', 'u'].map(name => ({ name, data: mapRows.map(bigNested).map(r => r[name]) })),
+})
+
 // parquet-wasm (arrow-rs): re-encode the hyparquet file with other settings.
 function arrow(name, configure) {
   const table = wasm.readParquet(new Uint8Array(files['hyparquet_snappy.parquet']))
@@ -114,6 +141,7 @@ const expected = rows.map(r => ({
 }))
 writeFileSync(join(here, 'rows.json'), JSON.stringify(expected, null, 1) + '\n')
 writeFileSync(join(here, 'delta_rows.json'), JSON.stringify(deltaRows, null, 1) + '\n')
+writeFileSync(join(here, 'map_rows.json'), JSON.stringify(mapRows, null, 1) + '\n')
 for (const [name, buf] of Object.entries(files)) {
   const bytes = new Uint8Array(buf)
   writeFileSync(join(here, name), bytes)
