@@ -45,8 +45,8 @@ struct ModelConfig {
 
   // Sliding-window attention (Mistral; Qwen2 when use_sliding_window).
   bool use_sliding_window = false;
-  int64_t sliding_window = 0;        // 0 => none
-  int64_t max_window_layers = 0;     // Qwen2: layers >= this use the window
+  int64_t sliding_window = 0;     // 0 => none
+  int64_t max_window_layers = 0;  // Qwen2: layers >= this use the window
 
   // Mixture of experts (Qwen2-MoE / Qwen3-MoE). num_experts == 0 => dense.
   int64_t num_experts = 0;

@@ -1,0 +1,4 @@
+#include "verl/models/decoder.h"
+
+#include "verl/core/status.h"
+#include "verl/models/orphan.h"

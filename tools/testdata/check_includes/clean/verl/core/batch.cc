@@ -1,0 +1,7 @@
+#include "verl/core/batch.h"
+
+#include <stdio.h>
+#include <zlib.h>
+
+#include "verl/core/wire.pb.h"
+Status MakeBatch() { return Status(); }

@@ -1,0 +1,3 @@
+#pragma once
+#include "verl/core/status.h"
+Status MakeBatch();

@@ -1,0 +1,4 @@
+#include "verl/core/batch.h"
+
+#include <gtest/gtest.h>
+TEST(Batch, Make) { MakeBatch(); }

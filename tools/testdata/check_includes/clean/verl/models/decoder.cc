@@ -1,0 +1,1 @@
+#include "verl/models/decoder.h"
