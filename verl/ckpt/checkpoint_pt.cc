@@ -300,52 +300,6 @@ absl::StatusOr<c10::IValue> JsonToIValue(const nlohmann::json& j,
   }
 }
 
-absl::StatusOr<nlohmann::json> PyToJson(const PyObj& o,
-                                        const std::string& where) {
-  using Kind = PyObj::Kind;
-  switch (o.kind) {
-    case Kind::kNone:
-      return nlohmann::json(nullptr);
-    case Kind::kBool:
-      return nlohmann::json(o.i != 0);
-    case Kind::kInt:
-      return nlohmann::json(o.i);
-    case Kind::kFloat:
-      return nlohmann::json(o.f);
-    case Kind::kStr:
-      return nlohmann::json(o.s);
-    case Kind::kList:
-    case Kind::kTuple: {
-      nlohmann::json out = nlohmann::json::array();
-      for (size_t i = 0; i < o.items.size(); ++i) {
-        VERL_ASSIGN_OR_RETURN(
-            nlohmann::json v,
-            PyToJson(*o.items[i], absl::StrCat(where, "[", i, "]")));
-        out.push_back(std::move(v));
-      }
-      return out;
-    }
-    case Kind::kDict: {
-      nlohmann::json out = nlohmann::json::object();
-      for (size_t k = 0; k + 1 < o.items.size(); k += 2) {
-        if (o.items[k]->kind != Kind::kStr) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              where, ": dict key of type ", PyKindName(o.items[k]->kind),
-              ", expected a string"));
-        }
-        const std::string& key = o.items[k]->s;
-        VERL_ASSIGN_OR_RETURN(
-            out[key], PyToJson(*o.items[k + 1], absl::StrCat(where, ".", key)));
-      }
-      return out;
-    }
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": holds ", PyKindName(o.kind),
-                       ", expected dicts, lists, strings and numbers"));
-  }
-}
-
 }  // namespace
 
 absl::Status SavePtJson(const std::string& path, const nlohmann::json& json) {
@@ -355,7 +309,7 @@ absl::Status SavePtJson(const std::string& path, const nlohmann::json& json) {
 
 absl::StatusOr<nlohmann::json> LoadPtJson(const std::string& path) {
   VERL_ASSIGN_OR_RETURN(PyRef top, PtArchive::LoadObject(path));
-  return PyToJson(*top, path);
+  return core::PyToJson(*top, path);
 }
 
 absl::Status SavePtTensorDict(const std::string& path,

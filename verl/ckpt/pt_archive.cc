@@ -252,7 +252,7 @@ absl::StatusOr<PtArchive> PtArchive::OpenArchive(const std::string& path,
                        "' (only little-endian files are supported)"));
     }
   }
-  auto top = Unpickle(pickle, "");
+  auto top = UnpickleTorchSave(pickle, "");
   if (!top.ok()) {
     if (absl::IsDataLoss(top.status())) {
       return a.Corrupt(std::string(top.status().message()));
@@ -277,34 +277,35 @@ absl::StatusOr<PtArchive> PtArchive::Open(const std::string& path) {
   const std::string data_dir = a.prefix_ + "data/";
   const PyObj& dict = *top;
   if (dict.kind != Kind::kDict) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": expected a dict, found ", PyKindName(dict.kind)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": expected a dict, found ", core::PyTypeName(dict)));
   }
   for (size_t k = 0; k + 1 < dict.items.size(); k += 2) {
     const PyObj& key = *dict.items[k];
     const PyObj& value = *dict.items[k + 1];
     if (key.kind != Kind::kStr) {
       return absl::InvalidArgumentError(
-          absl::StrCat(path, ": dict key of type ", PyKindName(key.kind),
+          absl::StrCat(path, ": dict key of type ", core::PyTypeName(key),
                        ", expected a string"));
     }
-    if (value.kind != Kind::kTensor) {
+    const PtTensorRef* tensor = value.As<PtTensorRef>();
+    if (tensor == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": entry '", key.s, "' holds ",
-                       PyKindName(value.kind), ", expected a plain tensor"));
+                       core::PyTypeName(value), ", expected a plain tensor"));
     }
-    const PyObj& storage = *value.items[0];
+    const PtStorageRef& storage = *tensor->storage;
     PtTensorInfo t;
     t.name = key.s;
-    auto dtype = StorageDtype(storage.s);
+    auto dtype = StorageDtype(storage.cls);
     if (!dtype.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
           path, ": tensor '", t.name, "': ", dtype.status().message()));
     }
     t.dtype = *dtype;
-    t.shape = value.size;
-    t.stride = value.stride;
-    t.storage_offset = value.offset;
+    t.shape = tensor->size;
+    t.stride = tensor->stride;
+    t.storage_offset = tensor->offset;
     t.storage_key = storage.key;
     auto rec = a.storages_.find(t.storage_key);
     if (rec == a.storages_.end()) {

@@ -11,8 +11,8 @@
 
 #include "gtest/gtest.h"
 #include "verl/core/file_util.h"
+#include "verl/core/pickle.h"
 #include "verl/profiler/memory_tracker.h"
-#include "verl/profiler/pickle_reader.h"
 
 namespace verl::profiler {
 namespace {
@@ -77,7 +77,8 @@ TEST(MemoryProfilerTest, WritesVerlFileNamesForProfiledStepsAndRanks) {
                            "_rank1_pid78.pickle"));
   }
   // The step snapshot was taken while the step's tensor was alive.
-  auto snap = ReadPickleFile(dir + "/step1/torch_memory_rank0_pid77.pickle");
+  auto snap =
+      core::ReadPickleFile(dir + "/step1/torch_memory_rank0_pid77.pickle");
   ASSERT_TRUE(snap.ok()) << snap.status();
   bool found = false;
   for (const auto& seg : (*snap)["segments"])

@@ -5,8 +5,8 @@
 #include <cstdlib>
 
 #include "gtest/gtest.h"
+#include "verl/core/pickle.h"
 #include "verl/profiler/memory_snapshot.h"
-#include "verl/profiler/pickle_reader.h"
 
 namespace verl::profiler {
 namespace {
@@ -37,7 +37,7 @@ MemoryTrace KnownTrace() {
 }
 
 TEST(MemoryReportTest, KnownSnapshot) {
-  auto snap = ReadPickle(MemorySnapshotPickle(KnownTrace()));
+  auto snap = core::ReadPickle(MemorySnapshotPickle(KnownTrace()));
   ASSERT_TRUE(snap.ok()) << snap.status();
   auto r = AnalyzeMemorySnapshot(*snap, 5);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -70,7 +70,7 @@ TEST(MemoryReportTest, KnownSnapshot) {
 }
 
 TEST(MemoryReportTest, WithoutSummaryThePeakComesFromTheTrace) {
-  auto snap = ReadPickle(MemorySnapshotPickle(KnownTrace()));
+  auto snap = core::ReadPickle(MemorySnapshotPickle(KnownTrace()));
   ASSERT_TRUE(snap.ok());
   snap->erase("verl");
   auto r = AnalyzeMemorySnapshot(*snap);

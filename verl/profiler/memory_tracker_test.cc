@@ -17,8 +17,8 @@
 
 #include "gtest/gtest.h"
 #include "verl/core/file_util.h"
+#include "verl/core/pickle.h"
 #include "verl/profiler/memory_snapshot.h"
-#include "verl/profiler/pickle_reader.h"
 
 namespace verl::profiler {
 namespace {
@@ -144,7 +144,7 @@ TEST_F(MemoryTrackerTest, CountersSnapshotAndPickleAgree) {
   EXPECT_EQ(live_sum, s.live_bytes);
   const std::string path = TmpDir() + "/step1/torch_memory_rank0_pid1.pickle";
   ASSERT_TRUE(WriteMemorySnapshot(trace, path).ok());
-  auto snap = ReadPickleFile(path);
+  auto snap = core::ReadPickleFile(path);
   ASSERT_TRUE(snap.ok()) << snap.status();
   EXPECT_EQ(SumSegments(*snap), s.live_bytes);
   EXPECT_EQ((*snap)["verl"]["peak_phase"], "update_actor/forward");

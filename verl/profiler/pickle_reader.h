@@ -1,27 +1,16 @@
 // File: verl/profiler/pickle_reader.h
 //
-// A minimal unpickler for plain data (protocols 2-4): dict, list, tuple
-// (read as a list), str, bytes-free ints, float, bool, None and the memo.
-// Enough to read the memory snapshots PickleWriter writes and the same
-// structures written by Python's pickle. Objects come back as JSON values.
+// Forwarding header: memory snapshots are read with the generic restricted
+// unpickler in verl/core/pickle.h. Kept only until verl/rl's last user moves.
 #ifndef VERL_PROFILER_PICKLE_READER_H_
 #define VERL_PROFILER_PICKLE_READER_H_
 
-#include <string>
-
-#include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
-#include "nlohmann/json.hpp"
+#include "verl/core/pickle.h"
 
 namespace verl::profiler {
 
-// Decodes one pickle. Unsupported opcodes, truncation and malformed input are
-// InvalidArgument errors naming the byte offset (and `source` if given).
-absl::StatusOr<nlohmann::json> ReadPickle(absl::string_view bytes,
-                                          absl::string_view source = "");
-
-// Reads and decodes a pickle file.
-absl::StatusOr<nlohmann::json> ReadPickleFile(const std::string& path);
+using core::ReadPickle;
+using core::ReadPickleFile;
 
 }  // namespace verl::profiler
 

@@ -1,13 +1,14 @@
 // File: verl/profiler/pickle_test.cc
 // PickleWriter output is read back by Python's pickle (an independent
 // reader), and ReadPickle reads what Python's pickle writes.
+#include "verl/core/pickle.h"
+
 #include <cstdlib>
 #include <string>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "verl/core/file_util.h"
-#include "verl/profiler/pickle_reader.h"
 #include "verl/profiler/pickle_writer.h"
 
 namespace verl::profiler {
@@ -100,7 +101,7 @@ sys.exit(0 if ok else 1)
 }
 
 TEST(PickleTest, ReaderRoundTripsWriterOutput) {
-  auto d = ReadPickle(WriteSample());
+  auto d = core::ReadPickle(WriteSample());
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ((*d)["ints"][1], 255);
   EXPECT_EQ((*d)["ints"][6], -2147483648LL);
@@ -132,7 +133,7 @@ TEST(PickleTest, ReaderReadsPythonPickles) {
                      "protocol=" +
                      std::to_string(proto) + "))\n"),
               0);
-    auto d = ReadPickleFile(path);
+    auto d = core::ReadPickleFile(path);
     ASSERT_TRUE(d.ok()) << d.status();
     EXPECT_EQ((*d)["segments"][0]["address"], int64_t{1} << 45);
     EXPECT_EQ((*d)["neg"], -70000);
@@ -148,13 +149,14 @@ TEST(PickleTest, ReaderReadsPythonPickles) {
 
 TEST(PickleTest, ReaderRejectsBadInput) {
   const std::string good = WriteSample();
-  auto truncated = ReadPickle(good.substr(0, good.size() / 2), "x.pickle");
+  auto truncated =
+      core::ReadPickle(good.substr(0, good.size() / 2), "x.pickle");
   ASSERT_FALSE(truncated.ok());
   EXPECT_NE(truncated.status().message().find("x.pickle"), std::string::npos);
   EXPECT_FALSE(
-      ReadPickle(std::string("\x80\x02") + "c" + "os\nsystem\n.").ok());
-  EXPECT_FALSE(ReadPickle("").ok());
-  EXPECT_FALSE(ReadPickleFile("/nonexistent/x.pickle").ok());
+      core::ReadPickle(std::string("\x80\x02") + "c" + "os\nsystem\n.").ok());
+  EXPECT_FALSE(core::ReadPickle("").ok());
+  EXPECT_FALSE(core::ReadPickleFile("/nonexistent/x.pickle").ok());
 }
 
 }  // namespace
