@@ -184,13 +184,19 @@ absl::StatusOr<std::vector<Json>> Batch::GetNonTensor(
 
 const at::Tensor& Batch::tensor(const std::string& key) const {
   auto it = tensors_.find(key);
-  CHECK(it != tensors_.end()) << "Batch: no tensor '" << key << "'";
+  CHECK(it != tensors_.end())
+      << "Batch: no tensor '" << key << "' (tensors: " << KeysOf(tensors_)
+      << "); use GetTensor() for keys that may be missing";
   return it->second;
 }
 
 const std::vector<Json>& Batch::non_tensor(const std::string& key) const {
   auto it = non_tensors_.find(key);
-  CHECK(it != non_tensors_.end()) << "Batch: no non-tensor '" << key << "'";
+  CHECK(it != non_tensors_.end())
+      << "Batch: no non-tensor '" << key
+      << "' (non-tensor columns: " << KeysOf(non_tensors_)
+      << "); use GetNonTensor() for keys that may be "
+      << "missing";
   return it->second;
 }
 

@@ -78,10 +78,14 @@ class Batch {
   absl::Status SetTensor(const std::string& key, at::Tensor tensor);
   absl::Status SetNonTensor(const std::string& key, std::vector<Json> values);
 
-  // Lookups; NotFound names the key and the available keys.
+  // Lookups for keys that may be missing (from configs, user data, another
+  // role's output): NotFound names the key and lists the present keys, e.g.
+  // "Batch: no tensor 'old_log_probs' (tensors: [input_ids, responses])".
+  // The Tensor is a shared handle (no copy of the data).
   absl::StatusOr<at::Tensor> GetTensor(const std::string& key) const;
   absl::StatusOr<std::vector<Json>> GetNonTensor(const std::string& key) const;
-  // Unchecked accessors for code that knows the key exists (CHECK-fails).
+  // Accessors for keys the caller itself just set (an invariant): a missing
+  // key CHECK-fails, naming the present keys.
   const at::Tensor& tensor(const std::string& key) const;
   const std::vector<Json>& non_tensor(const std::string& key) const;
 
