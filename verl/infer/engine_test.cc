@@ -14,6 +14,7 @@
 #include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
 #include <set>
 
@@ -343,8 +344,20 @@ TEST(EngineTest, UpdateWeightsEqualsFreshEngine) {
   for (const auto& item : f.model->named_parameters()) {
     weights.emplace_back(item.key(), item.value().detach());
   }
+  std::map<std::string, const void*> storage_before;
+  for (const auto& item : engine->model().named_parameters()) {
+    storage_before[item.key()] = item.value().data_ptr();
+  }
+  ASSERT_EQ(storage_before.size(), weights.size());
   ASSERT_TRUE(engine->UpdateWeights(weights).ok());
-  // Same storage: the update was in place, not a reload.
+  // Same storage: the update was in place, not a reload; and it holds the
+  // new values.
+  for (const auto& [name, w] : weights) {
+    const at::Tensor* p = engine->model().named_parameters().find(name);
+    ASSERT_NE(p, nullptr) << name;
+    EXPECT_EQ(p->data_ptr(), storage_before.at(name)) << name;
+    EXPECT_TRUE(p->equal(w)) << name;
+  }
   auto g = SampleAll(*engine, Greedy(), 16);
   for (size_t i = 0; i < g.size(); ++i) EXPECT_EQ(g[i], f.reference[i]) << i;
   EXPECT_FALSE(
