@@ -1,7 +1,8 @@
 // File: verl/profiler/pickle_reader.h
 //
 // Forwarding header: memory snapshots are read with the generic restricted
-// unpickler in verl/core/pickle.h. Kept only until verl/rl's last user moves.
+// unpickler in verl/core/pickle.h. Kept only until verl/rl and
+// tools/memory_report move to it.
 #ifndef VERL_PROFILER_PICKLE_READER_H_
 #define VERL_PROFILER_PICKLE_READER_H_
 
