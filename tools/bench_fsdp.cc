@@ -42,9 +42,9 @@
 #include "verl/parallel/fsdp.h"
 #include "verl/parallel/launcher.h"
 #include "verl/parallel/ulysses.h"
-#include "verl/rl/fsdp_train_state.h"
-#include "verl/rl/model_forward.h"
-#include "verl/rl/train_state.h"
+#include "verl/rl/workers/fsdp_train_state.h"
+#include "verl/rl/workers/model_forward.h"
+#include "verl/rl/workers/train_state.h"
 
 ABSL_FLAG(std::string, preset, "qwen2-30m", "model preset");
 ABSL_FLAG(int, num_seqs, 8, "sequences in the global batch");

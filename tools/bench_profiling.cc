@@ -29,8 +29,8 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
-#include "verl/rl/config.h"
-#include "verl/rl/ppo_trainer.h"
+#include "verl/rl/trainer/config.h"
+#include "verl/rl/trainer/ppo_trainer.h"
 
 ABSL_FLAG(int, rounds, 3, "Interleaved rounds per mode.");
 ABSL_FLAG(int, steps, 4, "Training steps per run.");

@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "verl/core/file_util.h"
 #include "verl/core/status.h"
-#include "verl/rl/synthetic_tasks.h"
+#include "verl/rl/data/synthetic_tasks.h"
 
 ABSL_FLAG(std::string, task, "arithmetic", "arithmetic | countdown | gsm8k");
 ABSL_FLAG(std::string, output_dir, "", "folder for train.jsonl and test.jsonl");

@@ -4,7 +4,7 @@
 // --config=<file.textproto>, --flagfile=... and dotted overrides
 // (`data.max_length=256`, `--optim.lr=1e-4`), spawns trainer.n_gpus_per_node
 // local workers (or --nproc_per_node) unless an external launcher set
-// RANK/WORLD_SIZE, and trains (verl/rl/sft_trainer.h). --print_config prints
+// RANK/WORLD_SIZE, and trains (verl/rl/trainer/sft_trainer.h). --print_config prints
 // the resolved tree and exits. A bad command line, config or input prints
 // one line on stderr and exits 2; other failures exit 1.
 #include <iostream>
@@ -15,8 +15,8 @@
 #include "verl/parallel/distributed.h"
 #include "verl/parallel/launcher.h"
 #include "verl/parallel/launcher_flags.h"
-#include "verl/rl/sft_config.h"
-#include "verl/rl/sft_trainer.h"
+#include "verl/rl/trainer/sft_config.h"
+#include "verl/rl/trainer/sft_trainer.h"
 
 ABSL_FLAG(bool, print_config, false,
           "Print the resolved configuration (text proto) and exit.");

@@ -13,8 +13,8 @@
 #include "verl/core/config_loader.h"
 #include "verl/parallel/launcher.h"
 #include "verl/parallel/launcher_flags.h"
-#include "verl/rl/config.h"
-#include "verl/rl/train_main.h"
+#include "verl/rl/trainer/config.h"
+#include "verl/rl/trainer/train_main.h"
 
 ABSL_FLAG(bool, print_config, false,
           "Print the resolved configuration (text proto) and exit.");

@@ -23,7 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "verl/rl/ppo_trainer_testutil.h"
+#include "verl/rl/trainer/testing/ppo_trainer_testutil.h"
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include "verl/core/file_util.h"
 #include "verl/parallel/launcher.h"
 #include "verl/profiler/timeline.h"
-#include "verl/rl/ppo_trainer_testutil.h"
+#include "verl/rl/trainer/testing/ppo_trainer_testutil.h"
 
 namespace {
 

@@ -1,0 +1,62 @@
+// File: verl/rl/data/prompt_encoder.h
+//
+// Turns dataset rows into the prompt half of verl's layout: the chat
+// template of the row's `prompt` messages (add_generation_prompt=True),
+// tokenised, then left-padded to max_prompt_length with attention_mask and
+// position_ids = clip(cumsum(mask) − 1, 0). Over-long prompts follow
+// data.truncation (error | left | right | middle; side = what is kept, as in
+// verl's postprocess_data). Also the reverse direction for rewards: decoding
+// prompts/responses with special tokens skipped.
+#ifndef VERL_RL_DATA_PROMPT_ENCODER_H_
+#define VERL_RL_DATA_PROMPT_ENCODER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "verl/core/batch.h"
+#include "verl/models/tokenizer.h"
+
+namespace verl::rl {
+
+struct PromptEncoderOptions {
+  std::string prompt_key = "prompt";
+  int64_t max_prompt_length = 512;
+  std::string truncation = "error";        // error | left | right | middle
+  std::string apply_chat_template_kwargs;  // JSON object text, may be empty
+};
+
+class PromptEncoder {
+ public:
+  PromptEncoder(const models::Tokenizer* tokenizer,
+                PromptEncoderOptions options)
+      : tokenizer_(tokenizer), options_(std::move(options)) {}
+
+  // Token ids of one row's templated prompt (no padding or truncation).
+  absl::StatusOr<std::vector<int>> EncodeRow(const nlohmann::json& row) const;
+
+  // Rows -> Batch with input_ids/attention_mask/position_ids [B, P] and the
+  // non-tensor columns data_source, reward_model, extra_info, uid (from
+  // `uids`).
+  absl::StatusOr<core::Batch> Encode(
+      const std::vector<nlohmann::json>& rows,
+      const std::vector<std::string>& uids) const;
+
+ private:
+  const models::Tokenizer* tokenizer_;
+  PromptEncoderOptions options_;
+};
+
+// Looks up a dotted key ("extra_info.answer") in a row; error names the key.
+absl::StatusOr<nlohmann::json> GetDotted(const nlohmann::json& row,
+                                         const std::string& key);
+
+// Token ids of row `i` of `ids` [B, L] where `mask` is set, in order.
+std::vector<int> MaskedIds(const at::Tensor& ids, const at::Tensor& mask,
+                           int64_t i);
+
+}  // namespace verl::rl
+
+#endif  // VERL_RL_DATA_PROMPT_ENCODER_H_

@@ -1,0 +1,253 @@
+#include "verl/rl/data/rl_dataset.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <random>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "verl/core/file_util.h"
+#include "verl/core/status.h"
+#include "verl/rl/data/synthetic_tasks.h"
+
+namespace verl::rl {
+namespace {
+
+// A row's prompt must be a non-empty list of {"role","content"} messages.
+absl::Status ValidateRow(const nlohmann::json& row,
+                         const std::string& prompt_key) {
+  if (!row.is_object())
+    return absl::InvalidArgumentError("row is not a JSON object");
+  if (!row.contains(prompt_key) || !row[prompt_key].is_array() ||
+      row[prompt_key].empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", prompt_key, "\" must be a non-empty list of chat messages"));
+  }
+  for (const auto& m : row[prompt_key]) {
+    if (!m.is_object() || !m.contains("role") || !m.contains("content") ||
+        !m["role"].is_string() || !m["content"].is_string()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", prompt_key,
+                       "\" messages need string \"role\" and \"content\""));
+    }
+  }
+  if (!row.contains("data_source") || !row["data_source"].is_string()) {
+    return absl::InvalidArgumentError("missing string \"data_source\"");
+  }
+  return absl::OkStatus();
+}
+
+std::vector<int64_t> Permutation(int64_t n, uint64_t seed) {
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(seed);
+  std::shuffle(order.begin(), order.end(), rng);
+  return order;
+}
+
+// "builtin:<task>/<split>[?key=value&...]" names a generated dataset (no
+// file needed). Options: rows, seed, max_operand and ops (arithmetic),
+// num_numbers and max_number (countdown).
+absl::StatusOr<std::vector<nlohmann::json>> ReadRows(const std::string& file) {
+  constexpr absl::string_view kBuiltin = "builtin:";
+  if (file.rfind(std::string(kBuiltin), 0) != 0) return core::ReadJsonl(file);
+  std::string spec = file.substr(kBuiltin.size());
+  std::map<std::string, std::string> opts;
+  if (const size_t q = spec.find('?'); q != std::string::npos) {
+    for (absl::string_view kv :
+         absl::StrSplit(spec.substr(q + 1), '&', absl::SkipEmpty())) {
+      std::pair<std::string, std::string> p =
+          absl::StrSplit(kv, absl::MaxSplits('=', 1));
+      opts[p.first] = p.second;
+    }
+    spec = spec.substr(0, q);
+  }
+  const size_t slash = spec.find('/');
+  const std::string task = spec.substr(0, slash);
+  const std::string split =
+      slash == std::string::npos ? "train" : spec.substr(slash + 1);
+  if (split != "train" && split != "test") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        file, ": split must be train or test, e.g. builtin:arithmetic/train"));
+  }
+  const bool train = split == "train";
+  auto int_opt = [&](const std::string& key,
+                     int64_t fallback) -> absl::StatusOr<int64_t> {
+    auto it = opts.find(key);
+    if (it == opts.end()) return fallback;
+    int64_t v;
+    if (!absl::SimpleAtoi(it->second, &v) || v < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file, ": option ", key, "=", it->second,
+                       " is not a non-negative integer"));
+    }
+    opts.erase(it);
+    return v;
+  };
+  VERL_ASSIGN_OR_RETURN(
+      int64_t rows,
+      int_opt("rows", train ? kBuiltinTrainRows : kBuiltinTestRows));
+  VERL_ASSIGN_OR_RETURN(int64_t seed, int_opt("seed", 0));
+  seed = train ? seed : seed + 1000003;  // disjoint stream for the test split
+  std::vector<nlohmann::json> out;
+  if (task == "arithmetic") {
+    ArithmeticTaskOptions o;
+    o.num_rows = rows;
+    o.seed = seed;
+    o.split = split;
+    VERL_ASSIGN_OR_RETURN(int64_t max_operand,
+                          int_opt("max_operand", o.max_operand));
+    o.max_operand = static_cast<int>(max_operand);
+    if (auto it = opts.find("ops"); it != opts.end()) {
+      o.ops = it->second;
+      opts.erase(it);
+      if (o.ops.empty() ||
+          o.ops.find_first_not_of("+-*") != std::string::npos) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(file, ": ops must be a subset of +-*"));
+      }
+    }
+    out = MakeArithmeticRows(o);
+  } else if (task == "countdown") {
+    CountdownTaskOptions o;
+    o.num_rows = rows;
+    o.seed = seed;
+    o.split = split;
+    VERL_ASSIGN_OR_RETURN(int64_t numbers,
+                          int_opt("num_numbers", o.num_numbers));
+    VERL_ASSIGN_OR_RETURN(int64_t max_number,
+                          int_opt("max_number", o.max_number));
+    o.num_numbers = static_cast<int>(std::max<int64_t>(numbers, 1));
+    o.max_number = static_cast<int>(std::max<int64_t>(max_number, 1));
+    out = MakeCountdownRows(o);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ": unknown built-in task \"", task,
+                     "\" (arithmetic, countdown)"));
+  }
+  if (!opts.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ": unknown option \"", opts.begin()->first, "\""));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<RLDataset> RLDataset::Load(const RLDatasetOptions& options) {
+  if (options.files.empty())
+    return absl::InvalidArgumentError("no data files given");
+  std::vector<nlohmann::json> rows;
+  for (const auto& file : options.files) {
+    auto part = ReadRows(file);
+    if (!part.ok()) return part.status();
+    for (size_t i = 0; i < part->size(); ++i) {
+      absl::Status s = ValidateRow((*part)[i], options.prompt_key);
+      if (!s.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(file, ":", i + 1, ": ", s.message()));
+      }
+    }
+    std::move(part->begin(), part->end(), std::back_inserter(rows));
+  }
+  if (options.max_samples >= 0 &&
+      options.max_samples < static_cast<int64_t>(rows.size())) {
+    std::vector<nlohmann::json> subset;
+    if (options.shuffle) {
+      for (int64_t i : Permutation(rows.size(), options.seed)) {
+        if (static_cast<int64_t>(subset.size()) == options.max_samples) break;
+        subset.push_back(rows[i]);
+      }
+    } else {
+      subset.assign(rows.begin(), rows.begin() + options.max_samples);
+    }
+    rows = std::move(subset);
+  }
+  if (options.filter_overlong_prompts) {
+    if (!options.prompt_length) {
+      return absl::InvalidArgumentError(
+          "filter_overlong_prompts needs a prompt-length function");
+    }
+    std::vector<nlohmann::json> kept;
+    for (auto& row : rows) {
+      if (options.prompt_length(row) <= options.max_prompt_length)
+        kept.push_back(std::move(row));
+    }
+    rows = std::move(kept);
+  }
+  if (rows.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dataset ", options.files[0], " is empty after filtering"));
+  }
+  return RLDataset(std::move(rows));
+}
+
+nlohmann::json DataLoaderState::ToJson() const {
+  return {{"epoch", epoch}, {"batches_in_epoch", batches_in_epoch}};
+}
+
+absl::StatusOr<DataLoaderState> DataLoaderState::FromJson(
+    const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("epoch") ||
+      !j.contains("batches_in_epoch") || !j["epoch"].is_number_integer() ||
+      !j["batches_in_epoch"].is_number_integer()) {
+    return absl::InvalidArgumentError(
+        "dataloader state needs integer \"epoch\" and \"batches_in_epoch\"");
+  }
+  DataLoaderState s;
+  s.epoch = j["epoch"];
+  s.batches_in_epoch = j["batches_in_epoch"];
+  if (s.epoch < 0 || s.batches_in_epoch < 0) {
+    return absl::InvalidArgumentError("dataloader state has negative position");
+  }
+  return s;
+}
+
+DataLoader::DataLoader(const RLDataset* dataset, int64_t batch_size,
+                       bool shuffle, uint64_t seed, bool drop_last)
+    : dataset_(dataset),
+      batch_size_(batch_size > 0 ? batch_size : dataset->size()),
+      shuffle_(shuffle),
+      seed_(seed),
+      drop_last_(drop_last) {}
+
+int64_t DataLoader::num_batches() const {
+  const int64_t n = dataset_->size();
+  return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
+}
+
+const std::vector<int64_t>& DataLoader::EpochOrder(int64_t epoch) {
+  if (cached_epoch_ != epoch) {
+    if (shuffle_) {
+      // A fresh permutation per epoch, a pure function of (seed, epoch) so a
+      // restored loader continues exactly.
+      cached_order_ =
+          Permutation(dataset_->size(), seed_ * 0x9E3779B97F4A7C15ULL + epoch);
+    } else {
+      cached_order_.resize(dataset_->size());
+      std::iota(cached_order_.begin(), cached_order_.end(), 0);
+    }
+    cached_epoch_ = epoch;
+  }
+  return cached_order_;
+}
+
+std::optional<std::vector<nlohmann::json>> DataLoader::Next() {
+  if (state_.batches_in_epoch >= num_batches()) {
+    ++state_.epoch;
+    state_.batches_in_epoch = 0;
+    return std::nullopt;
+  }
+  const std::vector<int64_t>& order = EpochOrder(state_.epoch);
+  const int64_t begin = state_.batches_in_epoch * batch_size_;
+  const int64_t end = std::min<int64_t>(begin + batch_size_, order.size());
+  std::vector<nlohmann::json> batch;
+  for (int64_t i = begin; i < end; ++i)
+    batch.push_back(dataset_->row(order[i]));
+  ++state_.batches_in_epoch;
+  return batch;
+}
+
+}  // namespace verl::rl

@@ -1,0 +1,138 @@
+#include "verl/rl/data/synthetic_tasks.h"
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+
+namespace verl::rl {
+namespace {
+
+nlohmann::json MakeRow(const std::string& data_source,
+                       const std::string& ability, const std::string& question,
+                       const std::string& answer, nlohmann::json ground_truth,
+                       const std::string& split, int64_t index) {
+  return {
+      {"data_source", data_source},
+      {"prompt",
+       nlohmann::json::array({{{"role", "user"}, {"content", question}}})},
+      {"ability", ability},
+      {"reward_model",
+       {{"style", "rule"}, {"ground_truth", std::move(ground_truth)}}},
+      {"extra_info",
+       {{"split", split},
+        {"index", index},
+        {"question", question},
+        {"answer", answer}}},
+  };
+}
+
+int64_t Apply(int64_t a, char op, int64_t b) {
+  switch (op) {
+    case '+':
+      return a + b;
+    case '-':
+      return a - b;
+    default:
+      return a * b;
+  }
+}
+
+}  // namespace
+
+std::vector<nlohmann::json> MakeArithmeticRows(
+    const ArithmeticTaskOptions& options) {
+  std::mt19937_64 rng(options.seed);
+  std::uniform_int_distribution<int> operand(0, options.max_operand);
+  std::uniform_int_distribution<size_t> pick_op(0, options.ops.size() - 1);
+  std::vector<nlohmann::json> rows;
+  rows.reserve(options.num_rows);
+  for (int64_t i = 0; i < options.num_rows; ++i) {
+    const int64_t a = operand(rng), b = operand(rng);
+    const char op = options.ops[pick_op(rng)];
+    const int64_t c = Apply(a, op, b);
+    const std::string question = absl::StrCat(a, std::string(1, op), b, "=?");
+    const std::string answer =
+        absl::StrCat(a, std::string(1, op), b, "=", c, "\n#### ", c);
+    rows.push_back(MakeRow("arithmetic", "math", question, answer,
+                           absl::StrCat(c), options.split, i));
+  }
+  return rows;
+}
+
+std::vector<nlohmann::json> MakeCountdownRows(
+    const CountdownTaskOptions& options) {
+  std::mt19937_64 rng(options.seed);
+  std::uniform_int_distribution<int> number(1, options.max_number);
+  std::uniform_int_distribution<int> pick_op(0, 2);
+  static constexpr char kOps[] = {'+', '-', '*'};
+  std::vector<nlohmann::json> rows;
+  rows.reserve(options.num_rows);
+  for (int64_t i = 0; i < options.num_rows; ++i) {
+    std::vector<int64_t> numbers(options.num_numbers);
+    for (auto& n : numbers) n = number(rng);
+    // The target is a left-to-right evaluation of all numbers with random
+    // operators, so every question has at least that solution.
+    int64_t target = numbers[0];
+    std::string equation = absl::StrCat(numbers[0]);
+    for (int k = 1; k < options.num_numbers; ++k) {
+      const char op = kOps[pick_op(rng)];
+      if (op == '*') equation = absl::StrCat("(", equation, ")");
+      target = Apply(target, op, numbers[k]);
+      absl::StrAppend(&equation, std::string(1, op), numbers[k]);
+    }
+    std::string listed;
+    for (size_t k = 0; k < numbers.size(); ++k) {
+      absl::StrAppend(&listed, k ? " " : "", numbers[k]);
+    }
+    const std::string question = absl::StrCat("Use ", listed, " to make ",
+                                              target, " with + - * and ( ).");
+    const std::string answer = absl::StrCat("<answer>", equation, "</answer>");
+    rows.push_back(MakeRow("countdown", "math", question, answer,
+                           {{"target", target}, {"numbers", numbers}},
+                           options.split, i));
+  }
+  return rows;
+}
+
+absl::StatusOr<nlohmann::json> ConvertGsm8kRecord(const nlohmann::json& record,
+                                                  const std::string& split,
+                                                  int64_t index) {
+  for (const char* key : {"question", "answer"}) {
+    if (!record.contains(key) || !record[key].is_string()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gsm8k record ", index, ": missing string field \"", key, "\""));
+    }
+  }
+  const std::string question_raw = record["question"];
+  const std::string answer_raw = record["answer"];
+  // verl: re.search("#### (\\-?[0-9\\.\\,]+)", answer); commas removed.
+  const size_t mark = answer_raw.find("#### ");
+  std::string solution;
+  if (mark != std::string::npos) {
+    size_t pos = mark + 5;
+    if (pos < answer_raw.size() && answer_raw[pos] == '-')
+      solution += answer_raw[pos++];
+    while (pos < answer_raw.size() &&
+           (std::isdigit(static_cast<unsigned char>(answer_raw[pos])) ||
+            answer_raw[pos] == '.' || answer_raw[pos] == ',')) {
+      solution += answer_raw[pos++];
+    }
+  }
+  if (solution.empty() || solution == "-") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gsm8k record ", index,
+                     ": answer has no \"#### <number>\" final answer"));
+  }
+  solution = absl::StrReplaceAll(solution, {{",", ""}});
+  const std::string question = absl::StrCat(
+      question_raw,
+      " Let's think step by step and output the final answer after \"####\".");
+  nlohmann::json row = MakeRow("openai/gsm8k", "math", question, answer_raw,
+                               solution, split, index);
+  // verl keeps the raw question/answer in extra_info.
+  row["extra_info"]["question"] = question_raw;
+  return row;
+}
+
+}  // namespace verl::rl

@@ -1,0 +1,310 @@
+// File: verl/rl/rewards/reward_score/reward_score_test.cc
+//
+// Reward tables derived from verl's documented rules (gsm8k.py,
+// math_reward.py / Hendrycks is_equiv, math_dapo.py / Minerva
+// normalisation), including malformed outputs.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "verl/rl/rewards/reward_score/arithmetic.h"
+#include "verl/rl/rewards/reward_score/countdown.h"
+#include "verl/rl/rewards/reward_score/default_compute_score.h"
+#include "verl/rl/rewards/reward_score/geo3k.h"
+#include "verl/rl/rewards/reward_score/gsm8k.h"
+#include "verl/rl/rewards/reward_score/math_dapo.h"
+#include "verl/rl/rewards/reward_score/math_reward.h"
+#include "verl/rl/rewards/reward_score/search_r1.h"
+
+namespace verl::rl::reward {
+namespace {
+
+struct Case {
+  std::string solution;
+  std::string ground_truth;
+  double expected;
+};
+
+TEST(Gsm8kTest, StrictTable) {
+  const std::string pad(400, 'x');
+  const std::vector<Case> cases = {
+      {"So she has 72 apples.\n#### 72", "72", 1.0},
+      {"#### 72.0", "72", 0.0},
+      {"#### 1,234", "1234", 1.0},
+      {"#### $72", "72", 0.0},  // '$' cannot follow "#### "
+      {"The answer is 72", "72", 0.0},
+      {"#### -5", "-5", 1.0},
+      {"#### 70\n#### 72", "72", 1.0},  // last match wins
+      {"#### 72\n#### 70", "72", 0.0},
+      {"####72", "72", 0.0},
+      {"#### 72.", "72", 0.0},
+      {"#### 72 " + pad, "72", 0.0},  // outside the last 300 characters
+      {"#### 72 " + std::string(250, 'x'), "72", 1.0},
+      {"", "72", 0.0},
+      {"#### 3.50", "3.50", 1.0},
+      {"#### 1,000,000", "1000000", 1.0},
+      {"####  72", "72", 0.0},
+      {"answer #### 72 dollars", "72", 1.0},
+      {"答案是 #### 72", "72", 1.0},
+      {"#### 0", "0", 1.0},
+      {"#### -0.5", "-0.5", 1.0},
+      {"#### 7 2", "72", 0.0},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(Gsm8kComputeScore(c.solution, c.ground_truth), c.expected)
+        << c.solution.substr(0, 40);
+  }
+  EXPECT_EQ(Gsm8kComputeScore("#### 5", "72", Gsm8kMethod::kStrict, 0.1), 0.1);
+}
+
+TEST(Gsm8kTest, FlexibleTable) {
+  const std::vector<Case> cases = {
+      {"I think it is 72", "72", 1.0},
+      {"72 apples, then 5.", "72", 0.0},  // last token "5."
+      {"The result is 72.", "72", 0.0},   // token "72." as in verl
+      {"no numbers here", "72", 0.0},
+      {"value -72", "-72", 1.0},
+      {". .", "72", 0.0},
+      {"1,234", "1,234", 1.0},  // flexible keeps commas
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(
+        Gsm8kComputeScore(c.solution, c.ground_truth, Gsm8kMethod::kFlexible),
+        c.expected)
+        << c.solution;
+  }
+  EXPECT_FALSE(Gsm8kExtractSolution("none", Gsm8kMethod::kFlexible));
+}
+
+TEST(MathTest, HendrycksTable) {
+  const std::vector<Case> cases = {
+      {"\\boxed{72}", "72", 1.0},
+      {"so \\boxed{\\frac{1}{2}}", "\\frac12", 1.0},
+      {"\\boxed{0.5}", "\\frac{1}{2}", 1.0},
+      {"\\boxed{\\dfrac{3}{4}}", "\\frac{3}{4}", 1.0},
+      {"\\boxed{3/4}", "\\frac{3}{4}", 1.0},
+      {"\\boxed{10\\%}", "10", 1.0},
+      {"\\boxed{90^\\circ}", "90", 1.0},
+      {"\\boxed{\\$5}", "5", 1.0},
+      {"\\boxed{x = 5}", "5", 1.0},
+      {"\\boxed{\\left( 1, 2 \\right)}", "(1,2)", 1.0},
+      {"\\boxed{\\sqrt2}", "\\sqrt{2}", 1.0},
+      {"\\boxed{5 \\text{ cm}}", "5", 1.0},
+      {"\\boxed{.5}", "\\frac{1}{2}", 1.0},
+      {"\\boxed{71}", "72", 0.0},
+      {"no box 72", "72", 0.0},
+      {"\\boxed{72", "72", 0.0},  // unbalanced
+      {"\\boxed{1} then \\boxed{2}", "2", 1.0},
+      {"\\boxed{{2}}", "2", 0.0},
+      {"\\fbox{72}", "72", 0.0},  // verl's remove_boxed rejects \fbox
+      {"so \\boxed 72$ done", "72", 1.0},
+      {"\\boxed{\\frac{1}{2}}", "1/2", 1.0},
+      {"\\boxed{a/b}", "a/b", 1.0},           // normalisation fails → raw ==
+      {"\\boxed{a/b}", "\\frac{a}{b}", 0.0},  // ... and raw strings differ
+      {"\\boxed{2\\!000}", "2000", 1.0},
+      {"\\boxed{\\tfrac{1}{3}}", "\\frac{1}{3}", 1.0},
+      {"\\boxed{-3/4}", "\\frac{-3}{4}", 1.0},
+      {"\\boxed{\\frac{\\sqrt{3}}{2}}", "\\frac{\\sqrt3}{2}", 1.0},
+      {"", "0", 0.0},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(MathComputeScore(c.solution, c.ground_truth), c.expected)
+        << c.solution << " vs " << c.ground_truth;
+  }
+}
+
+TEST(MathTest, StripStringPieces) {
+  EXPECT_EQ(StripString("\\frac12").value(), "\\frac{1}{2}");
+  EXPECT_EQ(StripString("\\frac1{72}").value(), "\\frac{1}{72}");
+  EXPECT_EQ(StripString("k = 3").value(), "3");
+  EXPECT_FALSE(StripString("2\\frac").has_value());  // Python IndexError
+  EXPECT_EQ(LastBoxedOnlyString("a \\boxed{x{y}} b").value(), "\\boxed{x{y}}");
+}
+
+struct DapoCase {
+  std::string solution;
+  std::string ground_truth;
+  bool acc;
+  std::string pred;
+};
+
+TEST(MathDapoTest, MinervaTable) {
+  const std::vector<DapoCase> cases = {
+      {"Answer: 72", "72", true, "72"},
+      {"answer: 72", "72", true, "72"},
+      {"ANSWER : 72", "72", true, "72"},
+      {"Answer: 1,000", "1000", true, "1000"},
+      {"Answer: $\\frac{1}{2}$", "\\frac{1}{2}", true, "\\frac{1}{2}"},
+      {"Answer: \\frac12", "\\frac{1}{2}", true, "\\frac{1}{2}"},
+      {"Answer: x = 5", "5", true, "5"},
+      {"Answer: 5 dollars", "5", true, "5"},
+      {"Answer: \\boxed{42}", "42", true, "42"},
+      {"Answer: \\text{(A)}", "(A)", true, "(A)"},
+      {"Answer: 41", "42", false, "41"},
+      {"The answer is 42", "42", false, "[INVALID]"},
+      {"", "42", false, "[INVALID]"},
+      {"Answer: 1\nAnswer: 42", "42", true, "42"},
+      {"Answer: 42\nsome more text", "42", true, "42"},
+      {"Answer: 42" + std::string(300, 'x'), "42", false, "[INVALID]"},
+      {"Answer: 90^\\circ", "90", true, "90"},
+      {"Answer: \\sqrt2", "\\sqrt{2}", true, "\\sqrt{2}"},
+      {"Answer: 3.5", "3.50", false, "3.5"},
+      {"Answer: 10 \\text{ cm}", "10", true, "10"},
+      {"Answer: 5 mph", "5", true, "5"},
+      {"Answer: a 5", "5", true, "5"},
+      {"Answer: 12 points.", "12", false, "12."},
+      {"Answer:", "42", false, "[INVALID]"},  // nothing after the colon
+  };
+  for (const DapoCase& c : cases) {
+    MathDapoResult r = MathDapoComputeScore(c.solution, c.ground_truth);
+    EXPECT_EQ(r.acc, c.acc) << c.solution.substr(0, 40);
+    EXPECT_EQ(r.score, c.acc ? 1.0 : -1.0);
+    EXPECT_EQ(r.pred, c.pred) << c.solution.substr(0, 40);
+  }
+}
+
+TEST(MathDapoTest, StrictBoxVerify) {
+  EXPECT_TRUE(MathDapoComputeScore("so \\boxed{42}", "42", true).acc);
+  EXPECT_FALSE(MathDapoComputeScore("so \\boxed{ 42}", "42", true).acc);
+  EXPECT_EQ(MathDapoComputeScore("42", "42", true).pred, "[INVALID]");
+}
+
+TEST(Geo3kTest, FormatAndAccuracy) {
+  EXPECT_NEAR(Geo3kComputeScore("<think>a</think> so \\boxed{30}", "30"), 1.0,
+              1e-12);
+  EXPECT_NEAR(Geo3kComputeScore("so \\boxed{30}", "30"), 0.9, 1e-12);
+  EXPECT_NEAR(Geo3kComputeScore("<think>\nx\n</think>\\boxed{31}", "30"), 0.1,
+              1e-12);
+  EXPECT_NEAR(Geo3kComputeScore("<think>a</think>\\boxed{30.0}", "30"), 1.0,
+              1e-12);
+  EXPECT_NEAR(Geo3kComputeScore("nothing", "30"), 0.0, 1e-12);
+}
+
+TEST(SearchR1Test, ExactMatch) {
+  EXPECT_EQ(SearchR1ComputeScore("<answer>The Eiffel Tower</answer>",
+                                 {"eiffel tower"}),
+            1.0);
+  EXPECT_EQ(SearchR1ComputeScore("<answer>x</answer><answer>Paris!</answer>",
+                                 {"London", "paris"}),
+            1.0);
+  EXPECT_EQ(SearchR1ComputeScore("Paris", {"paris"}), 0.0);
+  EXPECT_EQ(SearchR1ComputeScore("<answer>Rome</answer>", {"paris"}), 0.0);
+  std::string spam;
+  for (int i = 0; i < 11; ++i) spam += "<answer>paris</answer>";
+  EXPECT_EQ(SearchR1ComputeScore(spam, {"paris"}), 0.25);
+  EXPECT_EQ(NormalizeQaAnswer("  An  Apple, the pie "), "apple pie");
+}
+
+TEST(CountdownTest, Table) {
+  const std::vector<int64_t> nums = {3, 5, 7};
+  const std::vector<std::tuple<std::string, double>> cases = {
+      {"<answer>3*5+7</answer>", 1.0},
+      {"<answer> (3 * 5) + 7 </answer>", 1.0},
+      {"<answer>3*5+8</answer>", 0.1},    // 8 not available
+      {"<answer>3*5</answer>", 0.1},      // wrong value
+      {"<answer>3*5+7+7</answer>", 0.1},  // 7 used twice
+      {"<answer>7/0+3*5</answer>", 0.1},  // division by zero
+      {"<answer>__import__('os')</answer>", 0.1},
+      {"think...\n3*5+7 = 22\n", 1.0},  // last line equation
+      {"I give up", 0.0},
+      {"", 0.0},
+      {"<answer>(7+5)*3-14</answer>", 0.1},  // 14 not available
+      {"<answer>7*5-3*5+2</answer>", 0.1},
+  };
+  for (const auto& [text, expected] : cases) {
+    EXPECT_EQ(CountdownComputeScore(text, 22, nums), expected) << text;
+  }
+  EXPECT_DOUBLE_EQ(EvaluateArithmetic("(1+2)*3-4/2").value(), 7.0);
+  EXPECT_DOUBLE_EQ(EvaluateArithmetic("-(3-5)").value(), 2.0);
+  EXPECT_FALSE(EvaluateArithmetic("(1+2").has_value());
+  EXPECT_FALSE(EvaluateArithmetic("1+").has_value());
+}
+
+TEST(ArithmeticTest, Table) {
+  const std::vector<std::tuple<std::string, int64_t, double>> cases = {
+      {"12+30=42\n#### 42", 42, 1.0}, {"#### 41", 42, 0.0},
+      {"the answer is 42", 42, 1.0},  {"#### 1,042", 1042, 1.0},
+      {"#### 42.0", 42, 1.0},         {"#### 42.5", 42, 0.0},
+      {"nothing", 42, 0.0},           {"#### -7", -7, 1.0},
+      {"#### 42\nwait, 43", 42, 1.0},  // "####" wins over later numbers
+  };
+  for (const auto& [text, gt, expected] : cases) {
+    EXPECT_EQ(ArithmeticComputeScore(text, gt), expected) << text;
+  }
+}
+
+TEST(DefaultComputeScoreTest, Dispatch) {
+  using nlohmann::json;
+  EXPECT_EQ(DefaultComputeScore("openai/gsm8k", "#### 72", json(72))->score,
+            1.0);
+  EXPECT_EQ(
+      DefaultComputeScore("lighteval/MATH", "\\boxed{2}", json("2"))->score,
+      1.0);
+  absl::StatusOr<RewardResult> dapo =
+      DefaultComputeScore("aime2024", "Answer: 7", json("7"));
+  ASSERT_TRUE(dapo.ok());
+  EXPECT_EQ(dapo->score, 1.0);
+  EXPECT_EQ(dapo->numeric.at("acc"), 1.0);
+  EXPECT_EQ(dapo->text.at("pred"), "7");
+  EXPECT_EQ(DefaultComputeScore("math_dapo", "Answer: 6", json("7"))->score,
+            -1.0);
+  EXPECT_EQ(DefaultComputeScore("searchR1_nq", "<answer>Paris</answer>",
+                                json{{"target", {"paris"}}})
+                ->score,
+            1.0);
+  EXPECT_EQ(DefaultComputeScore("countdown", "<answer>3*5+7</answer>",
+                                json{{"target", 22}, {"numbers", {3, 5, 7}}})
+                ->score,
+            1.0);
+  EXPECT_EQ(DefaultComputeScore("countdown", "<answer>3*5+7</answer>",
+                                json("{\"target\": 22, \"numbers\": [3,5,7]}"))
+                ->score,
+            1.0);
+  EXPECT_EQ(DefaultComputeScore("arithmetic", "#### 9", json("9"))->score, 1.0);
+  EXPECT_NEAR(
+      DefaultComputeScore("hiyouga/geometry3k", "\\boxed{3}", json("3"))->score,
+      0.9, 1e-12);
+
+  absl::StatusOr<RewardResult> unknown =
+      DefaultComputeScore("my/dataset", "x", json("y"));
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("my/dataset"), std::string::npos);
+  EXPECT_FALSE(DefaultComputeScore("countdown", "x", json("oops")).ok());
+  EXPECT_FALSE(DefaultComputeScore("arithmetic", "x", json("nine")).ok());
+  EXPECT_FALSE(DefaultComputeScore("searchR1_nq", "x", json("paris")).ok());
+}
+
+// Malformed model output (random bytes over a LaTeX/number-heavy alphabet,
+// invalid UTF-8, deep nesting) never crashes a scorer and scores stay in
+// their documented ranges.
+TEST(RewardRobustnessTest, RandomOutputsNeverCrash) {
+  const std::string alphabet =
+      "0123456789+-*/()=.,$#\\{}^_ abcxAnswer:boxedfrac<>/\n\xff\xc3";
+  std::mt19937 rng(99);
+  for (int i = 0; i < 2000; ++i) {
+    std::string s;
+    const int len = std::uniform_int_distribution<int>(0, 120)(rng);
+    for (int j = 0; j < len; ++j)
+      s.push_back(alphabet[std::uniform_int_distribution<size_t>(
+          0, alphabet.size() - 1)(rng)]);
+    if (i % 50 == 0) s = std::string(300, '{') + "\\boxed{" + s;
+    for (const char* src : {"openai/gsm8k", "lighteval/MATH", "math_dapo",
+                            "hiyouga/geometry3k", "arithmetic"}) {
+      const std::string gt =
+          std::string(src) == "arithmetic" ? "7" : s.substr(0, 5);
+      absl::StatusOr<RewardResult> r =
+          DefaultComputeScore(src, s, nlohmann::json(gt));
+      ASSERT_TRUE(r.ok()) << src;
+      EXPECT_GE(r->score, -1.0);
+      EXPECT_LE(r->score, 1.0);
+    }
+    EXPECT_GE(CountdownComputeScore(s, 24, {1, 2, 3, 4}), 0.0);
+    EXPECT_GE(SearchR1ComputeScore(s, {"a"}), 0.0);
+  }
+}
+
+}  // namespace
+}  // namespace verl::rl::reward

@@ -1,0 +1,99 @@
+#include "verl/rl/trainer/policy_loader.h"
+
+#include <ATen/core/grad_mode.h>
+#include <torch/nn/module.h>
+
+#include <map>
+
+#include "verl/core/status.h"
+#include "verl/models/hf_checkpoint.h"
+#include "verl/models/presets.h"
+#include "verl/models/tokenizer_builtin.h"
+#include "verl/rl/workers/fsdp_train_state.h"
+
+namespace verl::rl {
+namespace {
+
+void CopyParameters(const torch::nn::Module& from, torch::nn::Module& to,
+                    bool skip_heads) {
+  at::NoGradGuard no_grad;
+  auto src = from.named_parameters();
+  for (auto& item : to.named_parameters()) {
+    if (skip_heads && (item.key() == "lm_head.weight" ||
+                       item.key().rfind("score.", 0) == 0)) {
+      continue;
+    }
+    const at::Tensor* s = src.find(item.key());
+    if (s) item.value().copy_(*s);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<models::Tokenizer> LoadTokenizer(
+    const models::ModelSettings& m) {
+  const std::string dir =
+      m.has_tokenizer_path() ? m.tokenizer_path() : m.path();
+  if (dir.empty()) return models::MakeBuiltinTokenizer();
+  return models::Tokenizer::FromDirectory(dir);
+}
+
+absl::StatusOr<LoadedPolicy> LoadPolicy(const models::ModelSettings& m,
+                                        const models::Tokenizer& tokenizer,
+                                        uint64_t seed) {
+  LoadedPolicy p;
+  if (!m.path().empty()) {
+    VERL_ASSIGN_OR_RETURN(models::HfCheckpoint hf,
+                          models::LoadHfConfigs(m.path()));
+    p.config = hf.config;
+    if (hf.generation) {
+      for (int64_t id : hf.generation->eos_token_ids)
+        p.config.eos_token_ids.push_back(id);
+    }
+    p.model = models::CreateModel(p.config, seed);
+    std::map<std::string, at::Tensor> dst;
+    for (auto& item : p.model->named_parameters())
+      dst[item.key()] = item.value();
+    VERL_RETURN_IF_ERROR(models::LoadHfWeightsInto(m.path(), &dst));
+    p.hf_dir = m.path();
+  } else {
+    VERL_ASSIGN_OR_RETURN(
+        p.config, models::MakePreset(m.preset(), tokenizer.vocab_size()));
+    p.model = models::CreateModel(p.config, seed);
+  }
+  if (tokenizer.eos_token_id() >= 0)
+    p.config.eos_token_ids.push_back(tokenizer.eos_token_id());
+  if (tokenizer.pad_token_id() >= 0)
+    p.config.pad_token_id = tokenizer.pad_token_id();
+  // The model keeps its own copy of the config: rebuild with the stop ids.
+  auto with_ids = models::CreateModel(p.config, seed);
+  CopyParameters(*p.model, *with_ids, /*skip_heads=*/false);
+  p.model = with_ids;
+  return p;
+}
+
+std::shared_ptr<models::CausalLM> CloneModel(const models::CausalLM& src,
+                                             bool value_head, uint64_t seed) {
+  models::ModelConfig config = src.config();
+  config.is_value_model = value_head;
+  auto model = models::CreateModel(config, seed);
+  CopyParameters(src, *model, /*skip_heads=*/value_head);
+  return model;
+}
+
+absl::StatusOr<std::unique_ptr<TrainState>> MakeTrainState(
+    models::CausalLM& model, Strategy::Value strategy,
+    const parallel::FsdpConfig& fsdp, const OptimizerOptions& options,
+    std::shared_ptr<parallel::Communicator> world) {
+  if (world->size() > 1 &&
+      (strategy == Strategy::fsdp || strategy == Strategy::fsdp2)) {
+    VERL_ASSIGN_OR_RETURN(auto state,
+                          FsdpTrainState::ForModule(model, fsdp, options, world,
+                                                    /*per_layer=*/true));
+    return std::unique_ptr<TrainState>(std::move(state));
+  }
+  return std::unique_ptr<TrainState>(std::make_unique<ReplicatedTrainState>(
+      NamedParameters(model), options, world));
+}
+
+}  // namespace verl::rl

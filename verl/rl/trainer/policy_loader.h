@@ -1,0 +1,57 @@
+// File: verl/rl/trainer/policy_loader.h
+//
+// Building the policy and its copies for the PPO trainer's roles: the
+// tokenizer (HF folder or the built-in one), the policy (HF folder or a
+// preset, with the tokenizer's stop and pad ids), clones for the reference,
+// critic (value head) and rollout engine, and the trainable state a role's
+// strategy asks for (FSDP or replicated).
+#ifndef VERL_RL_TRAINER_POLICY_LOADER_H_
+#define VERL_RL_TRAINER_POLICY_LOADER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "verl/models/decoder.h"
+#include "verl/models/model_settings.pb.h"
+#include "verl/models/tokenizer.h"
+#include "verl/parallel/fsdp_config.pb.h"
+#include "verl/parallel/process_group.h"
+#include "verl/rl/trainer/config.pb.h"
+#include "verl/rl/workers/train_state.h"
+
+namespace verl::rl {
+
+struct LoadedPolicy {
+  models::ModelConfig config;
+  std::shared_ptr<models::CausalLM> model;
+  std::string hf_dir;  // source folder when loaded from HF
+};
+
+// model.tokenizer_path, else model.path; neither: the built-in tokenizer.
+absl::StatusOr<models::Tokenizer> LoadTokenizer(const models::ModelSettings& m);
+
+// model.path (HF config + weights, generation_config's eos ids) or
+// model.preset sized to the tokenizer's vocabulary; the tokenizer's eos and
+// pad ids are added to the model's config.
+absl::StatusOr<LoadedPolicy> LoadPolicy(const models::ModelSettings& m,
+                                        const models::Tokenizer& tokenizer,
+                                        uint64_t seed);
+
+// A copy of `src` (same config) with its own parameters; `value_head`
+// replaces the LM head by a fresh value head (the critic).
+std::shared_ptr<models::CausalLM> CloneModel(const models::CausalLM& src,
+                                             bool value_head, uint64_t seed);
+
+// The role's trainable state: FSDP (sharded parameters, gradients and AdamW
+// state, gathered layer by layer) for strategy fsdp/fsdp2 on more than one
+// rank, else replicated. Parameters are sharded over every rank (dp x sp).
+absl::StatusOr<std::unique_ptr<TrainState>> MakeTrainState(
+    models::CausalLM& model, Strategy::Value strategy,
+    const parallel::FsdpConfig& fsdp, const OptimizerOptions& options,
+    std::shared_ptr<parallel::Communicator> world);
+
+}  // namespace verl::rl
+
+#endif  // VERL_RL_TRAINER_POLICY_LOADER_H_

@@ -1,0 +1,431 @@
+// End-to-end: a few GRPO and PPO (GAE + critic) steps of the embedded
+// default, deterministic with a fixed seed, logging verl's metric keys.
+#include "verl/rl/trainer/ppo_trainer.h"
+
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <set>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "verl/models/decoder.h"
+#include "verl/models/hf_checkpoint.h"
+#include "verl/models/presets.h"
+#include "verl/models/tokenizer_builtin.h"
+#include "verl/rl/trainer/config.h"
+#include "verl/rl/trainer/testing/ppo_trainer_testutil.h"
+
+namespace verl::rl {
+namespace {
+
+PpoTrainerConfig TinyConfig(const std::string& estimator,
+                            const std::string& experiment) {
+  std::vector<std::string> overrides =
+      testing::TinyPpoOverrides(estimator, experiment);
+  auto config = LoadPpoTrainerConfig("", overrides);
+  EXPECT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(ValidatePpoTrainerConfig(*config).ok())
+      << ValidatePpoTrainerConfig(*config);
+  return *config;
+}
+
+std::vector<nlohmann::json> ReadLines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> lines;
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+void ExpectSameMetrics(const FitResult& a, const FitResult& b) {
+  ASSERT_EQ(a.last_step_metrics.size(), b.last_step_metrics.size());
+  for (const auto& [k, v] : a.last_step_metrics) {
+    if (k.rfind("timing", 0) == 0 || k.rfind("perf/", 0) == 0) continue;
+    EXPECT_DOUBLE_EQ(v, b.last_step_metrics.at(k)) << k;
+  }
+}
+
+TEST(PpoTrainerTest, GrpoStepsAreDeterministicAndLogVerlKeys) {
+  const std::string root = std::string(std::getenv("TEST_TMPDIR")) + "/logs";
+  setenv("VERL_FILE_LOGGER_ROOT", root.c_str(), 1);
+  auto first = RunPpo(TinyConfig("grpo", "grpo_a"), nullptr);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = RunPpo(TinyConfig("grpo", "grpo_b"), nullptr);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(first->steps, 2);
+  ExpectSameMetrics(*first, *second);
+
+  auto lines = ReadLines(root + "/e2e/grpo_a.jsonl");
+  ASSERT_EQ(lines.size(), 3u);  // validation at step 0, then steps 1 and 2
+  EXPECT_EQ(lines[0]["step"], 0);
+  EXPECT_TRUE(lines[0]["data"].contains("val-core/arithmetic/reward/mean@1"));
+  const auto& data = lines[2]["data"];
+  for (const char* key : {"actor/pg_loss",
+                          "actor/kl_loss",
+                          "actor/entropy",
+                          "actor/grad_norm",
+                          "actor/lr",
+                          "actor/pg_clipfrac",
+                          "actor/ppo_kl",
+                          "critic/score/mean",
+                          "critic/rewards/mean",
+                          "critic/advantages/mean",
+                          "response_length/mean",
+                          "prompt_length/mean",
+                          "timing_s/gen",
+                          "timing_s/old_log_prob",
+                          "timing_s/ref",
+                          "timing_s/adv",
+                          "timing_s/update_actor",
+                          "timing_s/step",
+                          "timing_per_token_ms/gen",
+                          "perf/throughput",
+                          "perf/total_num_tokens",
+                          "perf/time_per_step",
+                          "training/global_step",
+                          "training/rollout_probs_diff_mean",
+                          "val-core/arithmetic/reward/mean@1"}) {
+    EXPECT_TRUE(data.contains(key)) << key;
+  }
+  // Rollout and recomputed log-probs agree (same weights, fp32).
+  EXPECT_LT(data["training/rollout_probs_diff_max"].get<double>(), 1e-3);
+}
+
+TEST(PpoTrainerTest, PpoWithCriticRunsAndIsDeterministic) {
+  const std::string root = std::string(std::getenv("TEST_TMPDIR")) + "/logs";
+  setenv("VERL_FILE_LOGGER_ROOT", root.c_str(), 1);
+  auto first = RunPpo(TinyConfig("gae", "ppo_a"), nullptr);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = RunPpo(TinyConfig("gae", "ppo_b"), nullptr);
+  ASSERT_TRUE(second.ok()) << second.status();
+  ExpectSameMetrics(*first, *second);
+  const auto& m = first->last_step_metrics;
+  for (const char* key : {"critic/vf_loss", "critic/vf_clipfrac",
+                          "critic/vpred_mean", "critic/grad_norm", "critic/lr",
+                          "critic/values/mean", "critic/vf_explained_var",
+                          "timing_s/values", "timing_s/update_critic"}) {
+    EXPECT_TRUE(m.count(key)) << key;
+  }
+}
+
+TEST(PpoTrainerTest, BadConfigIsAClearError) {
+  PpoTrainerConfig config = TinyConfig("grpo", "bad");
+  config.mutable_algorithm()->set_adv_estimator("no_such_estimator");
+  auto result = RunPpo(config, nullptr);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.status().message().find("no_such_estimator"),
+            std::string::npos)
+      << result.status();
+  config = TinyConfig("grpo", "bad2");
+  config.mutable_data()->clear_train_files();
+  config.mutable_data()->add_train_files("/nonexistent/train.jsonl");
+  result = RunPpo(config, nullptr);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.status().message().find("/nonexistent/train.jsonl"),
+            std::string::npos);
+}
+
+TEST(PpoTrainerTest, DumpsRolloutAndValidationGenerations) {
+  const std::string tmp = std::getenv("TEST_TMPDIR");
+  PpoTrainerConfig config = TinyConfig("grpo", "dumps");
+  config.mutable_trainer()->set_rollout_data_dir(tmp + "/rollout_dump");
+  config.mutable_trainer()->set_validation_data_dir(tmp + "/val_dump");
+  auto result = RunPpo(config, nullptr);
+  ASSERT_TRUE(result.ok()) << result.status();
+  // verl: {dir}/{global_steps}.jsonl, one line per trajectory.
+  for (int step : {1, 2}) {
+    auto rows =
+        ReadLines(tmp + "/rollout_dump/" + std::to_string(step) + ".jsonl");
+    ASSERT_EQ(rows.size(), 4u * 2u) << step;  // train_batch_size x n
+    for (const char* key : {"input", "output", "gts", "score", "step"})
+      EXPECT_TRUE(rows[0].contains(key)) << key;
+    EXPECT_EQ(rows[0]["step"], step);
+    EXPECT_NE(rows[0]["input"].get<std::string>().find("=?"),
+              std::string::npos);
+  }
+  // Validation before training (step 0) and at the last step.
+  for (int step : {0, 2}) {
+    auto rows = ReadLines(tmp + "/val_dump/" + std::to_string(step) + ".jsonl");
+    EXPECT_EQ(rows.size(), 8u) << step;  // val_max_samples x val n
+  }
+}
+
+TEST(PpoTrainerTest, DynamicSamplingFillsTheBatchOrStopsAtTheRoundLimit) {
+  PpoTrainerConfig config = TinyConfig("grpo", "filter_groups");
+  config.mutable_trainer()->set_total_training_steps(1);
+  config.mutable_trainer()->set_test_freq(0);
+  config.mutable_data()->set_max_response_length(4);
+  auto* fg = config.mutable_algorithm()->mutable_filter_groups();
+  fg->set_enable(true);
+  fg->set_metric("seq_reward");
+  // The barely trained policy scores 0 on (almost) every sample: groups
+  // have no reward variance, so one round cannot fill the batch.
+  fg->set_max_num_gen_batches(1);
+  auto result = RunPpo(config, nullptr);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.status().message().find("max_num_gen_batches"),
+            std::string::npos)
+      << result.status();
+  fg->set_metric("no_such_metric");
+  result = RunPpo(config, nullptr);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.status().message().find("no_such_metric"),
+            std::string::npos);
+
+  // An external scorer (one line per sample, in generation order: n=2
+  // samples per prompt are adjacent) whose "acc" varies within every other
+  // group: each round keeps 2 of 4 prompt groups, so two rounds fill it.
+  config.mutable_custom_reward_function()->set_path(
+      "awk '{g = int((NR - 1) / 2); a = (g % 2 == 0) ? NR % 2 : 0; "
+      "print \"{\\\"score\\\": \" a \", \\\"acc\\\": \" a \"}\"}'");
+  fg->set_metric("acc");
+  fg->set_max_num_gen_batches(0);
+  result = RunPpo(config, nullptr);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->last_step_metrics.at("train/num_gen_batches"), 2.0);
+  // Kept groups only: every group of the training batch has reward variance.
+  EXPECT_DOUBLE_EQ(result->last_step_metrics.at("critic/score/mean"), 0.5);
+}
+
+// One step, no validation, scored by an external command printing `score`
+// (awk expression of the line number NR, in generation order).
+PpoTrainerConfig OneStep(const std::string& estimator,
+                         const std::string& experiment,
+                         const std::string& score_expr) {
+  PpoTrainerConfig config = TinyConfig(estimator, experiment);
+  config.mutable_trainer()->set_total_training_steps(1);
+  config.mutable_trainer()->set_test_freq(0);
+  config.mutable_trainer()->set_val_before_train(false);
+  config.mutable_custom_reward_function()->set_path(
+      "awk '{print \"{\\\"score\\\": \" (" + score_expr + ") \"}\"}'");
+  return config;
+}
+
+TEST(PpoTrainerTest, RolloutCorrectionWeightsMasksAndBypass) {
+  // One mini-batch: the update's pg_loss is that of the rollout policy's
+  // weights, before any optimizer step. ReMax: advantages against a greedy
+  // baseline do not sum to zero (group-centred ones do, and with equal
+  // response lengths the token-mean loss at ratio 1 would be exactly 0).
+  PpoTrainerConfig plain = OneStep("remax", "rc_plain", "NR % 3");
+  plain.mutable_actor_rollout_ref()->mutable_actor()->set_ppo_mini_batch_size(
+      4);
+  auto base = RunPpo(plain, nullptr);
+  ASSERT_TRUE(base.ok()) << base.status();
+  const auto& m0 = base->last_step_metrics;
+  const double pg = m0.at("actor/pg_loss");
+  ASSERT_NE(pg, 0.0);
+  // Off-policy diagnostics whenever rollout log-probs exist (verl's names).
+  for (const char* key :
+       {"rollout_corr/kl", "rollout_corr/k3_kl", "rollout_corr/training_ppl",
+        "rollout_corr/chi2_token", "rollout_corr/log_ppl_diff"}) {
+    EXPECT_TRUE(m0.count(key)) << key;
+  }
+  EXPECT_FALSE(m0.count("rollout_corr/rollout_is_mean"));
+
+  // Token IS truncated at 0.5: every weight (~1) becomes 0.5, so the loss
+  // halves exactly.
+  PpoTrainerConfig is = plain;
+  auto* rc = is.mutable_algorithm()->mutable_rollout_correction();
+  rc->set_rollout_is("token");
+  rc->set_rollout_is_threshold(0.5);
+  rc->set_rollout_rs("token_k1");
+  rc->set_rollout_rs_threshold("2.0");
+  auto weighted = RunPpo(is, nullptr);
+  ASSERT_TRUE(weighted.ok()) << weighted.status();
+  const auto& m1 = weighted->last_step_metrics;
+  EXPECT_NEAR(m1.at("actor/pg_loss"), 0.5 * pg, 1e-6 + 1e-5 * std::abs(pg));
+  for (const char* key :
+       {"rollout_corr/rollout_is_mean", "rollout_corr/rollout_is_max",
+        "rollout_corr/rollout_is_eff_sample_size",
+        "rollout_corr/rollout_rs_token_k1_masked_fraction",
+        "rollout_corr/rollout_rs_masked_fraction"}) {
+    EXPECT_TRUE(m1.count(key)) << key;
+  }
+  EXPECT_NEAR(m1.at("rollout_corr/rollout_is_mean"), 1.0, 1e-2);
+  EXPECT_EQ(m1.at("rollout_corr/rollout_rs_masked_fraction"), 0.0);
+
+  // Rejection sampling needs a real train/rollout mismatch: the engine
+  // samples with a repetition penalty the trainer's log-probs do not apply.
+  PpoTrainerConfig penalised = plain;
+  penalised.mutable_actor_rollout_ref()
+      ->mutable_rollout()
+      ->set_repetition_penalty(1.5);
+  auto unmasked = RunPpo(penalised, nullptr);
+  ASSERT_TRUE(unmasked.ok()) << unmasked.status();
+  PpoTrainerConfig reject = penalised;
+  rc = reject.mutable_algorithm()->mutable_rollout_correction();
+  rc->set_rollout_rs("token_k1");
+  rc->set_rollout_rs_threshold("0.8_1.25");
+  auto rejected = RunPpo(reject, nullptr);
+  ASSERT_TRUE(rejected.ok()) << rejected.status();
+  const auto& m2 = rejected->last_step_metrics;
+  const double frac = m2.at("rollout_corr/rollout_rs_masked_fraction");
+  EXPECT_GT(frac, 0.0);
+  EXPECT_LT(frac, 1.0);
+  EXPECT_GT(m2.at("rollout_corr/rollout_rs_seq_masked_fraction"), 0.0);
+  // The rejected tokens left the mask the update is computed on.
+  EXPECT_NE(m2.at("actor/pg_loss"),
+            unmasked->last_step_metrics.at("actor/pg_loss"));
+
+  // Bypass: old_log_prob := rollout log-probs, no recompute; the loss is
+  // bypass_mode's PPO clip, equal to the decoupled one up to the tiny
+  // rollout/trainer mismatch.
+  PpoTrainerConfig bypass = plain;
+  bypass.mutable_algorithm()->mutable_rollout_correction()->set_bypass_mode(
+      true);
+  auto bypassed = RunPpo(bypass, nullptr);
+  ASSERT_TRUE(bypassed.ok()) << bypassed.status();
+  const auto& m3 = bypassed->last_step_metrics;
+  EXPECT_FALSE(m3.count("timing_s/old_log_prob"));
+  EXPECT_TRUE(m3.count("rollout_corr/kl"));
+  EXPECT_NEAR(m3.at("actor/pg_loss"), pg, 1e-3);
+
+  // Without the engine's log-probs the correction is a clear error.
+  bypass.mutable_actor_rollout_ref()
+      ->mutable_rollout()
+      ->set_calculate_log_probs(false);
+  auto no_lp = RunPpo(bypass, nullptr);
+  ASSERT_FALSE(no_lp.ok());
+  EXPECT_NE(no_lp.status().message().find("calculate_log_probs"),
+            std::string::npos)
+      << no_lp.status();
+}
+
+TEST(PpoTrainerTest, PfPpoResamplesTheBatchByScore) {
+  const std::string tmp = std::getenv("TEST_TMPDIR");
+  auto dumped_scores = [&](const std::string& dir) {
+    std::multiset<double> scores;
+    for (const auto& row : ReadLines(dir + "/1.jsonl"))
+      scores.insert(row["score"].get<double>());
+    return scores;
+  };
+  // max_min: only the batch's max (8) and min (1) scores have weight.
+  PpoTrainerConfig config = OneStep("gae", "pf_max_min", "NR");
+  config.mutable_algorithm()->set_use_pf_ppo(true);
+  config.mutable_algorithm()->mutable_pf_ppo()->set_reweight_method("max_min");
+  config.mutable_trainer()->set_rollout_data_dir(tmp + "/pf_a");
+  auto a = RunPpo(config, nullptr);
+  ASSERT_TRUE(a.ok()) << a.status();
+  std::multiset<double> sa = dumped_scores(tmp + "/pf_a");
+  ASSERT_EQ(sa.size(), 8u);
+  for (double v : sa) EXPECT_TRUE(v == 1.0 || v == 8.0) << v;
+  // Same seed, same draw.
+  config.mutable_trainer()->set_rollout_data_dir(tmp + "/pf_b");
+  auto b = RunPpo(config, nullptr);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(dumped_scores(tmp + "/pf_b"), sa);
+  ExpectSameMetrics(*a, *b);
+
+  // pow: one trajectory scores 1, the others 0 (weight 1e-8): the resampled
+  // batch is that trajectory eight times.
+  config = OneStep("gae", "pf_pow", "NR == 3 ? 1 : 0");
+  config.mutable_algorithm()->set_use_pf_ppo(true);
+  config.mutable_trainer()->set_rollout_data_dir(tmp + "/pf_pow");
+  auto c = RunPpo(config, nullptr);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(dumped_scores(tmp + "/pf_pow"),
+            std::multiset<double>({1, 1, 1, 1, 1, 1, 1, 1}));
+  EXPECT_DOUBLE_EQ(c->last_step_metrics.at("critic/score/mean"), 1.0);
+
+  config.mutable_algorithm()->mutable_pf_ppo()->set_reweight_method("nope");
+  auto bad = RunPpo(config, nullptr);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("reweight_method"), std::string::npos);
+}
+
+// A value-model HF folder whose score head ignores the input: weight 0,
+// bias `bias`.
+std::string SaveConstantRewardModel(const std::string& name, float bias) {
+  models::ModelConfig config = *models::MakePreset(
+      "tiny-qwen2", models::MakeBuiltinTokenizer().vocab_size());
+  config.is_value_model = true;
+  auto model = models::CreateModel(config, 5);
+  models::HfCheckpoint ckpt;
+  ckpt.config = config;
+  for (const auto& item : model->named_parameters()) {
+    at::Tensor t = item.value().detach().clone();
+    if (item.key() == "score.weight") t.zero_();
+    if (item.key() == "score.bias") t.fill_(bias);
+    ckpt.tensors[item.key()] = t;
+  }
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
+  EXPECT_TRUE(models::SaveHfCheckpoint(dir, ckpt).ok());
+  return dir;
+}
+
+TEST(PpoTrainerTest, RewardModelScoresReplaceTheRuleReward) {
+  PpoTrainerConfig config = OneStep("grpo", "rm", "1");
+  config.mutable_reward_model()->set_enable(true);
+  config.mutable_reward_model()->set_micro_batch_size_per_gpu(3);
+  config.mutable_reward_model()->mutable_model()->set_path(
+      SaveConstantRewardModel("rm_const", 0.25f));
+  auto result = RunPpo(config, nullptr);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const auto& m = result->last_step_metrics;
+  // verl's reward managers return rm_scores as they are (the rule scorer,
+  // which would give 1, is not used); one score per trajectory.
+  EXPECT_FLOAT_EQ(m.at("critic/score/mean"), 0.25);
+  EXPECT_FLOAT_EQ(m.at("critic/score/max"), 0.25);
+  EXPECT_FLOAT_EQ(m.at("critic/score/min"), 0.25);
+  EXPECT_TRUE(m.count("timing_s/reward"));
+
+  config.mutable_reward_model()->mutable_model()->set_path("/nonexistent/rm");
+  auto bad = RunPpo(config, nullptr);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("/nonexistent/rm"), std::string::npos)
+      << bad.status();
+}
+
+TEST(PpoTrainerTest, LoraActorTrainsWithTheBaseAsReference) {
+  PpoTrainerConfig config = OneStep("grpo", "lora", "NR % 3");
+  auto* model = config.mutable_actor_rollout_ref()->mutable_model();
+  model->set_lora_rank(4);
+  model->set_lora_alpha(8);
+  model->set_enable_gradient_checkpointing(true);
+  config.mutable_trainer()->set_total_training_steps(2);
+  auto a = RunPpo(config, nullptr);
+  ASSERT_TRUE(a.ok()) << a.status();
+  const auto& m = a->last_step_metrics;
+  EXPECT_GT(m.at("actor/grad_norm"), 0.0);
+  // After a step the adapters are non-zero: the actor differs from its
+  // reference (the base), and the synced engine samples from the merged
+  // policy, so its log-probs still match the recomputed ones.
+  EXPECT_GT(m.at("actor/kl_loss"), 0.0);
+  EXPECT_LT(m.at("training/rollout_probs_diff_max"), 1e-3);
+  auto b = RunPpo(config, nullptr);
+  ASSERT_TRUE(b.ok());
+  ExpectSameMetrics(*a, *b);
+
+  // A checkpoint of a LoRA actor has verl's PEFT folder actor/lora_adapter/.
+  const std::string ckpt =
+      std::string(std::getenv("TEST_TMPDIR")) + "/lora_ckpt";
+  config.mutable_trainer()->set_default_local_dir(ckpt);
+  config.mutable_trainer()->set_save_freq(2);
+  ASSERT_TRUE(RunPpo(config, nullptr).ok());
+  const std::string adapter = ckpt + "/global_step_2/actor/lora_adapter";
+  std::ifstream cfg_in(adapter + "/adapter_config.json");
+  ASSERT_TRUE(cfg_in.good()) << adapter;
+  const nlohmann::json adapter_cfg = nlohmann::json::parse(cfg_in);
+  EXPECT_EQ(adapter_cfg["r"], 4);
+  EXPECT_EQ(adapter_cfg["lora_alpha"], 8.0);
+  std::ifstream weights(adapter + "/adapter_model.safetensors");
+  std::string bytes((std::istreambuf_iterator<char>(weights)),
+                    std::istreambuf_iterator<char>());
+  EXPECT_NE(bytes.find("base_model.model.model.layers.0.self_attn.q_proj."
+                       "lora_A.weight"),
+            std::string::npos);
+
+  model->clear_target_modules();
+  model->add_target_modules("q_proj");
+  model->add_target_modules("no_such_module");
+  auto bad = RunPpo(config, nullptr);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("no_such_module"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace verl::rl

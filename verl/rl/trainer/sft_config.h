@@ -1,0 +1,29 @@
+// File: verl/rl/trainer/sft_config.h
+//
+// Loading the SFT trainer's configuration (SftTrainerConfig,
+// verl/rl/trainer/sft_config.proto) the same way as the PPO trainer's: verl's
+// defaults, the user's text-proto file, dotted overrides, interpolations.
+#ifndef VERL_RL_TRAINER_SFT_CONFIG_H_
+#define VERL_RL_TRAINER_SFT_CONFIG_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "verl/rl/trainer/sft_config.pb.h"
+
+namespace verl::rl {
+
+// The built-in defaults text proto (sft_trainer_defaults.textproto).
+const std::string& SftTrainerDefaultsText();
+
+absl::StatusOr<SftTrainerConfig> LoadSftTrainerConfig(
+    const std::string& config_file, const std::vector<std::string>& overrides);
+
+// trainer.default_local_dir <- checkpoints/{project}/{experiment} and
+// trainer.checkpoint.load_contents <- save_contents while null.
+void ResolveSftTrainerConfig(SftTrainerConfig* config);
+
+}  // namespace verl::rl
+
+#endif  // VERL_RL_TRAINER_SFT_CONFIG_H_

@@ -1,0 +1,133 @@
+#include "verl/rl/workers/actor.h"
+
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "verl/core/status.h"
+#include "verl/models/lora.h"
+#include "verl/rl/algos/agg_loss.h"
+#include "verl/rl/algos/kl.h"
+#include "verl/rl/workers/model_forward.h"
+#include "verl/rl/algos/rollout_correction.h"
+#include "verl/rl/algos/value_loss.h"
+
+namespace verl::rl {
+
+Actor::Actor(std::shared_ptr<models::CausalLM> model,
+             std::unique_ptr<TrainState> train_state, ActorOptions options,
+             std::shared_ptr<parallel::Communicator> dp_group)
+    : model_(std::move(model)),
+      train_state_(std::move(train_state)),
+      options_(std::move(options)),
+      dp_group_(dp_group ? std::move(dp_group)
+                         : parallel::SingleProcessCommunicator()) {}
+
+absl::StatusOr<LogProbResult> Actor::ComputeLogProb(const core::Batch& batch,
+                                                    bool with_entropy) {
+  std::optional<models::ScopedLoraDisabled> base_only;
+  if (options_.disable_lora) base_only.emplace(*model_);
+  VERL_ASSIGN_OR_RETURN(
+      ResponseForward f,
+      ForwardBatchNoGrad(*model_, batch, options_.log_prob_micro,
+                         options_.temperature, with_entropy,
+                         SequenceParallel{options_.sp_group}));
+  return LogProbResult{f.log_probs, f.entropy};
+}
+
+absl::StatusOr<MetricMap> Actor::UpdatePolicy(const core::Batch& batch) {
+  if (!train_state_)
+    return absl::FailedPreconditionError("this role has no optimizer");
+  VERL_ASSIGN_OR_RETURN(PolicyLossFn loss_fn,
+                        GetPolicyLoss(options_.loss_mode));
+  for (const char* key :
+       {"input_ids", "attention_mask", "position_ids", "responses",
+        "response_mask", "old_log_probs", "advantages"}) {
+    if (!batch.HasTensor(key)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("update_actor: batch lacks \"", key, "\""));
+    }
+  }
+  if (options_.use_kl_loss && !batch.HasTensor("ref_log_prob")) {
+    return absl::InvalidArgumentError(
+        "update_actor: use_kl_loss needs \"ref_log_prob\"");
+  }
+  const int64_t R = batch.tensor("responses").size(1);
+  const bool want_entropy =
+      options_.calculate_entropy || options_.entropy_coeff != 0;
+  const double dp = dp_group_->size();
+  model_->train();
+
+  auto micro_fn =
+      [&](const core::Batch& mb,
+          const AggOptions& agg) -> absl::StatusOr<MicroBatchResult> {
+    ResponseForward f = ForwardResponses(
+        *model_, mb.tensor("input_ids"), mb.tensor("attention_mask"),
+        mb.tensor("position_ids"), R, options_.temperature, want_entropy,
+        SequenceParallel{options_.sp_group});
+    PolicyLossConfig loss_config = options_.policy_loss;
+    loss_config.agg = agg;
+    PolicyLossInputs in;
+    in.old_log_prob = mb.tensor("old_log_probs");
+    in.log_prob = f.log_probs;
+    in.advantages = mb.tensor("advantages");
+    in.response_mask = mb.tensor("response_mask");
+    if (mb.HasTensor("rollout_is_weights"))
+      in.rollout_is_weights = mb.tensor("rollout_is_weights");
+    VERL_ASSIGN_OR_RETURN(PolicyLossOutput pg, loss_fn(in, loss_config));
+    MicroBatchResult r;
+    r.loss = pg.loss;
+    r.keep_alive = f.attention;
+    r.token_means = pg.metrics;
+    if (options_.loss_mode != "bypass_mode" &&
+        mb.HasTensor("rollout_log_probs")) {
+      for (const auto& [k, v] : ComputeOffPolicyMetrics(
+               f.log_probs.detach(), mb.tensor("rollout_log_probs"),
+               in.response_mask)) {
+        r.token_means["rollout_corr/" + k] = v;
+      }
+    }
+    // Globally normalised losses: this rank's micro-batches add up to dp x its
+    // share.
+    r.summed["actor/pg_loss"] = pg.loss.item<double>() / dp;
+    if (want_entropy) {
+      VERL_ASSIGN_OR_RETURN(at::Tensor ent,
+                            ComputeEntropyLoss(f.entropy, in.response_mask,
+                                               loss_config.loss_agg_mode, agg));
+      r.summed["actor/entropy"] = ent.item<double>() / dp;
+      if (options_.entropy_coeff != 0)
+        r.loss = r.loss - options_.entropy_coeff * ent;
+    }
+    if (options_.use_kl_loss) {
+      VERL_ASSIGN_OR_RETURN(at::Tensor kld,
+                            KlPenalty(f.log_probs, mb.tensor("ref_log_prob"),
+                                      options_.kl_loss_type));
+      VERL_ASSIGN_OR_RETURN(
+          at::Tensor kl_loss,
+          AggLoss(kld, in.response_mask, loss_config.loss_agg_mode, agg));
+      r.loss = r.loss + options_.kl_loss_coef * kl_loss;
+      r.summed["actor/kl_loss"] = kl_loss.item<double>() / dp;
+    }
+    return r;
+  };
+  PpoUpdateOptions update;
+  update.mini_batch_size = options_.mini_batch_size;
+  update.epochs = options_.ppo_epochs;
+  update.micro = options_.update_micro;
+  update.grad_norm_key = "actor/grad_norm";
+  VERL_ASSIGN_OR_RETURN(
+      MetricMap metrics,
+      RunPpoUpdate(batch, update, *dp_group_, *train_state_, micro_fn));
+  // actor/entropy is a mean over optimizer steps, not a sum.
+  if (metrics.count("actor/entropy")) {
+    metrics["actor/entropy"] /=
+        options_.ppo_epochs * (batch.size() / options_.mini_batch_size);
+  }
+  if (options_.use_kl_loss) metrics["actor/kl_coef"] = options_.kl_loss_coef;
+  metrics["actor/num_skipped_steps"] = train_state_->skipped_steps();
+  return metrics;
+}
+
+}  // namespace verl::rl

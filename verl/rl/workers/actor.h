@@ -1,0 +1,93 @@
+// File: verl/rl/workers/actor.h
+//
+// The policy roles (verl's DataParallelPPOActor): log-prob recomputation for
+// the actor's old_log_prob and the reference policy, and the PPO update
+//   loss = policy_loss − entropy_coeff·entropy + kl_loss_coef·kl_loss
+// over mini-batches (one optimizer step each) and micro-batches (gradient
+// accumulation), repeated ppo_epochs times.
+//
+// Normalisation is global (verl's engine path): each micro-batch's loss is
+// divided by the token / sequence count of the whole mini-batch across all
+// data-parallel ranks and multiplied by the DP size, so gradients (averaged
+// over DP) and the logged losses do not depend on the number of ranks or
+// micro-batches. Every rank calls UpdatePolicy with its own rows, in the same
+// mini-batch structure (see trainer dispatch).
+//
+// Batch keys used: input_ids, attention_mask, position_ids [B, P+R],
+// responses [B, R], response_mask [B, R]; for updates also old_log_probs,
+// advantages, and ref_log_prob (use_kl_loss) / rollout_is_weights if present.
+// With rollout_log_probs in the batch (and loss_mode != bypass_mode), each
+// micro-batch also reports the current policy's drift from the rollout
+// policy as rollout_corr/* off-policy metrics, as verl's dp_actor does.
+#ifndef VERL_RL_WORKERS_ACTOR_H_
+#define VERL_RL_WORKERS_ACTOR_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "verl/core/batch.h"
+#include "verl/models/decoder.h"
+#include "verl/parallel/process_group.h"
+#include "verl/rl/algos/policy_loss.h"
+#include "verl/rl/workers/ppo_update.h"
+#include "verl/rl/workers/train_state.h"
+
+namespace verl::rl {
+
+struct ActorOptions {
+  double temperature = 1.0;
+  MicroBatchOptions update_micro;  // ppo_micro_batch_size_per_gpu / dynamic
+  MicroBatchOptions
+      log_prob_micro;           // log_prob_micro_batch_size_per_gpu / dynamic
+  int64_t mini_batch_size = 1;  // trajectories per rank per optimizer step
+  int64_t ppo_epochs = 1;
+  std::string loss_mode = "vanilla";
+  PolicyLossConfig policy_loss;
+  double entropy_coeff = 0.0;
+  bool calculate_entropy = false;
+  bool use_kl_loss = false;
+  double kl_loss_coef = 0.001;
+  std::string kl_loss_type = "low_var_kl";
+  // Reference policy sharing the actor's LoRA model (verl's ref_in_actor):
+  // ComputeLogProb runs with the adapters disabled, i.e. the base model.
+  bool disable_lora = false;
+  // Ulysses sequence parallelism: this rank's sp group (null: none); the
+  // dp_group passed to the constructor is then the ranks with this sp index.
+  std::shared_ptr<parallel::Communicator> sp_group;
+};
+
+struct LogProbResult {
+  at::Tensor log_probs;  // [B, R]
+  at::Tensor entropy;    // [B, R] when requested
+};
+
+class Actor {
+ public:
+  // `train_state` may be null for a forward-only role (reference policy).
+  Actor(std::shared_ptr<models::CausalLM> model,
+        std::unique_ptr<TrainState> train_state, ActorOptions options,
+        std::shared_ptr<parallel::Communicator> dp_group);
+
+  absl::StatusOr<LogProbResult> ComputeLogProb(const core::Batch& batch,
+                                               bool with_entropy);
+  absl::StatusOr<MetricMap> UpdatePolicy(const core::Batch& batch);
+
+  models::CausalLM& model() { return *model_; }
+  std::shared_ptr<models::CausalLM> shared_model() { return model_; }
+  TrainState* train_state() { return train_state_.get(); }
+  const ActorOptions& options() const { return options_; }
+
+ private:
+  std::shared_ptr<models::CausalLM> model_;
+  std::unique_ptr<TrainState> train_state_;
+  ActorOptions options_;
+  std::shared_ptr<parallel::Communicator> dp_group_;
+};
+
+}  // namespace verl::rl
+
+#endif  // VERL_RL_WORKERS_ACTOR_H_

@@ -1,0 +1,190 @@
+#include "verl/rl/workers/model_forward.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <glog/logging.h>
+#include <torch/types.h>
+
+#include <utility>
+#include <vector>
+
+#include "verl/core/status.h"
+#include "verl/models/attention.h"
+#include "verl/models/logprob.h"
+#include "verl/models/padding.h"
+#include "verl/parallel/ulysses.h"
+#include "verl/profiler/profile_scope.h"
+
+namespace verl::rl {
+namespace {
+
+// Attention of a sequence-sharded forward: q/k/v of this rank's tokens are
+// all-to-all'ed to all tokens x this rank's heads, attended over the whole
+// packed stream (`cu_seqlens` of all ranks' tokens), and switched back.
+// K/V heads are repeated when there are fewer than sp of them (verl's
+// repeat_kv; needs sp % n_kv_heads == 0).
+class UlyssesAttention : public models::AttentionBackend {
+ public:
+  UlyssesAttention(std::shared_ptr<parallel::Communicator> sp,
+                   std::vector<int64_t> cu_seqlens,
+                   std::vector<int64_t> layer_windows)
+      : sp_(std::move(sp)),
+        inner_(std::move(cu_seqlens), std::move(layer_windows)) {}
+
+  at::Tensor Attend(int64_t layer, const at::Tensor& q, const at::Tensor& k,
+                    const at::Tensor& v) override {
+    const int64_t n = sp_->size(), n_kv = k.size(1);
+    CHECK_EQ(q.size(1) % n, 0)
+        << "ulysses_sequence_parallel_size=" << n << " does not divide "
+        << q.size(1) << " attention heads";
+    at::Tensor kr = k, vr = v;
+    if (n_kv % n != 0) {
+      CHECK_EQ(n % n_kv, 0)
+          << "ulysses_sequence_parallel_size=" << n << " and " << n_kv
+          << " key/value heads: one must divide the other";
+      kr = k.repeat_interleave(n / n_kv, 1);
+      vr = v.repeat_interleave(n / n_kv, 1);
+    }
+    at::Tensor o = inner_.Attend(layer, parallel::SeqToHeads(q, sp_),
+                                 parallel::SeqToHeads(kr, sp_),
+                                 parallel::SeqToHeads(vr, sp_));
+    return parallel::HeadsToSeq(o, sp_);
+  }
+
+ private:
+  std::shared_ptr<parallel::Communicator> sp_;
+  models::VarlenCausalAttention inner_;
+};
+
+}  // namespace
+
+ResponseForward ForwardResponses(models::CausalLM& model,
+                                 const at::Tensor& input_ids,
+                                 const at::Tensor& attention_mask,
+                                 const at::Tensor& position_ids,
+                                 int64_t response_length, double temperature,
+                                 bool with_entropy,
+                                 const SequenceParallel& sp) {
+  const int64_t batch = input_ids.size(0);
+  const int64_t length = input_ids.size(1);
+  const int64_t prompt_length = length - response_length;
+  const at::Tensor mask = attention_mask.to(at::kBool);
+  const models::UnpadInfo info = models::Unpad(mask);
+  const at::Tensor ids = models::UnpadTensor(input_ids, info);
+  const at::Tensor pos = models::UnpadTensor(position_ids, info);
+
+  // Positions P-1 .. L-2 predict response tokens P .. L-1; keep the ones whose
+  // target is a real token. Flat indices into [B, L].
+  at::Tensor predicts = at::zeros({batch, length}, at::kBool);
+  predicts.narrow(1, prompt_length - 1, response_length)
+      .copy_(mask.narrow(1, prompt_length, response_length));
+  // The packed row of each real token, so we can select hidden rows.
+  at::Tensor packed_row = at::full({batch * length}, -1, at::kLong);
+  packed_row.index_copy_(0, info.indices,
+                         at::arange(info.indices.size(0), at::kLong));
+  const at::Tensor flat_src =
+      predicts.reshape(-1).nonzero().reshape(-1);          // b*L + t
+  at::Tensor rows = packed_row.index_select(0, flat_src);  // ascending
+  at::Tensor targets = input_ids.reshape(-1).index_select(0, flat_src + 1);
+
+  ResponseForward out;
+  at::Tensor selected;
+  if (!sp.enabled()) {
+    out.attention = std::make_shared<models::VarlenCausalAttention>(
+        info.cu_seqlens, model.LayerWindows());
+    selected = model.Forward(ids, pos, *out.attention).index_select(0, rows);
+  } else {
+    // Pad the stream to sp slices (the padding is one extra sequence, so no
+    // real token attends to it) and run this rank's slice.
+    const int64_t n = sp.group->size(), total = ids.size(0);
+    const int64_t slice = (total + n - 1) / n, pad = slice * n - total;
+    std::vector<int64_t> cu = info.cu_seqlens;
+    at::Tensor all_ids = ids, all_pos = pos;
+    if (pad > 0) {
+      cu.push_back(slice * n);
+      all_ids = at::cat({ids, at::zeros({pad}, ids.options())});
+      all_pos = at::cat({pos, at::arange(pad, pos.options())});
+    }
+    const int64_t lo = sp.group->rank() * slice;
+    out.attention = std::make_shared<UlyssesAttention>(sp.group, std::move(cu),
+                                                       model.LayerWindows());
+    at::Tensor hidden =
+        model.Forward(all_ids.narrow(0, lo, slice),
+                      all_pos.narrow(0, lo, slice), *out.attention);
+    const at::Tensor mine = (rows >= lo) & (rows < lo + slice);
+    targets = targets.masked_select(mine);
+    selected = hidden.index_select(0, rows.masked_select(mine) - lo);
+  }
+
+  // Scatter per-token results back to [B, R].
+  const at::Tensor b = at::div(flat_src, length, "floor");
+  const at::Tensor r = flat_src - b * length - (prompt_length - 1);
+  const at::Tensor dest = b * response_length + r;
+  auto scatter = [&](const at::Tensor& values) {
+    at::Tensor full = at::zeros({batch * response_length}, values.options());
+    return full.index_copy(0, dest, values).view({batch, response_length});
+  };
+  // Under sp: this rank's tokens' results, gathered in rank (= packed) order.
+  auto gather = [&](const at::Tensor& local) {
+    if (!sp.enabled()) return local;
+    return parallel::GatherSeq(local, sp.group, sp.group->size());
+  };
+  if (model.config().is_value_model) {
+    out.values = scatter(gather(model.Values(selected).to(at::kFloat)));
+    return out;
+  }
+  const models::LogProbEntropy lp = models::LogProbsAndEntropy(
+      model.Logits(selected), targets, temperature, with_entropy);
+  if (!with_entropy) {
+    out.log_probs = scatter(gather(lp.log_probs));
+    return out;
+  }
+  // One collective for both.
+  const at::Tensor both = gather(at::stack({lp.log_probs, lp.entropy}, 1));
+  out.log_probs = scatter(both.select(1, 0));
+  out.entropy = scatter(both.select(1, 1));
+  return out;
+}
+
+absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
+    models::CausalLM& model, const core::Batch& batch,
+    const MicroBatchOptions& micro, double temperature, bool with_entropy,
+    const SequenceParallel& sp) {
+  VERL_ASSIGN_OR_RETURN(at::Tensor responses, batch.GetTensor("responses"));
+  const int64_t R = responses.size(1);
+  VERL_ASSIGN_OR_RETURN(auto micro_rows, MicroBatchIndices(batch, micro));
+  at::NoGradGuard no_grad;
+  model.eval();
+  const bool value_model = model.config().is_value_model;
+  auto zeros = [&] { return torch::zeros({batch.size(), R}, torch::kFloat); };
+  ResponseForward out;
+  if (value_model) {
+    out.values = zeros();
+  } else {
+    out.log_probs = zeros();
+    if (with_entropy) out.entropy = zeros();
+  }
+  for (const auto& rows : micro_rows) {
+    profiler::ProfileScope micro_scope("micro_batch");
+    profiler::ProfileScope forward("forward",
+                                   profiler::MemoryCategory::kActivations);
+    at::Tensor idx = torch::tensor(rows, torch::kLong);
+    auto take = [&](const char* key) {
+      return batch.tensor(key).index_select(0, idx);
+    };
+    ResponseForward f = ForwardResponses(
+        model, take("input_ids"), take("attention_mask"), take("position_ids"),
+        R, temperature, with_entropy, sp);
+    if (value_model) {
+      out.values.index_copy_(0, idx, f.values);
+      continue;
+    }
+    out.log_probs.index_copy_(0, idx, f.log_probs);
+    if (with_entropy) out.entropy.index_copy_(0, idx, f.entropy);
+  }
+  // FSDP per-layer: free the root unit (embeddings, heads) it kept.
+  if (models::LayerHooks* hooks = model.layer_hooks()) hooks->ReleaseRoot();
+  return out;
+}
+
+}  // namespace verl::rl

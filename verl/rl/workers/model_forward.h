@@ -1,0 +1,71 @@
+// File: verl/rl/workers/model_forward.h
+//
+// Forward passes the RL roles share, on verl's sequence layout: input_ids =
+// left-padded prompt [P] + right-padded response [R], with attention_mask and
+// position_ids [B, P+R]. The model runs on packed real tokens only (verl's
+// use_remove_padding); the LM head runs only on the positions that predict a
+// response token, so logits are [response tokens, V], never [B, L, V].
+//
+// Ulysses sequence parallelism (SequenceParallel with a group of sp > 1
+// ranks, which all pass the same rows): the packed token stream is padded to
+// a multiple of sp (the padding forms its own sequence) and each rank runs
+// the decoder on its contiguous slice of T / sp tokens with their global
+// positions (RoPE); attention all-to-alls to head-sharded q/k/v over whole
+// sequences and back (verl/parallel/ulysses.h); each rank computes the heads
+// on its own slice and the per-token results are all-gathered, so every rank
+// returns the full [B, R] outputs, equal to the single-process ones.
+#ifndef VERL_RL_WORKERS_MODEL_FORWARD_H_
+#define VERL_RL_WORKERS_MODEL_FORWARD_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "verl/core/batch.h"
+#include "verl/models/decoder.h"
+#include "verl/parallel/process_group.h"
+#include "verl/rl/workers/ppo_update.h"
+
+namespace verl::rl {
+
+// The sp group of this rank (null or size 1: no sequence parallelism).
+// Backward through the gathered outputs scales this rank's gradient by the
+// group size: the train states average gradients over every rank (dp x sp),
+// while the ranks of one sp group compute one and the same loss.
+struct SequenceParallel {
+  std::shared_ptr<parallel::Communicator> group;
+  bool enabled() const { return group && group->size() > 1; }
+};
+
+struct ResponseForward {
+  at::Tensor log_probs;  // [B, R] fp32, 0 at response padding
+  at::Tensor entropy;    // [B, R] fp32 when requested
+  at::Tensor values;     // [B, R] for value models (verl: positions [-R-1:-1])
+  // Keeps the attention backend alive until backward() (gradient checkpointing
+  // recomputes layers with it).
+  std::shared_ptr<models::AttentionBackend> attention;
+};
+
+// input_ids/attention_mask/position_ids [B, L]; `response_length` = R.
+// Log-probs and entropy come from logits / temperature (verl scales before
+// both). Value models return `values` instead.
+ResponseForward ForwardResponses(models::CausalLM& model,
+                                 const at::Tensor& input_ids,
+                                 const at::Tensor& attention_mask,
+                                 const at::Tensor& position_ids,
+                                 int64_t response_length, double temperature,
+                                 bool with_entropy,
+                                 const SequenceParallel& sp = {});
+
+// Forward-only pass over a whole batch (input_ids, attention_mask,
+// position_ids, responses) in micro-batches, in eval mode without autograd:
+// log_probs/entropy [B, R] for LM models, values [B, R] for value models.
+absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
+    models::CausalLM& model, const core::Batch& batch,
+    const MicroBatchOptions& micro, double temperature, bool with_entropy,
+    const SequenceParallel& sp = {});
+
+}  // namespace verl::rl
+
+#endif  // VERL_RL_WORKERS_MODEL_FORWARD_H_

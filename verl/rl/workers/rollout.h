@@ -1,0 +1,89 @@
+// File: verl/rl/workers/rollout.h
+//
+// The rollout role over the LLMEngine (verl's vLLM/SGLang rollout in hybrid
+// engine mode). Takes this rank's prompts (left-padded input_ids,
+// attention_mask, position_ids [B, P]) and returns B·n trajectories in
+// verl's layout, ordered like gen_batch.repeat(n, interleave=True):
+//   prompts [B·n, P], responses [B·n, R] (right-padded with pad_token_id),
+//   input_ids = [prompts | responses], attention_mask, position_ids
+//   (response positions continue from the prompt), response_mask (up to and
+//   including the first EOS), rollout_log_probs [B·n, R] when
+//   calculate_log_probs.
+// Sampling seeds derive from (seed, global step, the prompt's global index),
+// never from the rank, so results do not depend on the number of processes.
+#ifndef VERL_RL_WORKERS_ROLLOUT_H_
+#define VERL_RL_WORKERS_ROLLOUT_H_
+
+#include <functional>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "verl/core/batch.h"
+#include "verl/infer/engine.h"
+#include "verl/infer/sampling_params.h"
+#include "verl/models/decoder.h"
+
+namespace verl::rl {
+
+struct RolloutOptions {
+  infer::SamplingParams
+      train_params;                  // n, temperature, top_k, top_p, do_sample
+  infer::SamplingParams val_params;  // rollout.val_kwargs
+  int64_t response_length = 512;
+  int64_t pad_token_id = 0;
+  bool calculate_log_probs = false;
+  bool free_cache_engine = true;  // Sleep() after generation
+  uint64_t seed = 0;
+};
+
+struct RolloutStats {
+  double generate_s = 0;
+  int64_t generated_tokens = 0;
+  int64_t preemptions = 0;
+  double prefix_cache_hit_rate = 0;
+};
+
+class Rollout {
+ public:
+  // `engine_model` is the engine's own copy of the policy (weights arrive via
+  // SyncWeights).
+  static absl::StatusOr<std::unique_ptr<Rollout>> Create(
+      std::shared_ptr<models::CausalLM> engine_model,
+      const infer::EngineOptions& engine, RolloutOptions options);
+
+  // `first_global_index` is the global row index of this rank's first prompt;
+  // `validate` picks val_kwargs; `step` enters the seed.
+  absl::StatusOr<core::Batch> Generate(const core::Batch& prompts,
+                                       int64_t first_global_index, int64_t step,
+                                       bool validate);
+
+  // Hybrid-engine weight sync: copies the trainer's parameters by HF name,
+  // one tensor at a time, into the engine (and drops stale prefix-cache KV).
+  absl::Status SyncWeights(const models::CausalLM& trainer_model);
+
+  // Called after every engine step of Generate with the prompts finished so
+  // far, the prompts of the call and the tokens decoded so far (progress).
+  using ProgressFn = std::function<void(int64_t finished, int64_t total,
+                                        int64_t decoded_tokens)>;
+  void set_progress(ProgressFn fn) { progress_ = std::move(fn); }
+
+  const RolloutStats& last_stats() const { return stats_; }
+  infer::LLMEngine& engine() { return *engine_; }
+  const RolloutOptions& options() const { return options_; }
+
+ private:
+  Rollout(std::unique_ptr<infer::LLMEngine> engine, RolloutOptions options)
+      : engine_(std::move(engine)), options_(std::move(options)) {}
+
+  std::unique_ptr<infer::LLMEngine> engine_;
+  RolloutOptions options_;
+  RolloutStats stats_;
+  ProgressFn progress_;
+};
+
+// Seed of the request for global prompt `index` at `step` (splitmix-style).
+uint64_t RolloutSeed(uint64_t seed, int64_t step, int64_t index);
+
+}  // namespace verl::rl
+
+#endif  // VERL_RL_WORKERS_ROLLOUT_H_

@@ -1,0 +1,178 @@
+// File: verl/rl/workers/train_state.h
+//
+// The trainable state of one role's model (actor, critic, SFT): parameters,
+// AdamW, gradient synchronisation over the data-parallel group, global
+// grad-norm clipping with verl's non-finite skip, and the LR schedule
+// stepped once per PPO step. `TrainState` is the seam where sharded training
+// plugs in: `ReplicatedTrainState` keeps a full copy of the parameters on
+// every rank and averages gradients with one all-reduce (DDP); an FSDP state
+// (verl/parallel) shards parameters, gradients and optimizer state instead.
+#ifndef VERL_RL_WORKERS_TRAIN_STATE_H_
+#define VERL_RL_WORKERS_TRAIN_STATE_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "verl/parallel/fsdp_config.pb.h"
+#include "verl/parallel/process_group.h"
+
+namespace torch::optim {
+class Optimizer;
+}
+namespace torch::nn {
+class Module;
+}
+
+namespace verl::rl {
+
+struct OptimizerOptions {
+  double lr = 1e-6;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;
+  double grad_clip =
+      1.0;  // <= 0 disables clipping (the norm is still reported)
+  // LR schedule (verl optim.*): warmup steps resolved, total steps known.
+  std::string lr_scheduler_type = "constant";  // constant | cosine | wsd
+  int64_t warmup_steps = 0;
+  int64_t total_steps = 0;
+  double min_lr_ratio = 0.0;
+  double num_cycles = 0.5;
+};
+
+// Maps verl's optim.* block (plus the role's grad_clip) to OptimizerOptions;
+// warmup = lr_warmup_steps if >= 0 else floor(ratio * total_steps).
+absl::StatusOr<OptimizerOptions> OptimizerOptionsFromConfig(
+    const parallel::OptimConfig& optim, double grad_clip, int64_t total_steps);
+
+// One rank's part of a TrainState in verl's sharded-checkpoint layout (what
+// model_/optim_world_size_{W}_rank_{R}.pt hold). Tensors are chunked along
+// dim 0 over `shard_world` ranks as torch.chunk / FSDP2 split them: ceil(n/W)
+// rows each, the last ranks fewer or none, no padding; 0-d tensors are whole.
+struct TrainStateShard {
+  int shard_rank = 0;   // this rank's chunk index
+  int shard_world = 1;  // number of chunks (the shard group size)
+  // Every parameter's HF name and full shape, in the state's order.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+  std::map<std::string, at::Tensor> model;  // name -> this rank's chunk
+  // AdamW state: "<name>.exp_avg", "<name>.exp_avg_sq" (chunked like the
+  // parameter) and "<name>.step" (int64 0-d). Parameters without state
+  // (before their first step, frozen) have no entries.
+  std::map<std::string, at::Tensor> optimizer;
+  int64_t schedule_step = 0;
+  int64_t skipped_steps = 0;
+};
+
+// What TrainState::LoadShard restores (verl's checkpoint.load_contents).
+struct TrainStateLoadParts {
+  bool model = true;
+  bool optimizer = true;
+  bool counters = true;  // schedule step (hence the LR) and skipped steps
+};
+
+using NamedParams = std::vector<std::pair<std::string, at::Tensor>>;
+// The module's parameters with their (HF) names, in parameter order.
+NamedParams NamedParameters(const torch::nn::Module& module);
+
+class TrainState {
+ public:
+  virtual ~TrainState() = default;
+  virtual void ZeroGrad() = 0;
+  // Averages gradients over the data-parallel group, clips the global norm,
+  // and steps the optimizer unless the norm is non-finite (then the grads are
+  // zeroed and the step is skipped, as verl does). Returns the pre-clip norm.
+  virtual absl::StatusOr<double> Step() = 0;
+  // Advances the LR schedule by one PPO step; returns the LR used so far
+  // (verl logs actor/lr before stepping the scheduler).
+  virtual double StepSchedule() = 0;
+  virtual double lr() const = 0;
+  virtual int64_t skipped_steps() const = 0;
+  virtual int64_t schedule_step() const = 0;
+  virtual void set_schedule_step(int64_t step) = 0;
+  virtual torch::optim::Optimizer& optimizer() = 0;
+
+  // --- checkpoints ---
+  // This rank's shard (copies; no communication).
+  virtual absl::StatusOr<TrainStateShard> SaveShard() = 0;
+  // Restores a shard saved with the same parameters and chunking; collective
+  // over the data-parallel group. Errors name the parameter and rank.
+  virtual absl::Status LoadShard(const TrainStateShard& shard,
+                                 const TrainStateLoadParts& parts) = 0;
+  // The full parameters (HF names, state order) on rank 0 of the group,
+  // empty on the others; collective.
+  virtual absl::StatusOr<NamedParams> FullStateDict() = 0;
+};
+
+// Full parameter copy per rank; gradients averaged with one flat all-reduce.
+class ReplicatedTrainState : public TrainState {
+ public:
+  ReplicatedTrainState(std::vector<at::Tensor> params,
+                       const OptimizerOptions& options,
+                       std::shared_ptr<parallel::Communicator> dp_group);
+  // With HF names, which checkpoints need (the unnamed state cannot save).
+  ReplicatedTrainState(const NamedParams& params,
+                       const OptimizerOptions& options,
+                       std::shared_ptr<parallel::Communicator> dp_group);
+  ~ReplicatedTrainState() override;
+
+  void ZeroGrad() override;
+  absl::StatusOr<double> Step() override;
+  double StepSchedule() override;
+  double lr() const override;
+  int64_t skipped_steps() const override { return skipped_steps_; }
+  int64_t schedule_step() const override { return schedule_step_; }
+  void set_schedule_step(int64_t step) override;
+  torch::optim::Optimizer& optimizer() override { return *optimizer_; }
+
+  // Chunks of the full parameters over the group (rank r saves chunk r);
+  // loading all-gathers the chunks back.
+  absl::StatusOr<TrainStateShard> SaveShard() override;
+  absl::Status LoadShard(const TrainStateShard& shard,
+                         const TrainStateLoadParts& parts) override;
+  absl::StatusOr<NamedParams> FullStateDict() override;
+
+ private:
+  void ApplyLr(double lr);
+
+  std::vector<at::Tensor> params_;
+  std::vector<std::string> names_;  // empty: built without names
+  OptimizerOptions options_;
+  std::shared_ptr<parallel::Communicator> dp_group_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  int64_t skipped_steps_ = 0;
+  int64_t schedule_step_ = 0;
+};
+
+// LR at scheduler step `step` (lr x the constant / cosine / wsd factor).
+double ScheduledLr(const OptimizerOptions& options, int64_t step);
+
+// Rows [begin, end) of dim 0 in chunk `rank` of `world` (torch.chunk).
+std::pair<int64_t, int64_t> ChunkRows(int64_t rows, int rank, int world);
+
+// AdamW's per-parameter state, for checkpoints.
+struct AdamMoments {
+  int64_t step = 0;
+  at::Tensor exp_avg, exp_avg_sq;
+};
+// The state of `param` in `optimizer` (an AdamW), nullopt before its first
+// step. The tensors are the optimizer's own (not copies).
+std::optional<AdamMoments> GetAdamState(torch::optim::Optimizer& optimizer,
+                                        const at::Tensor& param);
+// Replaces (nullopt: removes) the state of `param`.
+void SetAdamState(torch::optim::Optimizer& optimizer, const at::Tensor& param,
+                  const std::optional<AdamMoments>& moments);
+
+// L2 norm of all gradients (undefined grads count as zero).
+double GlobalGradNorm(const std::vector<at::Tensor>& params);
+
+}  // namespace verl::rl
+
+#endif  // VERL_RL_WORKERS_TRAIN_STATE_H_
