@@ -5,7 +5,9 @@
 // with Unicode properties (PCRE2_UCP: \w, \d, \s, \b and [[:alpha:]] are
 // Unicode-aware, like Python 3 str patterns and HF tokenizers' Oniguruma
 // regexes), with JIT when available. Subjects may hold invalid UTF-8: it
-// never matches and never fails (PCRE2_MATCH_INVALID_UTF). Matching follows
+// never matches and never fails (such subjects run on a second compilation
+// with PCRE2_MATCH_INVALID_UTF; valid ones are checked once per call, not per
+// match). Matching follows
 // Python's `re`: non-overlapping matches left to right; after an empty match
 // the search moves on by one code point.
 //
@@ -51,6 +53,9 @@ class Regex {
 
   // Every match, left to right (Python re.finditer), empty ones included.
   std::vector<Match> FindAll(absl::string_view text) const;
+  // [begin, end) of every whole match, as FindAll (no groups; cheaper).
+  std::vector<std::pair<size_t, size_t>> FindAllSpans(
+      absl::string_view text) const;
   // Python re.findall for patterns with at most one group: group 1 if the
   // pattern has groups (an unmatched group gives ""), else the whole match.
   std::vector<std::string> FindAllStrings(absl::string_view text) const;
@@ -67,6 +72,9 @@ class Regex {
 
  private:
   struct Code;
+  // Calls on_match(ovector, rc) for each match of FindAll's iteration.
+  template <typename F>
+  void ForEachMatch(absl::string_view text, F on_match) const;
   explicit Regex(std::shared_ptr<const Code> code) : code_(std::move(code)) {}
   std::shared_ptr<const Code> code_;  // Immutable; shared by copies.
 };

@@ -58,6 +58,10 @@ TEST(RegexTest, FindAllFollowsPythonFinditer) {
   EXPECT_EQ(m[1].begin(), 1u);
   EXPECT_EQ(m[1].end(), 2u);
   EXPECT_EQ(groups.capture_count(), 2);
+  EXPECT_THAT(Regex("a*").FindAllSpans("baa"),
+              ElementsAre(std::pair<size_t, size_t>(0, 0),
+                          std::pair<size_t, size_t>(1, 3),
+                          std::pair<size_t, size_t>(3, 3)));
   EXPECT_EQ(groups.pattern(), "(x)|(y)");
 }
 
@@ -91,6 +95,15 @@ TEST(RegexTest, InvalidUtf8NeverMatchesAndNeverFails) {
       "cd\xC3";
   EXPECT_THAT(Matches(Regex(R"(\p{L}+)"), text), ElementsAre("ab", "cd"));
   EXPECT_EQ(Regex("[a-d]").Sub("_", text), "__\xFF\xFE__\xC3");
+  // Overlong forms, surrogates and truncated sequences are invalid too; valid
+  // 4-byte sequences are not.
+  for (const std::string bad :
+       {"x\xC0\x80", "x\xED\xA0\x80", "x\xF0\x9F\x98", "x\xF4\x90\x80\x80"}) {
+    EXPECT_THAT(Matches(Regex("."), bad), ElementsAre("x")) << bad;
+  }
+  EXPECT_THAT(Matches(Regex("."), "x\xF0\x9F\x98\x80"),
+              ElementsAre("x", "\xF0\x9F\x98\x80"));
+  EXPECT_TRUE(Regex(".*").FullMatch("\xF0\x9F\x98\x80\xF4\x8F\xBF\xBF"));
 }
 
 TEST(RegexTest, CopiesShareTheCompiledPattern) {

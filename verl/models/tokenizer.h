@@ -19,6 +19,10 @@
 // Input text that is not valid UTF-8 is first converted lossily (U+FFFD), as
 // Python's bytes.decode(errors="replace") would.
 //
+// This class is the facade; the parts are tokenizer_vocab.h (vocabulary,
+// added tokens: step 1), tokenizer_pretokenize.h (steps 2-3),
+// tokenizer_bpe.h (step 4) and tokenizer_json.h (reading the files).
+//
 // Example:
 //   VERL_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::FromDirectory(model_dir));
 //   std::vector<int> ids = tok.Encode("Hello world");
@@ -37,23 +41,12 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "verl/models/chat_template.h"
+#include "verl/models/tokenizer_vocab.h"  // AddedToken
 
 namespace verl::models {
 
-// An entry of tokenizer.json's `added_tokens` (or tokenizer_config.json's
-// `added_tokens_decoder`).
-struct AddedToken {
-  int id = 0;
-  std::string content;
-  bool special = false;
-  bool lstrip = false;
-  bool rstrip = false;
-  bool single_word = false;
-  bool normalized = false;
-};
-
 namespace tokenizer_internal {
-struct State;
+struct TokenizerData;
 }  // namespace tokenizer_internal
 
 // Immutable after loading; cheap to copy; Encode/Decode are thread-safe.
@@ -125,7 +118,8 @@ class Tokenizer {
 
  private:
   Tokenizer() = default;  // Only the loaders create tokenizers.
-  std::shared_ptr<const tokenizer_internal::State> state_;
+  std::shared_ptr<const tokenizer_internal::TokenizerData> data_;
+  std::shared_ptr<const ChatFormatter> chat_formatter_;
 };
 
 }  // namespace verl::models
