@@ -12,7 +12,7 @@ tmp="${TEST_TMPDIR:-$(mktemp -d)}/tree"
 # Copies a testdata tree into $tmp (BUILD.testdata -> BUILD.bazel, so the
 # planted packages are not packages of this workspace).
 copy_tree() {
-  (cd "$1" && find . -type f) | while read -r f; do
+  (cd "$1" && find -L . -type f) | while read -r f; do
     dst="$tmp/${f/BUILD.testdata/BUILD.bazel}"
     dst="${dst/WORKSPACE.testdata/WORKSPACE}"
     mkdir -p "$(dirname "$dst")"

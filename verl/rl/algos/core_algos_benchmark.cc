@@ -1,9 +1,8 @@
 // File: verl/rl/algos/core_algos_benchmark.cc
 //
 // Hot paths of one RL step on a realistic batch: outcome advantages grouped
-// by uid, the vanilla PPO loss (forward + backward), loss aggregation and
-// Karmarkar–Karp balancing. Run: bazel run -c opt
-// //verl/rl:core_algos_benchmark
+// by uid, the vanilla PPO loss (forward + backward) and loss aggregation.
+// Run: bazel run -c opt //verl/rl/algos:core_algos_benchmark
 #include <ATen/Context.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
@@ -12,14 +11,12 @@
 #include <ATen/ops/randn.h>
 #include <benchmark/benchmark.h>
 
-#include <random>
 #include <string>
 #include <vector>
 
 #include "verl/rl/algos/advantage.h"
 #include "verl/rl/algos/agg_loss.h"
 #include "verl/rl/algos/policy_loss.h"
-#include "verl/rl/data/seqlen_balancing.h"
 
 namespace verl::rl {
 namespace {
@@ -76,15 +73,6 @@ void BM_AggLoss(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(*AggLoss(l, m, mode));
 }
 BENCHMARK(BM_AggLoss)->Arg(0)->Arg(1);
-
-void BM_KarmarkarKarp(benchmark::State& state) {
-  std::mt19937 rng(1);
-  std::vector<int64_t> lens(state.range(0));
-  for (auto& l : lens)
-    l = std::uniform_int_distribution<int64_t>(64, 4096)(rng);
-  for (auto _ : state) benchmark::DoNotOptimize(*BalanceBatch(lens, 8));
-}
-BENCHMARK(BM_KarmarkarKarp)->Arg(256)->Arg(1024);
 
 }  // namespace
 }  // namespace verl::rl
