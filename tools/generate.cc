@@ -171,7 +171,7 @@ absl::StatusOr<std::vector<int64_t>> PromptIds(
     models::ChatRequest req;
     req.messages_json = messages->dump();
     req.add_generation_prompt = true;
-    VERL_ASSIGN_OR_RETURN(text, tok->ApplyChatTemplate(req));
+    VERL_ASSIGN_OR_RETURN(text, models::ApplyChatTemplate(*tok, req));
   }
   std::vector<int64_t> out;
   for (int id : tok->Encode(text)) out.push_back(id);

@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
 #include "verl/core/status.h"
+#include "verl/models/tokenizer.h"
 
 namespace verl::models {
 
@@ -85,6 +86,14 @@ ChatFormatter::ChatFormatter(std::map<std::string, std::string> templates,
   state_->source = std::move(source);
 }
 
+ChatFormatter::ChatFormatter(const Tokenizer& tokenizer)
+    : ChatFormatter(tokenizer.chat_templates(),
+                    {{"bos_token", tokenizer.bos_token()},
+                     {"eos_token", tokenizer.eos_token()},
+                     {"pad_token", tokenizer.pad_token()},
+                     {"unk_token", tokenizer.unk_token()}},
+                    tokenizer.source()) {}
+
 bool ChatFormatter::empty() const { return state_->templates.empty(); }
 
 absl::StatusOr<std::string> ChatFormatter::Apply(
@@ -119,6 +128,12 @@ absl::StatusOr<std::string> ChatFormatter::Apply(
     compiled = it->second;
   }
   return ApplyChatTemplate(compiled, request, s.special_tokens);
+}
+
+absl::StatusOr<std::string> ApplyChatTemplate(const Tokenizer& tokenizer,
+                                              const ChatRequest& request,
+                                              absl::string_view template_name) {
+  return ChatFormatter(tokenizer).Apply(request, template_name);
 }
 
 }  // namespace verl::models

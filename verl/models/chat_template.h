@@ -29,6 +29,8 @@
 
 namespace verl::models {
 
+class Tokenizer;
+
 // A parsed (compiled) chat template; cheap to copy, safe to render
 // concurrently. Errors say "chat template line N: ...".
 class ChatTemplate {
@@ -83,6 +85,8 @@ class ChatFormatter {
   ChatFormatter(std::map<std::string, std::string> templates,
                 std::map<std::string, std::string> special_tokens,
                 std::string source);
+  // The templates and special tokens (bos/eos/pad/unk) of `tokenizer`.
+  explicit ChatFormatter(const Tokenizer& tokenizer);
 
   // Renders `request` with `template_name`, else "tool_use" when tools are
   // given and it exists, else "default". NotFound names the templates there
@@ -96,6 +100,13 @@ class ChatFormatter {
   struct State;
   std::shared_ptr<State> state_;
 };
+
+// transformers' tokenizer.apply_chat_template(tokenize=False) in one call:
+// ChatFormatter(tokenizer).Apply(request, template_name). Compiles the
+// template on every call; hold a ChatFormatter to render many requests.
+absl::StatusOr<std::string> ApplyChatTemplate(
+    const Tokenizer& tokenizer, const ChatRequest& request,
+    absl::string_view template_name = "");
 
 }  // namespace verl::models
 

@@ -39,13 +39,6 @@ absl::StatusOr<Tokenizer> Tokenizer::FromJson(
       tokenizer_internal::ParseTokenizerFiles(tokenizer_json, config_json,
                                               chat_template_jinja, source));
   Tokenizer tokenizer;
-  tokenizer.chat_formatter_ = std::make_shared<const ChatFormatter>(
-      data->chat_templates,
-      std::map<std::string, std::string>{{"bos_token", data->bos},
-                                         {"eos_token", data->eos},
-                                         {"pad_token", data->pad},
-                                         {"unk_token", data->unk}},
-      data->source);
   tokenizer.data_ = std::move(data);
   return tokenizer;
 }
@@ -194,9 +187,6 @@ const std::string& Tokenizer::tokenizer_config_json() const {
   return data_->config_json;
 }
 
-absl::StatusOr<std::string> Tokenizer::ApplyChatTemplate(
-    const ChatRequest& request, absl::string_view template_name) const {
-  return chat_formatter_->Apply(request, template_name);
-}
+const std::string& Tokenizer::source() const { return data_->source; }
 
 }  // namespace verl::models

@@ -27,6 +27,8 @@
 //   VERL_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::FromDirectory(model_dir));
 //   std::vector<int> ids = tok.Encode("Hello world");
 //   std::string text = tok.Decode(ids, /*skip_special_tokens=*/true);
+// Chat templates are rendered by chat_template.h (ApplyChatTemplate(tok, ...),
+// ChatFormatter), so users of the tokenizer alone do not link Jinja.
 #ifndef VERL_MODELS_TOKENIZER_H_
 #define VERL_MODELS_TOKENIZER_H_
 
@@ -40,7 +42,6 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "verl/models/chat_template.h"
 #include "verl/models/tokenizer_vocab.h"  // AddedToken
 
 namespace verl::models {
@@ -106,11 +107,8 @@ class Tokenizer {
   const std::map<std::string, std::string>& chat_templates() const;
   bool has_chat_template() const { return !chat_templates().empty(); }
 
-  // transformers' apply_chat_template(tokenize=False). Picks `template_name`,
-  // else "tool_use" when tools are given and it exists, else "default".
-  // Special-token variables (bos_token, eos_token, ...) are passed in.
-  absl::StatusOr<std::string> ApplyChatTemplate(
-      const ChatRequest& request, absl::string_view template_name = "") const;
+  // Names the origin in errors (the tokenizer.json path or `source`).
+  const std::string& source() const;
 
   // The files as they will be saved.
   const std::string& tokenizer_json() const;
@@ -119,7 +117,6 @@ class Tokenizer {
  private:
   Tokenizer() = default;  // Only the loaders create tokenizers.
   std::shared_ptr<const tokenizer_internal::TokenizerData> data_;
-  std::shared_ptr<const ChatFormatter> chat_formatter_;
 };
 
 }  // namespace verl::models

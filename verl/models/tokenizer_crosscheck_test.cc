@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "verl/core/file_util.h"
+#include "verl/models/chat_template.h"
 #include "verl/models/tokenizer.h"
 #include "verl/models/tokenizer_builtin.h"
 
@@ -123,7 +124,7 @@ class CrossCheckTest : public ::testing::Test {
       if (c.contains("tools")) req.tools_json = c["tools"].dump();
       req.add_generation_prompt = c["add_generation_prompt"].get<bool>();
       if (c.contains("kwargs")) req.kwargs_json = c["kwargs"].dump();
-      auto out = tok.ApplyChatTemplate(req);
+      auto out = ApplyChatTemplate(tok, req);
       const std::string name = c["name"];
       ASSERT_FALSE(r.contains("error")) << name << ": " << r["error"];
       ASSERT_TRUE(out.ok()) << name << ": " << out.status();

@@ -36,7 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       tok->Decode(tok->Encode("<|im_start|>Hi 42\n<|im_end|>", true), true);
       verl::models::ChatRequest req;
       req.messages_json = R"([{"role": "user", "content": "x"}])";
-      (void)tok->ApplyChatTemplate(req);
+      (void)verl::models::ApplyChatTemplate(*tok, req);
       return 0;
     }
     case 2: {

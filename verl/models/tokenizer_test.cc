@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "verl/core/file_util.h"
+#include "verl/models/chat_template.h"
 #include "verl/models/tokenizer_builtin.h"
 #include "verl/models/tokenizer_utf8.h"
 
@@ -187,7 +188,7 @@ TEST(TokenizerTest, BuiltinSpecialTokensAndChatTemplate) {
   ChatRequest req;
   req.messages_json = R"([{"role": "user", "content": "1 + 2 = ?"}])";
   req.add_generation_prompt = true;
-  auto prompt = tok.ApplyChatTemplate(req);
+  auto prompt = ApplyChatTemplate(tok, req);
   ASSERT_TRUE(prompt.ok()) << prompt.status();
   EXPECT_EQ(*prompt,
             "<|im_start|>user\n1 + 2 = ?<|im_end|>\n<|im_start|>assistant\n");
@@ -201,7 +202,7 @@ TEST(TokenizerTest, BuiltinSpecialTokensAndChatTemplate) {
   EXPECT_EQ(Tokens(tok, tok.Encode("x = the answer 42")),
             (std::vector<std::string>{"x", "\u0120=", "\u0120the",
                                       "\u0120answer", "\u0120", "4", "2"}));
-  EXPECT_FALSE(tok.ApplyChatTemplate(req, "tool_use").ok());
+  EXPECT_FALSE(ApplyChatTemplate(tok, req, "tool_use").ok());
 }
 
 TEST(TokenizerTest, SaveAndReloadIsIdentical) {
@@ -222,7 +223,7 @@ TEST(TokenizerTest, SaveAndReloadIsIdentical) {
       core::WriteFileAtomic(dir + "/chat_template.jinja", "T{{ 1 }}").ok());
   auto with_file = Tokenizer::FromDirectory(dir);
   ASSERT_TRUE(with_file.ok());
-  EXPECT_EQ(*with_file->ApplyChatTemplate(ChatRequest()), "T1");
+  EXPECT_EQ(*ApplyChatTemplate(*with_file, ChatRequest()), "T1");
   const std::string dir2 = dir + "2";
   ASSERT_TRUE(with_file->SaveToDirectory(dir2).ok());
   EXPECT_EQ(*core::ReadFile(dir2 + "/chat_template.jinja"), "T{{ 1 }}");
@@ -343,11 +344,11 @@ TEST(TokenizerTest, NamedChatTemplates) {
                                {{"name", "tool_use"}, {"template", "T"}}})}};
   Tokenizer tok = Load(BaseTokenizerJson({}), config);
   ChatRequest req;
-  EXPECT_EQ(*tok.ApplyChatTemplate(req), "D");
+  EXPECT_EQ(*ApplyChatTemplate(tok, req), "D");
   req.tools_json = "[]";
-  EXPECT_EQ(*tok.ApplyChatTemplate(req), "T");
-  EXPECT_EQ(*tok.ApplyChatTemplate(req, "default"), "D");
-  auto missing = tok.ApplyChatTemplate(req, "nope");
+  EXPECT_EQ(*ApplyChatTemplate(tok, req), "T");
+  EXPECT_EQ(*ApplyChatTemplate(tok, req, "default"), "D");
+  auto missing = ApplyChatTemplate(tok, req, "nope");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(missing.status().message()),
               HasSubstr("have: default, tool_use"));

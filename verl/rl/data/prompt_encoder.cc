@@ -40,8 +40,7 @@ absl::StatusOr<std::vector<int>> PromptEncoder::EncodeRow(
   request.messages_json = messages.dump();
   request.add_generation_prompt = true;
   request.kwargs_json = options_.apply_chat_template_kwargs;
-  VERL_ASSIGN_OR_RETURN(std::string text,
-                        tokenizer_->ApplyChatTemplate(request));
+  VERL_ASSIGN_OR_RETURN(std::string text, chat_formatter_.Apply(request));
   return tokenizer_->Encode(text);
 }
 

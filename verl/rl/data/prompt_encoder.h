@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "verl/core/batch.h"
+#include "verl/models/chat_template.h"
 #include "verl/models/tokenizer.h"
 
 namespace verl::rl {
@@ -30,9 +31,12 @@ struct PromptEncoderOptions {
 
 class PromptEncoder {
  public:
+  // `tokenizer` (not null) must outlive the encoder.
   PromptEncoder(const models::Tokenizer* tokenizer,
                 PromptEncoderOptions options)
-      : tokenizer_(tokenizer), options_(std::move(options)) {}
+      : tokenizer_(tokenizer),
+        chat_formatter_(*tokenizer),
+        options_(std::move(options)) {}
 
   // Token ids of one row's templated prompt (no padding or truncation).
   absl::StatusOr<std::vector<int>> EncodeRow(const nlohmann::json& row) const;
@@ -46,6 +50,7 @@ class PromptEncoder {
 
  private:
   const models::Tokenizer* tokenizer_;
+  models::ChatFormatter chat_formatter_;  // Compiles each template once.
   PromptEncoderOptions options_;
 };
 

@@ -27,8 +27,8 @@ TEST(PromptEncoderTest, LeftPadsTemplatedPromptsWithPositions) {
   models::ChatRequest req;
   req.messages_json = Row("1+2=?")["prompt"].dump();
   req.add_generation_prompt = true;
-  EXPECT_EQ(*ids,
-            tok.Encode(*tok.ApplyChatTemplate(req)));  // chat template + encode
+  EXPECT_EQ(*ids, tok.Encode(*models::ApplyChatTemplate(
+                      tok, req)));  // chat template + encode
 
   auto batch = enc.Encode({Row("1+2=?"), Row("10+20=?")}, {"u0", "u1"});
   ASSERT_TRUE(batch.ok()) << batch.status();

@@ -96,12 +96,12 @@ void AppendText(const models::Tokenizer& tokenizer, absl::string_view text,
   }
 }
 
-absl::StatusOr<std::string> Render(const models::Tokenizer& tokenizer,
+absl::StatusOr<std::string> Render(const models::ChatFormatter& formatter,
                                    const json& messages, bool generation) {
   models::ChatRequest request;
   request.messages_json = messages.dump();
   request.add_generation_prompt = generation;
-  return tokenizer.ApplyChatTemplate(request);
+  return formatter.Apply(request);
 }
 
 }  // namespace
@@ -111,9 +111,19 @@ absl::StatusOr<SftSample> MakeSftSample(const models::Tokenizer& tokenizer,
                                         const std::string& response,
                                         int64_t max_length,
                                         SftTruncation truncation) {
+  return MakeSftSample(tokenizer, models::ChatFormatter(tokenizer), prompt,
+                       response, max_length, truncation);
+}
+
+absl::StatusOr<SftSample> MakeSftSample(const models::Tokenizer& tokenizer,
+                                        const models::ChatFormatter& formatter,
+                                        const std::string& prompt,
+                                        const std::string& response,
+                                        int64_t max_length,
+                                        SftTruncation truncation) {
   VERL_ASSIGN_OR_RETURN(
       std::string prompt_text,
-      Render(tokenizer, json::array({{{"role", "user"}, {"content", prompt}}}),
+      Render(formatter, json::array({{{"role", "user"}, {"content", prompt}}}),
              /*generation=*/true));
   std::vector<int64_t> ids;
   std::vector<char> trained;
@@ -130,6 +140,13 @@ absl::StatusOr<SftSample> MakeSftSample(const models::Tokenizer& tokenizer,
 absl::StatusOr<SftSample> MakeMultiTurnSftSample(
     const models::Tokenizer& tokenizer, const json& messages,
     int64_t max_length, SftTruncation truncation) {
+  return MakeMultiTurnSftSample(tokenizer, models::ChatFormatter(tokenizer),
+                                messages, max_length, truncation);
+}
+
+absl::StatusOr<SftSample> MakeMultiTurnSftSample(
+    const models::Tokenizer& tokenizer, const models::ChatFormatter& formatter,
+    const json& messages, int64_t max_length, SftTruncation truncation) {
   if (!messages.is_array() || messages.empty()) {
     return absl::InvalidArgumentError("messages must be a non-empty list");
   }
@@ -147,7 +164,7 @@ absl::StatusOr<SftSample> MakeMultiTurnSftSample(
     if (assistant) {  // the generation prompt is context, not a target
       VERL_ASSIGN_OR_RETURN(
           std::string with_prompt,
-          Render(tokenizer, json(messages.begin(), messages.begin() + i),
+          Render(formatter, json(messages.begin(), messages.begin() + i),
                  /*generation=*/true));
       if (with_prompt.compare(0, rendered.size(), rendered) != 0) {
         return absl::InvalidArgumentError(
@@ -160,7 +177,7 @@ absl::StatusOr<SftSample> MakeMultiTurnSftSample(
       rendered = with_prompt;
     }
     VERL_ASSIGN_OR_RETURN(std::string full,
-                          Render(tokenizer, prefix, /*generation=*/false));
+                          Render(formatter, prefix, /*generation=*/false));
     if (full.compare(0, rendered.size(), rendered) != 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("chat template output for message ", i,
@@ -183,6 +200,7 @@ absl::StatusOr<SftDataset> SftDataset::FromRows(
   }
   SftDataset out;
   out.max_length_ = options.max_length;
+  const models::ChatFormatter formatter(tokenizer);  // Compiles once.
   const int64_t n = options.max_samples >= 0
                         ? std::min<int64_t>(options.max_samples, rows.size())
                         : static_cast<int64_t>(rows.size());
@@ -197,8 +215,9 @@ absl::StatusOr<SftDataset> SftDataset::FromRows(
         return absl::InvalidArgumentError(
             absl::StrCat(where, ": missing key '", options.messages_key, "'"));
       }
-      absl::StatusOr<SftSample> sample = MakeMultiTurnSftSample(
-          tokenizer, *messages, options.max_length, options.truncation);
+      absl::StatusOr<SftSample> sample =
+          MakeMultiTurnSftSample(tokenizer, formatter, *messages,
+                                 options.max_length, options.truncation);
       if (!sample.ok()) return Annotate(sample.status(), where);
       out.samples_.push_back(*std::move(sample));
       continue;
@@ -209,8 +228,9 @@ absl::StatusOr<SftDataset> SftDataset::FromRows(
     absl::StatusOr<std::string> response = ExtractSftField(
         rows[i], options.response_key, options.response_dict_keys);
     if (!response.ok()) return Annotate(response.status(), where);
-    absl::StatusOr<SftSample> sample = MakeSftSample(
-        tokenizer, *prompt, *response, options.max_length, options.truncation);
+    absl::StatusOr<SftSample> sample =
+        MakeSftSample(tokenizer, formatter, *prompt, *response,
+                      options.max_length, options.truncation);
     if (!sample.ok()) return Annotate(sample.status(), where);
     out.samples_.push_back(*std::move(sample));
   }

@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "verl/models/chat_template.h"
 #include "verl/models/tokenizer.h"
 
 namespace verl::rl {
@@ -57,7 +58,14 @@ absl::StatusOr<std::string> ExtractSftField(
     const std::vector<std::string>& dict_keys);
 
 // Tokenises one (prompt, response) pair as described in the file comment.
+// The overloads without `formatter` compile the chat template per call.
 absl::StatusOr<SftSample> MakeSftSample(const models::Tokenizer& tokenizer,
+                                        const std::string& prompt,
+                                        const std::string& response,
+                                        int64_t max_length,
+                                        SftTruncation truncation);
+absl::StatusOr<SftSample> MakeSftSample(const models::Tokenizer& tokenizer,
+                                        const models::ChatFormatter& formatter,
                                         const std::string& prompt,
                                         const std::string& response,
                                         int64_t max_length,
@@ -71,6 +79,10 @@ absl::StatusOr<SftSample> MakeSftSample(const models::Tokenizer& tokenizer,
 absl::StatusOr<SftSample> MakeMultiTurnSftSample(
     const models::Tokenizer& tokenizer, const nlohmann::json& messages,
     int64_t max_length, SftTruncation truncation);
+absl::StatusOr<SftSample> MakeMultiTurnSftSample(
+    const models::Tokenizer& tokenizer, const models::ChatFormatter& formatter,
+    const nlohmann::json& messages, int64_t max_length,
+    SftTruncation truncation);
 
 class SftDataset {
  public:

@@ -92,7 +92,7 @@ TEST_F(SftDatasetTest, TemplateMatchesTokenizer) {
   models::ChatRequest req;
   req.messages_json = R"([{"role":"user","content":"hi"}])";
   req.add_generation_prompt = true;
-  absl::StatusOr<std::string> text = tok_.ApplyChatTemplate(req);
+  absl::StatusOr<std::string> text = models::ApplyChatTemplate(tok_, req);
   ASSERT_TRUE(text.ok());
   EXPECT_EQ(*text, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
 }
