@@ -4,9 +4,12 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
-#include "verl/rl/rewards/reward_score/regex_util.h"
+#include "verl/core/regex.h"
+#include "verl/rl/rewards/reward_score/text_util.h"
 
 namespace verl::rl::reward {
+
+using ::verl::core::Regex;
 namespace {
 
 // "-1,234.00" → -1234; "2.5" → nullopt.

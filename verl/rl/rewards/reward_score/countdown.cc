@@ -5,9 +5,12 @@
 #include <cmath>
 #include <map>
 
-#include "verl/rl/rewards/reward_score/regex_util.h"
+#include "verl/core/regex.h"
+#include "verl/rl/rewards/reward_score/text_util.h"
 
 namespace verl::rl::reward {
+
+using ::verl::core::Regex;
 namespace {
 
 // expr := term (('+'|'-') term)*; term := factor (('*'|'/') factor)*;

@@ -6,10 +6,13 @@
 #include <optional>
 
 #include "absl/strings/numbers.h"
+#include "verl/core/regex.h"
 #include "verl/rl/rewards/reward_score/math_reward.h"
-#include "verl/rl/rewards/reward_score/regex_util.h"
+#include "verl/rl/rewards/reward_score/text_util.h"
 
 namespace verl::rl::reward {
+
+using ::verl::core::Regex;
 namespace {
 
 // mathruler's extract_boxed_content: content of the last "\boxed{...}".

@@ -1,9 +1,12 @@
 // File: verl/rl/rewards/reward_score/gsm8k.cc
 #include "verl/rl/rewards/reward_score/gsm8k.h"
 
-#include "verl/rl/rewards/reward_score/regex_util.h"
+#include "verl/core/regex.h"
+#include "verl/rl/rewards/reward_score/text_util.h"
 
 namespace verl::rl::reward {
+
+using ::verl::core::Regex;
 
 namespace {
 constexpr size_t kClipChars = 300;

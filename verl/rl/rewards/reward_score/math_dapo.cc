@@ -6,9 +6,12 @@
 #include <utility>
 #include <vector>
 
-#include "verl/rl/rewards/reward_score/regex_util.h"
+#include "verl/core/regex.h"
+#include "verl/rl/rewards/reward_score/text_util.h"
 
 namespace verl::rl::reward {
+
+using ::verl::core::Regex;
 namespace {
 
 const std::vector<std::pair<std::string, std::string>>& Substitutions() {

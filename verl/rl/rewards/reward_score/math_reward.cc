@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
-#include "verl/rl/rewards/reward_score/regex_util.h"
+#include "verl/rl/rewards/reward_score/text_util.h"
 
 namespace verl::rl::reward {
 namespace {

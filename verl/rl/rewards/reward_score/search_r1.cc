@@ -4,9 +4,12 @@
 #include <cctype>
 #include <sstream>
 
-#include "verl/rl/rewards/reward_score/regex_util.h"
+#include "verl/core/regex.h"
+#include "verl/rl/rewards/reward_score/text_util.h"
 
 namespace verl::rl::reward {
+
+using ::verl::core::Regex;
 namespace {
 
 size_t CountOf(const std::string& s, const std::string& sub) {
