@@ -1,12 +1,14 @@
-// prepare_data: writes verl-format RL/SFT datasets as JSONL.
+// prepare_data: writes verl-format RL/SFT datasets as Parquet (verl's
+// format, --format=parquet) or JSONL (default).
 //
 //   bazel run //tools:prepare_data -- --task=arithmetic --output_dir=/tmp/data
 //   bazel run //tools:prepare_data -- --task=gsm8k --input_dir=~/gsm8k_raw
-//   --output_dir=...
+//   --output_dir=... --format=parquet
 //
 // Built-in tasks (arithmetic, countdown) are generated from a seed; gsm8k
 // converts {question, answer} JSONL files (train.jsonl, test.jsonl) the way
-// verl's examples/data_preprocess/gsm8k.py does. Writes train.jsonl/test.jsonl.
+// verl's examples/data_preprocess/gsm8k.py does. Writes train.<format> and
+// test.<format>; the Parquet files have pyarrow's schema for verl's rows.
 #include <iostream>
 #include <string>
 #include <vector>
@@ -17,10 +19,14 @@
 #include "absl/strings/str_cat.h"
 #include "verl/core/file_util.h"
 #include "verl/core/status.h"
+#include "verl/rl/data/parquet/dataset_file.h"
 #include "verl/rl/data/synthetic_tasks.h"
 
 ABSL_FLAG(std::string, task, "arithmetic", "arithmetic | countdown | gsm8k");
-ABSL_FLAG(std::string, output_dir, "", "folder for train.jsonl and test.jsonl");
+ABSL_FLAG(std::string, output_dir, "",
+          "folder for train.<format> and test.<format>");
+ABSL_FLAG(std::string, format, "jsonl",
+          "jsonl | parquet (verl's format: snappy, pyarrow's schema)");
 ABSL_FLAG(std::string, input_dir, "",
           "gsm8k only: folder with raw train.jsonl/test.jsonl");
 ABSL_FLAG(int64_t, train_size, 2000, "built-in tasks: training rows");
@@ -51,6 +57,11 @@ absl::Status Run() {
   const std::string out = absl::GetFlag(FLAGS_output_dir);
   if (out.empty())
     return absl::InvalidArgumentError("--output_dir is required");
+  const std::string format = absl::GetFlag(FLAGS_format);
+  if (format != "jsonl" && format != "parquet") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--format=", format, ": expected jsonl or parquet"));
+  }
   std::vector<json> train, test;
   if (task == "arithmetic") {
     verl::rl::ArithmeticTaskOptions o;
@@ -89,8 +100,9 @@ absl::Status Run() {
   }
   VERL_RETURN_IF_ERROR(verl::core::MakeDirs(out));
   VERL_RETURN_IF_ERROR(
-      verl::core::WriteJsonlAtomic(out + "/train.jsonl", train));
-  VERL_RETURN_IF_ERROR(verl::core::WriteJsonlAtomic(out + "/test.jsonl", test));
+      verl::rl::parquet::WriteDatasetFile(out + "/train." + format, train));
+  VERL_RETURN_IF_ERROR(
+      verl::rl::parquet::WriteDatasetFile(out + "/test." + format, test));
   std::cout << "prepare_data: wrote " << train.size() << " train and "
             << test.size() << " test rows to " << out << "\n";
   return absl::OkStatus();
@@ -99,7 +111,8 @@ absl::Status Run() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("Writes verl-format datasets (JSONL).");
+  absl::SetProgramUsageMessage(
+      "Writes verl-format datasets (--format=jsonl or parquet).");
   absl::ParseCommandLine(argc, argv);
   absl::Status s = Run();
   if (!s.ok()) {

@@ -10,6 +10,14 @@ cp "$out/train.jsonl" "$TEST_TMPDIR/first"
 cmp "$out/train.jsonl" "$TEST_TMPDIR/first"
 "$bin" --task=countdown --output_dir="$out/cd" --train_size=4 --val_size=2
 grep -q '"data_source":"countdown"' "$out/cd/train.jsonl"
+# Parquet output (verl's format): magic at both ends, same rows as JSONL
+# (the project's reader is checked against independent writers elsewhere).
+"$bin" --task=arithmetic --output_dir="$out/pq" --train_size=30 --val_size=5 --seed=3 --format=parquet
+[ "$(head -c 4 "$out/pq/train.parquet")" = PAR1 ] && [ "$(tail -c 4 "$out/pq/test.parquet")" = PAR1 ]
+[ ! -e "$out/pq/train.jsonl" ]
+set +e
+"$bin" --task=arithmetic --output_dir="$out/x" --format=csv 2>/dev/null; [ $? = 2 ] || exit 1
+set -e
 # gsm8k conversion
 mkdir -p "$TEST_TMPDIR/raw"
 echo '{"question": "1+1?", "answer": "1+1=2\n#### 2"}' > "$TEST_TMPDIR/raw/train.jsonl"

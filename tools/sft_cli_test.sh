@@ -4,7 +4,7 @@
 # //tools:sft end to end: bad keys, values and files print one line on stderr
 # and exit 2; a 2-process run on the built-in arithmetic task (data from
 # //tools:prepare_data) writes verl's metrics file and an HF folder, with the
-# same losses as a 1-process run.
+# same losses as a 1-process run on the same rows as Parquet.
 set -u
 SFT=tools/sft
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -26,6 +26,8 @@ grep -q 'lr_scheduler: "wsd"' "$TMP/cfg.txt" || fail "config not applied"
 
 tools/prepare_data --task=arithmetic --output_dir="$TMP/data" --train_size=64 \
   --val_size=16 >/dev/null || fail "prepare_data exited $?"
+tools/prepare_data --task=arithmetic --output_dir="$TMP/pq" --train_size=64 \
+  --val_size=16 --format=parquet >/dev/null || fail "prepare_data parquet exited $?"
 
 expect_error "data.nope" data.nope=1
 expect_error "data.train_files" --config=examples/sft_tiny.textproto \
@@ -56,10 +58,11 @@ for f in config.json model.safetensors tokenizer.json tokenizer_config.json; do
 done
 
 # One process gives the same losses as two (the loss is normalised by the
-# global token count, and the global batch is the same).
+# global token count, and the global batch is the same), reading the same
+# rows from Parquet (verl's format) instead of JSONL.
 export VERL_FILE_LOGGER_PATH="$TMP/metrics1.jsonl"
 "$SFT" --config=examples/sft_tiny.textproto \
-  "data.train_files=[$TMP/data/train.jsonl]" "data.val_files=[$TMP/data/test.jsonl]" \
+  "data.train_files=[$TMP/pq/train.parquet]" "data.val_files=[$TMP/pq/test.parquet]" \
   trainer.n_gpus_per_node=1 trainer.total_training_steps=3 \
   "trainer.default_local_dir=$TMP/ckpt1" "trainer.logger=[file]" \
   >"$TMP/run1.out" 2>"$TMP/run1.err" || fail "1-rank run exited $?: $(cat "$TMP/run1.err")"

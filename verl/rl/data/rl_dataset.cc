@@ -8,8 +8,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "verl/core/file_util.h"
 #include "verl/core/status.h"
+#include "verl/rl/data/parquet/dataset_file.h"
 #include "verl/rl/data/synthetic_tasks.h"
 
 namespace verl::rl {
@@ -52,7 +52,9 @@ std::vector<int64_t> Permutation(int64_t n, uint64_t seed) {
 // num_numbers and max_number (countdown).
 absl::StatusOr<std::vector<nlohmann::json>> ReadRows(const std::string& file) {
   constexpr absl::string_view kBuiltin = "builtin:";
-  if (file.rfind(std::string(kBuiltin), 0) != 0) return core::ReadJsonl(file);
+  if (file.rfind(std::string(kBuiltin), 0) != 0) {
+    return parquet::ReadDatasetFile(file);  // .parquet or JSON Lines
+  }
   std::string spec = file.substr(kBuiltin.size());
   std::map<std::string, std::string> opts;
   if (const size_t q = spec.find('?'); q != std::string::npos) {

@@ -1,8 +1,8 @@
 // File: verl/rl/data/rl_dataset.h
 //
-// verl's RL dataset (rows in verl's format, read from JSONL files listed in
-// data.train_files / data.val_files) and a resumable data loader with the
-// semantics of verl's StatefulDataLoader: fixed batch size, drop_last for
+// verl's RL dataset (rows in verl's format, read from Parquet or JSONL files
+// listed in data.train_files / data.val_files) and a resumable data loader with
+// the semantics of verl's StatefulDataLoader: fixed batch size, drop_last for
 // training, a seeded per-epoch shuffle, and a position that can be saved in a
 // checkpoint and restored exactly.
 #ifndef VERL_RL_DATA_RL_DATASET_H_
@@ -25,7 +25,8 @@ inline constexpr int64_t kBuiltinTrainRows = 2000;
 inline constexpr int64_t kBuiltinTestRows = 200;
 
 struct RLDatasetOptions {
-  // JSONL paths, or "builtin:<arithmetic|countdown>/<train|test>".
+  // .parquet (verl's format) or JSON Lines paths, by extension, or
+  // "builtin:<arithmetic|countdown>/<train|test>".
   std::vector<std::string> files;
   std::string prompt_key = "prompt";
   int64_t max_samples = -1;  // data.train_max_samples; -1 = all

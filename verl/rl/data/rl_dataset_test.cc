@@ -6,6 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "verl/core/file_util.h"
+#include "verl/rl/data/parquet/dataset_file.h"
 #include "verl/rl/data/synthetic_tasks.h"
 
 namespace verl::rl {
@@ -32,6 +33,31 @@ TEST(RLDatasetTest, LoadsAndConcatenatesFiles) {
   ASSERT_TRUE(ds.ok()) << ds.status();
   EXPECT_EQ(ds->size(), 12);
   EXPECT_EQ(ds->row(0)["data_source"], "arithmetic");
+}
+
+// verl's own format: .parquet files (by extension) mixed with JSONL in one
+// file list load the same rows.
+TEST(RLDatasetTest, LoadsParquetAndJsonlByExtension) {
+  ArithmeticTaskOptions a;
+  a.num_rows = 9;
+  const std::vector<nlohmann::json> rows = MakeArithmeticRows(a);
+  const std::string pq = TempPath("rows.parquet");
+  ASSERT_TRUE(parquet::WriteDatasetFile(pq, rows).ok());
+  EXPECT_EQ(core::ReadFile(pq)->substr(0, 4), "PAR1");
+  RLDatasetOptions o;
+  o.files = {pq, WriteRows("rows.jsonl", 9)};
+  auto ds = RLDataset::Load(o);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ASSERT_EQ(ds->size(), 18);
+  for (int i = 0; i < 9; ++i) {
+    EXPECT_EQ(ds->row(i), rows[i]) << i;
+    EXPECT_EQ(ds->row(i + 9), rows[i]) << i;
+  }
+  o.files = {TempPath("missing.parquet")};
+  auto missing = RLDataset::Load(o);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("missing.parquet"),
+            std::string::npos);
 }
 
 TEST(RLDatasetTest, MaxSamplesAndFilter) {

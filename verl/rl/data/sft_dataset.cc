@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "verl/core/file_util.h"
 #include "verl/core/status.h"
 #include "verl/models/chat_template.h"
+#include "verl/rl/data/parquet/dataset_file.h"
 
 namespace verl::rl {
 
@@ -246,7 +246,8 @@ absl::StatusOr<SftDataset> SftDataset::Load(
   SftDataset out;
   out.max_length_ = options.max_length;
   for (const std::string& file : files) {
-    VERL_ASSIGN_OR_RETURN(std::vector<json> rows, core::ReadJsonl(file));
+    VERL_ASSIGN_OR_RETURN(std::vector<json> rows,
+                          parquet::ReadDatasetFile(file));
     SftDatasetOptions part = options;
     if (options.max_samples >= 0) {
       part.max_samples = options.max_samples - out.size();

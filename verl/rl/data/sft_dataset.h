@@ -86,8 +86,9 @@ absl::StatusOr<SftSample> MakeMultiTurnSftSample(
 
 class SftDataset {
  public:
-  // Reads JSONL `files` in order (the first max_samples rows when set) and
-  // tokenises every row. Errors name the file and line.
+  // Reads `files` (.parquet, else JSON Lines) in order (the first
+  // max_samples rows when set) and tokenises every row. Errors name the file
+  // and row.
   static absl::StatusOr<SftDataset> Load(const std::vector<std::string>& files,
                                          const models::Tokenizer& tokenizer,
                                          const SftDatasetOptions& options);

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "verl/models/chat_template.h"
 #include "verl/models/tokenizer_builtin.h"
+#include "verl/rl/data/parquet/dataset_file.h"
 
 namespace verl::rl {
 namespace {
@@ -190,6 +191,36 @@ TEST_F(SftDatasetTest, LoadsJsonlWithMaxSamplesAndNamesBadFile) {
   EXPECT_THAT(std::string(ds.status().message()), HasSubstr(path));
   EXPECT_THAT(std::string(ds.status().message()), HasSubstr("row 2"));
   EXPECT_FALSE(SftDataset::Load({path + ".missing"}, tok_, opt).ok());
+}
+
+// verl's SFT parquet (nested extra_info keys, as examples/data_preprocess
+// writes them) gives the same samples as the same rows in JSONL.
+TEST_F(SftDatasetTest, ParquetAndJsonlGiveTheSameSamples) {
+  std::vector<json> rows;
+  for (int i = 0; i < 4; ++i) {
+    rows.push_back({{"extra_info",
+                     {{"question", std::to_string(i) + " + 2"},
+                      {"answer", std::to_string(i + 2)}}}});
+  }
+  const std::string dir = ::testing::TempDir();
+  ASSERT_TRUE(parquet::WriteDatasetFile(dir + "/sft.parquet", rows).ok());
+  ASSERT_TRUE(parquet::WriteDatasetFile(dir + "/sft.jsonl", rows).ok());
+  SftDatasetOptions opt;
+  opt.prompt_key = "extra_info.question";
+  opt.response_key = "extra_info.answer";
+  opt.max_length = 32;
+  auto pq =
+      SftDataset::Load({dir + "/sft.parquet", dir + "/sft.jsonl"}, tok_, opt);
+  ASSERT_TRUE(pq.ok()) << pq.status();
+  ASSERT_EQ(pq->size(), 8);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(pq->sample(i).input_ids, pq->sample(i + 4).input_ids) << i;
+    EXPECT_EQ(pq->sample(i).loss_mask, pq->sample(i + 4).loss_mask) << i;
+  }
+  auto bad = SftDataset::Load({dir + "/sft.jsonl.parquet"}, tok_, opt);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("sft.jsonl.parquet"));
 }
 
 }  // namespace

@@ -227,6 +227,9 @@ TEST(PpoTrainerConfigTest, DefaultsEqualVerls) {
       {"algorithm.rollout_correction.rollout_rs", "null"},
       {"algorithm.rollout_correction.bypass_mode", "false"},
       {"algorithm.rollout_correction.loss_type", "ppo_clip"},
+      // data (verl's Parquet paths; .parquet and .jsonl both load)
+      {"data.train_files", "[~/data/rlhf/gsm8k/train.parquet]"},
+      {"data.val_files", "[~/data/rlhf/gsm8k/test.parquet]"},
       // trainer
       {"trainer.total_epochs", "30"},
       {"trainer.total_training_steps", "null"},
@@ -272,8 +275,6 @@ TEST(PpoTrainerConfigTest, DocumentedDeviations) {
                    {"actor_rollout_ref.rollout.name", "native"},
                    {"actor_rollout_ref.model.path", ""},
                    {"actor_rollout_ref.model.preset", "tiny-qwen2"},
-                   {"data.train_files", "[~/data/rlhf/gsm8k/train.jsonl]"},
-                   {"data.val_files", "[~/data/rlhf/gsm8k/test.jsonl]"},
                });
 }
 
