@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
 #include "absl/time/time.h"
 
@@ -19,14 +20,33 @@ ABSL_FLAG(absl::Duration, launcher_grace_period, absl::Seconds(5),
           "How long stopped workers get between SIGTERM and SIGKILL.");
 
 namespace verl::parallel {
+namespace {
 
-LaunchOptions LaunchOptionsFromFlags() {
+// Whether `flag` was given on the command line (or in a --flagfile).
+template <typename T>
+bool IsSet(const absl::Flag<T>& flag) {
+  return absl::GetFlagReflectionHandle(flag).IsSpecifiedOnCommandLine();
+}
+
+}  // namespace
+
+LaunchOptions LaunchOptionsFromFlags(const LaunchFlagDefaults& defaults) {
   LaunchOptions options;
   options.nproc_per_node = absl::GetFlag(FLAGS_nproc_per_node);
+  if (!IsSet(FLAGS_nproc_per_node) && defaults.nproc_per_node.has_value()) {
+    options.nproc_per_node = *defaults.nproc_per_node;
+  }
   options.nnodes = absl::GetFlag(FLAGS_nnodes);
+  if (!IsSet(FLAGS_nnodes) && defaults.nnodes.has_value()) {
+    options.nnodes = *defaults.nnodes;
+  }
   options.node_rank = absl::GetFlag(FLAGS_node_rank);
   options.master_addr = absl::GetFlag(FLAGS_master_addr);
   options.master_port = absl::GetFlag(FLAGS_master_port);
+  if (!IsSet(FLAGS_master_port) && defaults.free_port_on_one_node &&
+      options.nnodes == 1) {
+    options.master_port = 0;
+  }
   options.grace_period = std::chrono::milliseconds(
       absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_launcher_grace_period)));
   return options;

@@ -6,12 +6,27 @@
 #ifndef VERL_PARALLEL_LAUNCHER_FLAGS_H_
 #define VERL_PARALLEL_LAUNCHER_FLAGS_H_
 
+#include <optional>
+
 #include "verl/parallel/launcher.h"
 
 namespace verl::parallel {
 
-// LaunchOptions from the parsed flags (call after absl::ParseCommandLine).
-LaunchOptions LaunchOptionsFromFlags();
+// Values for the launcher flags the user did not type, e.g. a trainer's
+// trainer.n_gpus_per_node / trainer.nnodes. A flag given on the command line
+// (or in a --flagfile) always wins, even when it equals the flag's built-in
+// default (--nproc_per_node=1, --master_port=29500).
+struct LaunchFlagDefaults {
+  std::optional<int> nproc_per_node;
+  std::optional<int> nnodes;
+  // --master_port not given on a single-node job: 0 (a free port), so that
+  // concurrent jobs on one host do not collide.
+  bool free_port_on_one_node = false;
+};
+
+// LaunchOptions from the parsed flags (call after absl::ParseCommandLine),
+// with `defaults` for the flags that were not set.
+LaunchOptions LaunchOptionsFromFlags(const LaunchFlagDefaults& defaults = {});
 
 }  // namespace verl::parallel
 
