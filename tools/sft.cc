@@ -4,9 +4,9 @@
 // --config=<file.textproto>, --flagfile=... and dotted overrides
 // (`data.max_length=256`, `--optim.lr=1e-4`), spawns trainer.n_gpus_per_node
 // local workers (or --nproc_per_node) unless an external launcher set
-// RANK/WORLD_SIZE, and trains (verl/rl/trainer/sft_trainer.h). --print_config prints
-// the resolved tree and exits. A bad command line, config or input prints
-// one line on stderr and exits 2; other failures exit 1.
+// RANK/WORLD_SIZE, and trains (verl/rl/trainer/sft_trainer.h). --print_config
+// prints the resolved tree and exits. A bad command line, config or input
+// prints one line on stderr and exits 2; other failures exit 1.
 #include <iostream>
 
 #include "absl/flags/flag.h"
@@ -44,18 +44,13 @@ int main(int argc, char** argv) {
     std::cout << verl::core::PrintConfig(*config);
     return 0;
   }
+  verl::parallel::LaunchFlagDefaults defaults;
+  defaults.nproc_per_node =
+      static_cast<int>(config->trainer().n_gpus_per_node());
+  defaults.nnodes = static_cast<int>(config->trainer().nnodes());
+  defaults.free_port_on_one_node = true;
   verl::parallel::LaunchOptions launch =
-      verl::parallel::LaunchOptionsFromFlags();
-  if (launch.nproc_per_node == 1) {
-    launch.nproc_per_node =
-        static_cast<int>(config->trainer().n_gpus_per_node());
-  }
-  if (launch.nnodes == 1) {
-    launch.nnodes = static_cast<int>(config->trainer().nnodes());
-  }
-  if (launch.nnodes == 1 && launch.master_port == 29500) {
-    launch.master_port = 0;
-  }
+      verl::parallel::LaunchOptionsFromFlags(defaults);
   absl::StatusOr<verl::parallel::LaunchResult> launched =
       verl::parallel::MaybeLaunch(argc, argv, launch);
   if (!launched.ok()) return Fail(launched.status());

@@ -43,12 +43,13 @@ int main(int argc, char** argv) {
   }
   // Spawn trainer.n_gpus_per_node local workers (or --nproc_per_node) unless
   // an external launcher already set RANK/WORLD_SIZE.
+  verl::parallel::LaunchFlagDefaults defaults;
+  defaults.nproc_per_node =
+      static_cast<int>(config->trainer().n_gpus_per_node());
+  defaults.nnodes = static_cast<int>(config->trainer().nnodes());
+  defaults.free_port_on_one_node = true;
   verl::parallel::LaunchOptions launch =
-      verl::parallel::LaunchOptionsFromFlags();
-  if (launch.nproc_per_node == 1)
-    launch.nproc_per_node = config->trainer().n_gpus_per_node();
-  if (launch.nnodes == 1) launch.nnodes = config->trainer().nnodes();
-  if (launch.nnodes == 1 && launch.master_port == 29500) launch.master_port = 0;
+      verl::parallel::LaunchOptionsFromFlags(defaults);
   absl::StatusOr<verl::parallel::LaunchResult> launched =
       verl::parallel::MaybeLaunch(argc, argv, launch);
   if (!launched.ok()) {

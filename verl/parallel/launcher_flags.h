@@ -14,8 +14,9 @@ namespace verl::parallel {
 
 // Values for the launcher flags the user did not type, e.g. a trainer's
 // trainer.n_gpus_per_node / trainer.nnodes. A flag given on the command line
-// (or in a --flagfile) always wins, even when it equals the flag's built-in
-// default (--nproc_per_node=1, --master_port=29500).
+// (or in a --flagfile) always wins, even when it equals the built-in default
+// (--nproc_per_node=1, --master_port=29500): the flags are optional-typed, so
+// "not given" is not confused with a value.
 struct LaunchFlagDefaults {
   std::optional<int> nproc_per_node;
   std::optional<int> nnodes;
