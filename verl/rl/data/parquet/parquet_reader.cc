@@ -19,6 +19,41 @@ absl::Status Corrupt(absl::string_view what) {
   return absl::InvalidArgumentError(std::string(what));
 }
 
+// Strict UTF-8 (no overlongs, surrogates or code points past U+10FFFF), as
+// a JSON string must be: the JSONL reader rejects the same rows.
+bool IsValidUtf8(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const uint8_t c = s[i];
+    int n;
+    uint32_t cp;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xe0) == 0xc0) {
+      n = 1, cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      n = 2, cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      n = 3, cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + n >= s.size()) return false;
+    for (int k = 1; k <= n; ++k) {
+      const uint8_t d = s[i + k];
+      if ((d & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (d & 0x3f);
+    }
+    static const uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
+      return false;
+    }
+    i += n + 1;
+  }
+  return true;
+}
+
 // Converts the k-th decoded value of a leaf column to JSON.
 json LeafValue(const SchemaElement& e, const ColumnValues& v, size_t k) {
   switch (*e.type) {
@@ -71,7 +106,7 @@ class Assembler {
   absl::StatusOr<json> Row() {
     for (size_t c = 0; c < cols_.size(); ++c) {
       if (level_[c] >= cols_[c].def.size()) {
-        return Fail(c, "has fewer values than the row group has rows");
+        return Fail(c, "fewer values than the row group has rows");
       }
       if (cols_[c].rep[level_[c]] != 0) {
         return Fail(c, "repetition level at a row start is not 0");
@@ -90,7 +125,7 @@ class Assembler {
     for (size_t c = 0; c < cols_.size(); ++c) {
       if (level_[c] != cols_[c].def.size() ||
           value_[c] != cols_[c].values.size()) {
-        return Fail(c, "has more values than the row group's rows use");
+        return Fail(c, "more values than the row group's rows use");
       }
     }
     return absl::OkStatus();
@@ -98,13 +133,13 @@ class Assembler {
 
  private:
   absl::Status Fail(size_t column, absl::string_view what) const {
-    return Corrupt(absl::StrCat("column ", s_.leaf(column).path, " ", what));
+    return Corrupt(absl::StrCat("column ", s_.leaf(column).path, ": ", what));
   }
 
   absl::Status Need(int column) const {
     return level_[column] < cols_[column].def.size()
                ? absl::OkStatus()
-               : Fail(column, "ends inside a record");
+               : Fail(column, "values end inside a record");
   }
 
   // A child field: an array when the node is repeated.
@@ -124,10 +159,10 @@ class Assembler {
       arr.push_back(*std::move(v));
       if (level_[first] >= cols_[first].def.size()) break;
       const int rep = cols_[first].rep[level_[first]];
-      if (rep > n.rep_level) return Fail(first, "has a bad repetition level");
+      if (rep > n.rep_level) return Fail(first, "bad repetition level");
       if (rep < n.rep_level) break;
       if (cols_[first].def[level_[first]] < n.def_level) {
-        return Fail(first, "repeats an undefined element");
+        return Fail(first, "an undefined element repeats");
       }
     }
     return arr;
@@ -140,7 +175,7 @@ class Assembler {
     if (auto st = Need(first); !st.ok()) return st;
     const int def = cols_[first].def[level_[first]];
     if (def < n.def_level) {
-      if (!n.optional()) return Fail(first, "has a null in a required field");
+      if (!n.optional()) return Fail(first, "null in a required field");
       if (auto st = Skip(n); !st.ok()) return st;
       return json();
     }
@@ -148,9 +183,13 @@ class Assembler {
       const size_t k = value_[first]++;
       ++level_[first];
       if (k >= cols_[first].values.size()) {
-        return Fail(first, "has fewer values than its definition levels say");
+        return Fail(first, "fewer values than its definition levels say");
       }
-      return LeafValue(n.element, cols_[first].values, k);
+      json v = LeafValue(n.element, cols_[first].values, k);
+      if (v.is_string() && !IsValidUtf8(v.get_ref<const std::string&>())) {
+        return Fail(first, "a string is not valid UTF-8");
+      }
+      return v;
     }
     json obj = json::object();
     for (int child : n.children) {
@@ -196,7 +235,7 @@ class Assembler {
     for (int c = n.leaf_begin; c < n.leaf_end; ++c) {
       if (auto st = Need(c); !st.ok()) return st;
       if (cols_[c].def[level_[c]] >= n.def_level) {
-        return Fail(c, "disagrees with its sibling columns on nesting");
+        return Fail(c, "nesting disagrees with its sibling columns");
       }
       ++level_[c];
     }

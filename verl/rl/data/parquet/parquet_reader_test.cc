@@ -56,6 +56,27 @@ TEST(ParquetReaderTest, LegacyTwoLevelListsKeepTheRepeatedGroup) {
   }
 }
 
+TEST(ParquetReaderTest, Utf8IsCheckedStrictly) {
+  const std::vector<std::pair<std::string, bool>> cases = {
+      {"plain ascii", true},
+      {"caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80", true},  // é ✓ 😀
+      {"\xc3", false},                                      // truncated
+      {"\xc0\xaf", false},                                  // overlong /
+      {"\xed\xa0\x80", false},                              // surrogate
+      {"\xf4\x90\x80\x80", false},                          // > U+10FFFF
+      {"\xff", false}};
+  for (const auto& [text, valid] : cases) {
+    auto file =
+        SerializeParquet({json{{"s", text}}}, {Codec::kUncompressed, false});
+    ASSERT_TRUE(file.ok());
+    auto r = ParquetReader::FromBytes(*file);
+    ASSERT_TRUE(r.ok());
+    auto rows = r->ReadAll();
+    EXPECT_EQ(rows.ok(), valid) << text;
+    if (valid && rows.ok()) EXPECT_EQ((*rows)[0]["s"], text);
+  }
+}
+
 TEST(ParquetReaderTest, RowGroupsReadOneAtATime) {
   std::vector<json> rows;
   for (int i = 0; i < 10; ++i) rows.push_back({{"i", i}});

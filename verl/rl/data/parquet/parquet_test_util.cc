@@ -202,6 +202,17 @@ std::vector<MalformedCase> MalformedCases() {
     add("row count beyond the columns",
         Join(p.data, EncodeThriftStruct(p.footer)), "num_rows 40 exceeds");
   }
+  {
+    // A STRING column holding bytes that are not UTF-8 (pyarrow's to_pylist
+    // fails on them too; JSON strings cannot hold them).
+    auto bytes =
+        SerializeParquet({nlohmann::json{{"s", std::string("caf\xc3")}},
+                          nlohmann::json{{"s", "ok"}}},
+                         {Codec::kUncompressed, false});
+    EXPECT_TRUE(bytes.ok());
+    add("invalid UTF-8 in a STRING column", *bytes,
+        "a string is not valid UTF-8", "s");
+  }
   // Page-level damage.
   add("dictionary index out of range",
       EditPage(good, Offset(good, 0, 3, 11),
