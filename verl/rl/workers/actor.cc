@@ -10,9 +10,9 @@
 #include "verl/models/lora.h"
 #include "verl/rl/algos/agg_loss.h"
 #include "verl/rl/algos/kl.h"
-#include "verl/rl/workers/model_forward.h"
 #include "verl/rl/algos/rollout_correction.h"
 #include "verl/rl/algos/value_loss.h"
+#include "verl/rl/workers/model_forward.h"
 
 namespace verl::rl {
 

@@ -4,8 +4,8 @@
 
 #include "gtest/gtest.h"
 #include "verl/models/presets.h"
-#include "verl/rl/workers/testing/batch_testutil.h"
 #include "verl/rl/workers/model_forward.h"
+#include "verl/rl/workers/testing/batch_testutil.h"
 
 namespace verl::rl {
 namespace {

@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
-#include "verl/rl/workers/model_forward.h"
 #include "verl/rl/algos/value_loss.h"
+#include "verl/rl/workers/model_forward.h"
 
 namespace verl::rl {
 

@@ -24,11 +24,11 @@
 #include "verl/models/presets.h"
 #include "verl/parallel/distributed.h"
 #include "verl/parallel/fsdp.h"
-#include "verl/rl/workers/fsdp_train_state.h"
 #include "verl/rl/trainer/ppo_trainer.h"
-#include "verl/rl/workers/train_state.h"
-#include "verl/rl/trainer/trainer_checkpoint.h"
 #include "verl/rl/trainer/testing/trainer_checkpoint_testutil.h"
+#include "verl/rl/trainer/trainer_checkpoint.h"
+#include "verl/rl/workers/fsdp_train_state.h"
+#include "verl/rl/workers/train_state.h"
 
 ABSL_FLAG(std::string, mode, "fsdp_state", "fsdp_state | ppo");
 ABSL_FLAG(std::string, dir, "", "Checkpoint folder (default_local_dir).");
