@@ -10,8 +10,11 @@ namespace verl::rl {
 namespace {
 
 // dst.field <- value while dst.field is null (verl's `${...}` defaults).
-#define VERL_INHERIT(dst, field, value) \
-  if (!(dst).has_##field()) (dst).set_##field(value)
+// One statement (safe inside an unbraced if/else).
+#define VERL_INHERIT(dst, field, value)                 \
+  do {                                                  \
+    if (!(dst).has_##field()) (dst).set_##field(value); \
+  } while (0)
 
 // `role`'s null tool/save_path <- the global profiler's; null enable/
 // all_ranks and empty ranks <- `base` (the actor's, for the rollout) or
@@ -136,6 +139,19 @@ void ResolvePpoTrainerConfig(PpoTrainerConfig* config) {
 }
 
 #undef VERL_INHERIT
+
+absl::Status CheckResolved(const PpoTrainerConfig& config) {
+  // Fields ResolvePpoTrainerConfig always sets.
+  const ActorRolloutRefConfig& arr = config.actor_rollout_ref();
+  if (arr.ref().has_strategy() && arr.rollout().has_prompt_length() &&
+      config.critic().has_ppo_mini_batch_size() &&
+      config.trainer().has_default_local_dir()) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(
+      "the trainer config is not resolved: build it with LoadPpoTrainerConfig "
+      "or call ResolvePpoTrainerConfig before RunPpo");
+}
 
 bool NeedCritic(const PpoTrainerConfig& config) {
   if (config.critic().has_enable()) return config.critic().enable();

@@ -1,8 +1,8 @@
 // File: verl/rl/trainer/config.h
 //
 // Loading and resolving the PPO/GRPO trainer's configuration tree
-// (PpoTrainerConfig, verl/rl/trainer/config.proto): verl's defaults, then the user's
-// text-proto file, then dotted overrides, then verl's interpolations.
+// (PpoTrainerConfig, verl/rl/trainer/config.proto): verl's defaults, then the
+// user's text-proto file, then dotted overrides, then verl's interpolations.
 #ifndef VERL_RL_TRAINER_CONFIG_H_
 #define VERL_RL_TRAINER_CONFIG_H_
 
@@ -32,6 +32,11 @@ absl::StatusOr<PpoTrainerConfig> LoadPpoTrainerConfig(
 // global_profiler, checkpoint.load_contents <- save_contents,
 // trainer.default_local_dir <- checkpoints/{project}/{experiment}, ...
 void ResolvePpoTrainerConfig(PpoTrainerConfig* config);
+
+// FailedPrecondition unless ResolvePpoTrainerConfig ran on `config`: derived
+// defaults are filled in exactly that one place, and RunPpo takes resolved
+// configs only (LoadPpoTrainerConfig and DefaultPpoTrainerConfig resolve).
+absl::Status CheckResolved(const PpoTrainerConfig& config);
 
 // verl's need_critic: critic.enable if set, else adv_estimator == "gae".
 bool NeedCritic(const PpoTrainerConfig& config);

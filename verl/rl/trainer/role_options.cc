@@ -13,8 +13,7 @@ namespace verl::rl {
 
 absl::StatusOr<RolloutCorrectionConfig> RolloutCorrectionFromConfig(
     const PpoTrainerConfig& config) {
-  const RolloutCorrectionSettings& rc =
-      config.algorithm().rollout_correction();
+  const RolloutCorrectionSettings& rc = config.algorithm().rollout_correction();
   auto value = [](const std::string& v) {
     return v == "null" || v == "None" ? std::string() : v;
   };
@@ -178,9 +177,8 @@ RewardManagerConfig RewardManagerConfigFromConfig(
   rm.overlong_buffer_len = rk.overlong_buffer_cfg().len();
   rm.overlong_penalty_factor = rk.overlong_buffer_cfg().penalty_factor();
   rm.overlong_log = rk.overlong_buffer_cfg().log();
-  rm.max_resp_len = rk.has_max_resp_len()
-                        ? rk.max_resp_len()
-                        : config.data().max_response_length();
+  rm.max_resp_len = rk.has_max_resp_len() ? rk.max_resp_len()
+                                          : config.data().max_response_length();
   rm.eos_text = eos_text;
   // Not Python: custom_reward_function.path is a command reading and
   // writing JSON lines (docs/training.md); it scores whole batches.

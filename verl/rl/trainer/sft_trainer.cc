@@ -25,8 +25,8 @@
 #include "verl/models/padding.h"
 #include "verl/models/presets.h"
 #include "verl/models/tokenizer_builtin.h"
-#include "verl/rl/workers/ppo_update.h"
 #include "verl/rl/trainer/sft_config.h"
+#include "verl/rl/workers/ppo_update.h"
 
 namespace verl::rl {
 namespace {

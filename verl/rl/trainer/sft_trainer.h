@@ -1,8 +1,8 @@
 // File: verl/rl/trainer/sft_trainer.h
 //
 // verl's fsdp_sft_trainer: supervised fine-tuning on (prompt, response) rows
-// (verl/rl/data/sft_dataset.h) with token cross-entropy over the loss-mask tokens
-// (the response incl. EOS). Each step takes `data.train_batch_size` rows
+// (verl/rl/data/sft_dataset.h) with token cross-entropy over the loss-mask
+// tokens (the response incl. EOS). Each step takes `data.train_batch_size` rows
 // (split evenly over the DP ranks, then into `micro_batch_size_per_gpu`
 // micro-batches); the loss is normalised by the batch's loss-token count
 // summed over all ranks, so the update does not depend on the number of
@@ -29,8 +29,8 @@
 #include "verl/models/tokenizer.h"
 #include "verl/parallel/process_group.h"
 #include "verl/profiler/tracking.h"
-#include "verl/rl/trainer/sft_config.pb.h"
 #include "verl/rl/data/sft_dataset.h"
+#include "verl/rl/trainer/sft_config.pb.h"
 #include "verl/rl/workers/train_state.h"
 
 namespace verl::rl {

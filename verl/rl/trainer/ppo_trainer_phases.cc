@@ -1,0 +1,254 @@
+// One PPO/GRPO training step as verl's dataflow, one method per phase:
+//   gen → reward → old_log_prob → ref → values → adv → update_critic →
+//   update_actor → update_weights
+// Every phase reads and writes named Batch columns; a missing column is an
+// error naming it (Batch::GetTensor), never an abort.
+#include <ATen/ops/tensor.h>
+
+#include "verl/core/status.h"
+#include "verl/rl/algos/advantage.h"
+#include "verl/rl/algos/agg_loss.h"
+#include "verl/rl/algos/pf_ppo.h"
+#include "verl/rl/algos/value_loss.h"
+#include "verl/rl/data/seqlen_balancing.h"
+#include "verl/rl/trainer/metrics.h"
+#include "verl/rl/trainer/ppo_trainer_internal.h"
+#include "verl/rl/workers/dp_dispatch.h"
+
+namespace verl::rl {
+
+using core::Batch;
+
+absl::StatusOr<MetricMap> PpoTrainer::TrainStep(
+    const std::vector<nlohmann::json>& rows, int64_t step) {
+  Timing timing;
+  MetricMap metrics;
+  Batch batch;
+  {
+    Timer step_timer(&timing, "step");
+    VERL_ASSIGN_OR_RETURN(batch, GenerateBatch(rows, step, &timing, &metrics));
+    if (config_.trainer().balance_batch()) {
+      VERL_RETURN_IF_ERROR(BalanceBatch(batch, &metrics));
+    }
+    if (rollout_corr_.bypass_mode) {
+      // verl's apply_bypass_mode: the rollout policy is the old policy.
+      VERL_ASSIGN_OR_RETURN(at::Tensor rollout_lp,
+                            batch.GetTensor("rollout_log_probs"));
+      VERL_RETURN_IF_ERROR(batch.SetTensor("old_log_probs", rollout_lp));
+    } else {
+      Timer t(&timing, "old_log_prob");
+      VERL_RETURN_IF_ERROR(ComputeOldLogProbs(batch, &metrics));
+    }
+    if (ref_) {
+      Timer t(&timing, "ref");
+      VERL_RETURN_IF_ERROR(ComputeRefLogProbs(batch));
+    }
+    if (critic_) {
+      Timer t(&timing, "values");
+      VERL_RETURN_IF_ERROR(ComputeValues(batch));
+    }
+    {
+      Timer t(&timing, "adv");
+      VERL_RETURN_IF_ERROR(ComputeAdvantages(batch, step, &metrics));
+    }
+    if (critic_) {
+      Timer t(&timing, "update_critic");
+      VERL_RETURN_IF_ERROR(UpdateCritic(batch, &metrics));
+    }
+    if (config_.trainer().critic_warmup() <= step) {
+      {
+        Timer t(&timing, "update_actor");
+        VERL_RETURN_IF_ERROR(UpdateActor(batch, &metrics));
+      }
+      Timer t(&timing, "update_weights");
+      VERL_RETURN_IF_ERROR(SyncRolloutWeights());
+    }
+    const std::string& dump_dir = config_.trainer().rollout_data_dir();
+    if (!dump_dir.empty() && world_->rank() == 0) {
+      Timer t(&timing, "dump_rollout_generations");
+      VERL_ASSIGN_OR_RETURN(at::Tensor scores,
+                            batch.GetTensor("token_level_scores"));
+      VERL_ASSIGN_OR_RETURN(GenerationRecords records,
+                            Records(batch, scores.sum(1), reward_extra_keys_));
+      VERL_RETURN_IF_ERROR(DumpGenerations(dump_dir, step, records));
+    }
+  }
+  VERL_RETURN_IF_ERROR(AddStepMetrics(batch, timing, &metrics));
+  return metrics;
+}
+
+// Balanced per actor mini-batch, so the rows of each mini-batch (and the
+// run's metrics) do not depend on the number of processes.
+absl::Status PpoTrainer::BalanceBatch(Batch& batch, MetricMap* metrics) {
+  VERL_ASSIGN_OR_RETURN(at::Tensor mask, batch.GetTensor("attention_mask"));
+  at::Tensor lens = mask.sum(1).to(at::kLong).contiguous();
+  std::vector<int64_t> seqlens(lens.data_ptr<int64_t>(),
+                               lens.data_ptr<int64_t>() + lens.numel());
+  const int64_t mini_rows = actor_cfg().ppo_mini_batch_size() * n();
+  VERL_ASSIGN_OR_RETURN(
+      BalancedOrder order,
+      rl::BalanceBatch(seqlens, actor_par_.dp->size(),
+                       batch.size() % mini_rows == 0 ? mini_rows : 0));
+  VERL_RETURN_IF_ERROR(batch.Reorder(at::tensor(order.order, at::kLong)));
+  metrics->insert(order.metrics.begin(), order.metrics.end());
+  return absl::OkStatus();
+}
+
+absl::Status PpoTrainer::ComputeOldLogProbs(Batch& batch, MetricMap* metrics) {
+  VERL_ASSIGN_OR_RETURN(
+      Batch lp,
+      ShardedCall(*actor_par_.dp, batch,
+                  [&](const Batch& local) -> absl::StatusOr<Batch> {
+                    VERL_ASSIGN_OR_RETURN(LogProbResult r,
+                                          actor_->ComputeLogProb(local, true));
+                    return Batch::FromColumns({{"old_log_probs", r.log_probs},
+                                               {"entropys", r.entropy}});
+                  }));
+  VERL_ASSIGN_OR_RETURN(at::Tensor mask, batch.GetTensor("response_mask"));
+  VERL_ASSIGN_OR_RETURN(at::Tensor old_lp, lp.GetTensor("old_log_probs"));
+  VERL_ASSIGN_OR_RETURN(at::Tensor entropys, lp.GetTensor("entropys"));
+  VERL_ASSIGN_OR_RETURN(
+      at::Tensor ent,
+      ComputeEntropyLoss(entropys, mask, actor_cfg().loss_agg_mode()));
+  (*metrics)["actor/entropy"] = ent.item<double>();
+  VERL_RETURN_IF_ERROR(batch.SetTensor("old_log_probs", old_lp));
+  if (batch.HasTensor("rollout_log_probs")) {
+    VERL_ASSIGN_OR_RETURN(at::Tensor rollout_lp,
+                          batch.GetTensor("rollout_log_probs"));
+    VERL_ASSIGN_OR_RETURN(MetricMap diff, ComputeRolloutProbsDiffMetrics(
+                                              old_lp, rollout_lp, mask));
+    metrics->insert(diff.begin(), diff.end());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PpoTrainer::ComputeRefLogProbs(Batch& batch) {
+  VERL_ASSIGN_OR_RETURN(
+      Batch lp,
+      ShardedCall(*ref_par_.dp, batch,
+                  [&](const Batch& local) -> absl::StatusOr<Batch> {
+                    VERL_ASSIGN_OR_RETURN(LogProbResult r,
+                                          ref_->ComputeLogProb(local, false));
+                    return Batch::FromColumns({{"ref_log_prob", r.log_probs}});
+                  }));
+  VERL_ASSIGN_OR_RETURN(at::Tensor ref_lp, lp.GetTensor("ref_log_prob"));
+  return batch.SetTensor("ref_log_prob", ref_lp);
+}
+
+absl::Status PpoTrainer::ComputeValues(Batch& batch) {
+  VERL_ASSIGN_OR_RETURN(
+      Batch v, ShardedCall(*critic_par_.dp, batch,
+                           [&](const Batch& local) -> absl::StatusOr<Batch> {
+                             VERL_ASSIGN_OR_RETURN(
+                                 at::Tensor values,
+                                 critic_->ComputeValues(local));
+                             return Batch::FromColumns({{"values", values}});
+                           }));
+  VERL_ASSIGN_OR_RETURN(at::Tensor values, v.GetTensor("values"));
+  return batch.SetTensor("values", values);
+}
+
+absl::Status PpoTrainer::ComputeAdvantages(Batch& batch, int64_t step,
+                                           MetricMap* metrics) {
+  const AlgorithmConfig& alg = config_.algorithm();
+  VERL_ASSIGN_OR_RETURN(at::Tensor scores,
+                        batch.GetTensor("token_level_scores"));
+  VERL_ASSIGN_OR_RETURN(at::Tensor old_lp, batch.GetTensor("old_log_probs"));
+  at::Tensor rewards = scores;
+  if (alg.use_kl_in_reward()) {
+    VERL_ASSIGN_OR_RETURN(at::Tensor mask, batch.GetTensor("response_mask"));
+    VERL_ASSIGN_OR_RETURN(at::Tensor ref_lp, batch.GetTensor("ref_log_prob"));
+    VERL_ASSIGN_OR_RETURN(KlInRewardResult kl,
+                          ApplyKlPenalty(rewards, old_lp, ref_lp, mask,
+                                         *kl_ctrl_, alg.kl_penalty()));
+    rewards = kl.token_level_rewards;
+    metrics->insert(kl.metrics.begin(), kl.metrics.end());
+  }
+  VERL_RETURN_IF_ERROR(batch.SetTensor("token_level_rewards", rewards));
+  VERL_RETURN_IF_ERROR(ApplyRolloutCorrection(batch, metrics));
+  AdvantageInputs in;
+  in.token_level_rewards = rewards;
+  // After rejection sampling.
+  VERL_ASSIGN_OR_RETURN(in.response_mask, batch.GetTensor("response_mask"));
+  VERL_ASSIGN_OR_RETURN(std::vector<nlohmann::json> uids,
+                        batch.GetNonTensor("uid"));
+  in.index = ToStrings(uids);
+  if (batch.HasTensor("values")) in.values = batch.tensor("values");
+  if (batch.HasTensor("reward_baselines"))
+    in.reward_baselines = batch.tensor("reward_baselines");
+  in.old_log_prob = old_lp;
+  AdvantageConfig ac;
+  ac.gamma = alg.gamma();
+  ac.lam = alg.lam();
+  ac.norm_adv_by_std_in_grpo = alg.norm_adv_by_std_in_grpo();
+  VERL_ASSIGN_OR_RETURN(AdvantageOutput adv,
+                        ComputeAdvantage(alg.adv_estimator(), in, ac));
+  VERL_RETURN_IF_ERROR(batch.SetTensor("advantages", adv.advantages));
+  VERL_RETURN_IF_ERROR(batch.SetTensor("returns", adv.returns));
+  if (alg.use_pf_ppo() && alg.adv_estimator() == "gae") {
+    // PF-PPO: resample the batch with replacement, weighted by score.
+    VERL_ASSIGN_OR_RETURN(
+        at::Tensor w,
+        PfPpoWeights(scores.sum(-1), alg.pf_ppo().reweight_method(),
+                     alg.pf_ppo().weight_pow()));
+    VERL_ASSIGN_OR_RETURN(batch,
+                          batch.Index(PfPpoResampleIndices(
+                              w, RolloutSeed(seed_, step, /*index=*/-1))));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PpoTrainer::UpdateCritic(const Batch& batch, MetricMap* metrics) {
+  VERL_ASSIGN_OR_RETURN(
+      Batch local, UpdateShard(*critic_par_.dp, batch,
+                               config_.critic().ppo_mini_batch_size() * n()));
+  VERL_ASSIGN_OR_RETURN(MetricMap m, critic_->UpdateCritic(local));
+  m["critic/lr"] = critic_->train_state()->StepSchedule();
+  metrics->insert(m.begin(), m.end());
+  return absl::OkStatus();
+}
+
+absl::Status PpoTrainer::UpdateActor(const Batch& batch, MetricMap* metrics) {
+  VERL_ASSIGN_OR_RETURN(Batch local,
+                        UpdateShard(*actor_par_.dp, batch,
+                                    actor_cfg().ppo_mini_batch_size() * n()));
+  VERL_ASSIGN_OR_RETURN(MetricMap m, actor_->UpdatePolicy(local));
+  m["actor/lr"] = actor_->train_state()->StepSchedule();
+  // verl's metrics.update: the update's rollout_corr/* (current policy vs
+  // rollout) replace the driver's.
+  for (const auto& [k, v] : m) (*metrics)[k] = v;
+  return absl::OkStatus();
+}
+
+absl::Status PpoTrainer::AddStepMetrics(const Batch& batch, Timing& timing,
+                                        MetricMap* metrics) {
+  DataMetricsInputs dm;
+  VERL_ASSIGN_OR_RETURN(dm.token_level_scores,
+                        batch.GetTensor("token_level_scores"));
+  VERL_ASSIGN_OR_RETURN(dm.token_level_rewards,
+                        batch.GetTensor("token_level_rewards"));
+  VERL_ASSIGN_OR_RETURN(dm.advantages, batch.GetTensor("advantages"));
+  VERL_ASSIGN_OR_RETURN(dm.returns, batch.GetTensor("returns"));
+  if (batch.HasTensor("values")) dm.values = batch.tensor("values");
+  VERL_ASSIGN_OR_RETURN(dm.attention_mask, batch.GetTensor("attention_mask"));
+  VERL_ASSIGN_OR_RETURN(dm.response_mask, batch.GetTensor("response_mask"));
+  VERL_ASSIGN_OR_RETURN(MetricMap data_metrics,
+                        ComputeDataMetrics(dm, critic_ != nullptr));
+  metrics->insert(data_metrics.begin(), data_metrics.end());
+  const int64_t response_tokens =
+      static_cast<int64_t>(dm.response_mask.sum().item<double>());
+  const int64_t total_tokens =
+      static_cast<int64_t>(dm.attention_mask.sum().item<double>());
+  MetricMap tm = ComputeTimingMetrics(timing, total_tokens - response_tokens,
+                                      response_tokens);
+  metrics->insert(tm.begin(), tm.end());
+  MetricMap thr =
+      ComputeThroughputMetrics(total_tokens, timing["step"], world_->size());
+  metrics->insert(thr.begin(), thr.end());
+  MetricMap perf = profiler_->PerfMetrics(actor_->model().config(),
+                                          dm.attention_mask, timing);
+  metrics->insert(perf.begin(), perf.end());
+  return absl::OkStatus();
+}
+
+}  // namespace verl::rl

@@ -1,0 +1,103 @@
+// actor_rollout_ref.sft_warmup (this project's addition, docs/training.md):
+// a supervised warm start on the training rows' reference answers before RL,
+// maximising the log-likelihood of answer + EOS after the templated prompt.
+#include <ATen/ops/cat.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
+
+#include <algorithm>
+
+#include "glog/logging.h"
+#include "verl/core/status.h"
+#include "verl/models/logprob.h"
+#include "verl/rl/algos/agg_loss.h"
+#include "verl/rl/trainer/ppo_trainer_internal.h"
+#include "verl/rl/workers/model_forward.h"
+#include "verl/rl/workers/ppo_update.h"
+
+namespace verl::rl {
+
+using core::Batch;
+
+absl::Status PpoTrainer::SftWarmup(models::CausalLM& model,
+                                   const MicroBatchOptions& micro) {
+  const SftWarmupConfig& w = config_.actor_rollout_ref().sft_warmup();
+  if (w.steps() <= 0) return absl::OkStatus();
+  const int64_t R = config_.data().max_response_length();
+  OptimizerOptions o;
+  o.lr = w.lr();
+  o.weight_decay = 0;
+  // Replicated, not data-parallel: every rank trains on the whole batch, so
+  // the warm-started weights (and the whole run) do not depend on the number
+  // of processes; 300 steps amplify the last-bit differences of a dp split.
+  const std::shared_ptr<parallel::Communicator> self =
+      parallel::SingleProcessCommunicator();
+  ReplicatedTrainState state(model.parameters(), o, self);
+  DataLoader loader(train_set_.get(), w.batch_size(), /*shuffle=*/true,
+                    seed_ + 17, true);
+  model.train();
+  for (int64_t step = 0; step < w.steps(); ++step) {
+    auto rows = loader.Next();
+    if (!rows) rows = loader.Next();
+    std::vector<std::string> uids(rows->size(), "");
+    VERL_ASSIGN_OR_RETURN(Batch prompts, encoder_->Encode(*rows, uids));
+    const int64_t B = rows->size();
+    at::Tensor responses = at::full(
+        {B, R}, std::max<int64_t>(tokenizer_->pad_token_id(), 0), at::kLong);
+    at::Tensor rmask = at::zeros({B, R}, at::kLong);
+    for (int64_t b = 0; b < B; ++b) {
+      VERL_ASSIGN_OR_RETURN(nlohmann::json answer,
+                            GetDotted((*rows)[b], w.response_key()));
+      if (!answer.is_string()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("actor_rollout_ref.sft_warmup.response_key '",
+                         w.response_key(), "' is not a string in row ", b));
+      }
+      auto ids = tokenizer_->Encode(answer.get<std::string>());
+      ids.push_back(tokenizer_->eos_token_id());
+      const int64_t len = std::min<int64_t>(ids.size(), R);
+      for (int64_t k = 0; k < len; ++k) responses[b][k] = ids[k];
+      rmask[b].narrow(0, 0, len).fill_(1);
+    }
+    VERL_ASSIGN_OR_RETURN(at::Tensor prompt_ids,
+                          prompts.GetTensor("input_ids"));
+    VERL_ASSIGN_OR_RETURN(at::Tensor pmask,
+                          prompts.GetTensor("attention_mask"));
+    at::Tensor mask = at::cat({pmask, rmask}, 1);
+    at::Tensor pos = (mask.cumsum(1) - 1).clamp_min(0);
+    VERL_ASSIGN_OR_RETURN(
+        Batch batch,
+        Batch::FromColumns({{"input_ids", at::cat({prompt_ids, responses}, 1)},
+                            {"attention_mask", mask},
+                            {"position_ids", pos},
+                            {"responses", responses},
+                            {"response_mask", rmask.to(at::kFloat)}}));
+    PpoUpdateOptions u;
+    u.mini_batch_size = batch.size();
+    u.micro = micro;
+    auto micro_fn =
+        [&](const Batch& mb,
+            const AggOptions& agg) -> absl::StatusOr<MicroBatchResult> {
+      ResponseForward f = ForwardResponses(
+          model, mb.tensor("input_ids"), mb.tensor("attention_mask"),
+          mb.tensor("position_ids"), R, 1.0, false);
+      VERL_ASSIGN_OR_RETURN(
+          at::Tensor loss,
+          AggLoss(-f.log_probs, mb.tensor("response_mask"), kTokenMean, agg));
+      MicroBatchResult r;
+      r.loss = loss;
+      r.keep_alive = f.attention;
+      r.summed["sft/loss"] = loss.item<double>() / agg.dp_size;
+      return r;
+    };
+    VERL_ASSIGN_OR_RETURN(MetricMap m,
+                          RunPpoUpdate(batch, u, *self, state, micro_fn));
+    if (world_->rank() == 0 && (step % 10 == 0 || step + 1 == w.steps())) {
+      LOG(INFO) << "sft warmup step " << step + 1 << "/" << w.steps()
+                << " loss " << m["sft/loss"];
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace verl::rl
