@@ -8,6 +8,7 @@
 #include <ATen/ops/full.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/scalar_tensor.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,6 +27,8 @@
 
 namespace verl::ckpt {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 namespace fs = std::filesystem;
 
 std::string FreshDir(const std::string& name) {
@@ -198,7 +201,7 @@ TEST(CheckpointManagerTest, DataStateIsDataPtAndLegacyDataJsonLoads) {
   bytes[bytes.size() / 4] ^= 0x20;
   ASSERT_TRUE(core::WriteFileAtomic(step + "/data.pt", bytes).ok());
   auto bad = mgr.LoadDataState(step);
-  ASSERT_FALSE(bad.ok());
+  ASSERT_THAT(bad, StatusIs(absl::StatusCode::kDataLoss, "CRC-32 mismatch"));
   EXPECT_NE(bad.status().message().find("data.pt"), std::string::npos)
       << bad.status();
   // Checkpoints of earlier versions have data.json instead.
@@ -226,7 +229,8 @@ TEST(CheckpointManagerTest, SpmdSaveWithLocalAllOk) {
   bad.save_contents = {"optimizer"};
   CheckpointManager bad_mgr(bad);
   auto st = bad_mgr.Save(10, 0, 1, {{"actor", saves[0]}}, {}, LocalAllOk);
-  ASSERT_FALSE(st.ok());
+  ASSERT_THAT(st, StatusIs(absl::StatusCode::kInvalidArgument,
+                           "save_contents must contain 'model'"));
   EXPECT_NE(st.message().find("must contain 'model'"), std::string::npos) << st;
   EXPECT_EQ(*mgr.LatestStep(), 9);
 }
@@ -263,16 +267,20 @@ TEST(CheckpointManagerTest, ResumeModes) {
   ASSERT_TRUE(path.ok() && path->has_value());
   EXPECT_EQ(*StepFromDir(**path), 2);
   auto bad = mgr.ResolveResumeDir(ResumeMode::kResumePath, root);
-  ASSERT_FALSE(bad.ok());
+  ASSERT_THAT(bad, StatusIs(absl::StatusCode::kInvalidArgument,
+                            "must name a global_step_<N> folder"));
   EXPECT_NE(bad.status().message().find("global_step_"), std::string::npos);
   EXPECT_TRUE(absl::IsNotFound(
       mgr.ResolveResumeDir(ResumeMode::kResumePath, root + "/global_step_3")
           .status()));
-  EXPECT_FALSE(ParseResumeMode("sometimes").ok());
+  EXPECT_THAT(ParseResumeMode("sometimes"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "unknown value 'sometimes'"));
   // A tracker naming a missing step is an error, never a silent restart.
   ASSERT_TRUE(core::WriteFileAtomic(mgr.TrackerPath(), "7").ok());
   auto missing = mgr.ResolveResumeDir(ResumeMode::kAuto);
-  ASSERT_FALSE(missing.ok());
+  ASSERT_THAT(missing, StatusIs(absl::StatusCode::kDataLoss,
+                                "global_step_7 does not exist"));
   EXPECT_NE(missing.status().message().find("global_step_7"),
             std::string::npos);
   // load_contents: model only.
@@ -290,7 +298,8 @@ TEST(CheckpointManagerTest, DifferentWorldSizeIsAClearError) {
   CheckpointManager mgr({root});
   ASSERT_TRUE(SaveAllRanks(mgr, 1, FullModel(1), 4).ok());
   auto st = mgr.LoadShard(root + "/global_step_1", "actor", 0, 2);
-  ASSERT_FALSE(st.ok());
+  ASSERT_THAT(st, StatusIs(absl::StatusCode::kFailedPrecondition,
+                           "different world size is not supported"));
   EXPECT_TRUE(absl::IsFailedPrecondition(st.status()));
   EXPECT_NE(st.status().message().find("saved by 4 ranks"), std::string::npos)
       << st.status();

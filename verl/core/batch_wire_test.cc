@@ -15,10 +15,13 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "verl/core/test_util.h"
 
 namespace verl {
 namespace core {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 using Json = Batch::Json;
 using ::testing::HasSubstr;
@@ -201,7 +204,9 @@ TEST(BatchWireTest, EveryTruncationIsAnError) {
        {Wire().Encode(), SerializeBatch(SampleBatch(3))}) {
     for (size_t n = 0; n < bytes.size(); ++n) {
       auto b = DeserializeBatch(absl::string_view(bytes.data(), n));
-      EXPECT_FALSE(b.ok()) << "prefix of " << n << " bytes parsed";
+      EXPECT_THAT(b, StatusIs(absl::StatusCode::kDataLoss,
+                              "DeserializeBatch: truncated input"))
+          << "prefix of " << n << " bytes parsed";
     }
     EXPECT_TRUE(DeserializeBatch(bytes).ok());
   }

@@ -6,10 +6,14 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "verl/core/test_util.h"
 
 namespace verl::core {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 std::string TempDir() {
   const char* t = std::getenv("TEST_TMPDIR");
@@ -35,7 +39,8 @@ TEST(FileUtilTest, MissingFileIsNotFound) {
 }
 
 TEST(FileUtilTest, WriteIntoMissingDirFails) {
-  EXPECT_FALSE(WriteFileAtomic(TempDir() + "/no/such/dir/x", "1").ok());
+  EXPECT_THAT(WriteFileAtomic(TempDir() + "/no/such/dir/x", "1"),
+              StatusIs(absl::StatusCode::kInternal, "cannot create"));
 }
 
 TEST(FileUtilTest, MakeDirsNested) {
@@ -46,7 +51,10 @@ TEST(FileUtilTest, MakeDirsNested) {
   ASSERT_EQ(stat(dir.c_str(), &st), 0);
   EXPECT_TRUE(S_ISDIR(st.st_mode));
   ASSERT_TRUE(WriteFileAtomic(dir + "/f", "1").ok());
-  EXPECT_FALSE(MakeDirs(dir + "/f").ok());  // a file, not a directory
+  // A file, not a directory.
+  EXPECT_THAT(MakeDirs(dir + "/f"),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       "exists and is not a directory"));
 }
 
 TEST(FileUtilTest, JsonlRoundTripAndErrors) {
@@ -59,14 +67,12 @@ TEST(FileUtilTest, JsonlRoundTripAndErrors) {
 
   std::ofstream(TempDir() + "/bad.jsonl") << "{\"a\": 1}\n\n{bad\n";
   auto bad = ReadJsonl(TempDir() + "/bad.jsonl");
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("bad.jsonl:3"), std::string::npos)
-      << bad.status();
+  EXPECT_THAT(bad, StatusIs(absl::StatusCode::kInvalidArgument, "bad.jsonl:3"));
 
   std::ofstream(TempDir() + "/bad.json") << "{\"a\": ";
   auto bad_json = ReadJsonFile(TempDir() + "/bad.json");
-  ASSERT_FALSE(bad_json.ok());
-  EXPECT_NE(bad_json.status().message().find("bad.json"), std::string::npos);
+  EXPECT_THAT(bad_json,
+              StatusIs(absl::StatusCode::kInvalidArgument, "bad.json: "));
 }
 
 }  // namespace

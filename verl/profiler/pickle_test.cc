@@ -6,13 +6,17 @@
 #include <cstdlib>
 #include <string>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "verl/core/file_util.h"
+#include "verl/core/test_util.h"
 #include "verl/profiler/pickle_writer.h"
 
 namespace verl::profiler {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 using nlohmann::json;
 
@@ -151,12 +155,15 @@ TEST(PickleTest, ReaderRejectsBadInput) {
   const std::string good = WriteSample();
   auto truncated =
       core::ReadPickle(good.substr(0, good.size() / 2), "x.pickle");
-  ASSERT_FALSE(truncated.ok());
+  ASSERT_THAT(truncated, StatusIs(absl::StatusCode::kDataLoss,
+                                  "x.pickle: malformed pickle"));
   EXPECT_NE(truncated.status().message().find("x.pickle"), std::string::npos);
-  EXPECT_FALSE(
-      core::ReadPickle(std::string("\x80\x02") + "c" + "os\nsystem\n.").ok());
-  EXPECT_FALSE(core::ReadPickle("").ok());
-  EXPECT_FALSE(core::ReadPickleFile("/nonexistent/x.pickle").ok());
+  EXPECT_THAT(core::ReadPickle(std::string("\x80\x02") + "c" + "os\nsystem\n."),
+              StatusIs(absl::StatusCode::kInvalidArgument, "holds Global"));
+  EXPECT_THAT(core::ReadPickle(""), StatusIs(absl::StatusCode::kDataLoss,
+                                             "byte 0: unexpected end of data"));
+  EXPECT_THAT(core::ReadPickleFile("/nonexistent/x.pickle"),
+              StatusIs(absl::StatusCode::kNotFound, "/nonexistent/x.pickle"));
 }
 
 }  // namespace
