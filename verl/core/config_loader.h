@@ -110,4 +110,12 @@ std::string PrintConfig(const google::protobuf::Message& msg);
 
 }  // namespace verl::core
 
+// dst.field <- value while dst.field is null (verl's `${...}` interpolation
+// defaults, e.g. critic.ppo_epochs <- actor.ppo_epochs). One statement, so it
+// is safe as the body of an unbraced if/else.
+#define VERL_INHERIT(dst, field, value)                 \
+  do {                                                  \
+    if (!(dst).has_##field()) (dst).set_##field(value); \
+  } while (0)
+
 #endif  // VERL_CORE_CONFIG_LOADER_H_

@@ -33,6 +33,23 @@ std::string WriteTemp(const std::string& name, const std::string& text) {
   return path;
 }
 
+TEST(VerlInheritTest, SetsOnlyNullFieldsAndIsOneStatement) {
+  testing::Inner set, null;
+  set.set_steps(5);
+  VERL_INHERIT(set, steps, 9);
+  VERL_INHERIT(null, steps, 9);
+  EXPECT_EQ(set.steps(), 5);
+  EXPECT_EQ(null.steps(), 9);
+  // An unbraced `if` in the macro captured this `else`: it ran because
+  // `steps` was already set, although the outer condition was true.
+  bool else_ran = false;
+  if (set.has_steps())
+    VERL_INHERIT(set, steps, 9);
+  else
+    else_ran = true;
+  EXPECT_FALSE(else_ran);
+}
+
 TEST(MaterializeDefaultsTest, ExplicitDefaultsPresentNullsAbsent) {
   TestConfig c = Defaults();
   EXPECT_TRUE(c.has_title());

@@ -9,13 +9,6 @@
 namespace verl::rl {
 namespace {
 
-// dst.field <- value while dst.field is null (verl's `${...}` defaults).
-// One statement (safe inside an unbraced if/else).
-#define VERL_INHERIT(dst, field, value)                 \
-  do {                                                  \
-    if (!(dst).has_##field()) (dst).set_##field(value); \
-  } while (0)
-
 // `role`'s null tool/save_path <- the global profiler's; null enable/
 // all_ranks and empty ranks <- `base` (the actor's, for the rollout) or
 // false/empty.
@@ -137,8 +130,6 @@ void ResolvePpoTrainerConfig(PpoTrainerConfig* config) {
                absl::StrCat("checkpoints/", trainer.project_name(), "/",
                             trainer.experiment_name()));
 }
-
-#undef VERL_INHERIT
 
 absl::Status CheckResolved(const PpoTrainerConfig& config) {
   // Fields ResolvePpoTrainerConfig always sets.
