@@ -15,7 +15,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "verl/profiler/pickle_reader.h"
+#include "verl/core/pickle.h"
 
 ABSL_FLAG(int, top, 10, "How many allocation sites to list.");
 
@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   int rc = 0;
   for (size_t i = 1; i < files.size(); ++i) {
     const std::string path = files[i];
-    auto snapshot = verl::profiler::ReadPickleFile(path);
+    auto snapshot = verl::core::ReadPickleFile(path);
     if (!snapshot.ok()) {
       std::cerr << "memory_report: " << snapshot.status().message() << "\n";
       rc = 1;
