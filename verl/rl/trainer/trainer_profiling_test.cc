@@ -13,11 +13,11 @@
 
 #include "gtest/gtest.h"
 #include "verl/core/file_util.h"
+#include "verl/core/pickle.h"
 #include "verl/models/decoder.h"
 #include "verl/models/presets.h"
 #include "verl/profiler/event_writer.h"
 #include "verl/profiler/memory_tracker.h"
-#include "verl/profiler/pickle_reader.h"
 #include "verl/profiler/tensorboard.pb.h"
 #include "verl/profiler/timeline.h"
 #include "verl/rl/trainer/config.h"
@@ -82,7 +82,7 @@ TEST(TrainerProfilingTest, MemorySnapshotsMetricsAndTensorBoard) {
     EXPECT_TRUE(fs::exists(post)) << post;
   }
 
-  auto pickle = profiler::ReadPickleFile(snap + ".pickle");
+  auto pickle = core::ReadPickleFile(snap + ".pickle");
   ASSERT_TRUE(pickle.ok()) << pickle.status();
   EXPECT_FALSE((*pickle)["segments"].empty());
   ASSERT_EQ((*pickle)["device_traces"].size(), 1u);
@@ -242,8 +242,8 @@ TEST(TrainerProfilingTest, PerRoleProfilersCoverOnlyTheirPhases) {
 
   // The reference's snapshot: only events of phases under "ref".
   const std::string pid = std::to_string(getpid());
-  auto pickle = profiler::ReadPickleFile(dir + "/step2/torch_memory_rank0_pid" +
-                                         pid + ".pickle");
+  auto pickle = core::ReadPickleFile(dir + "/step2/torch_memory_rank0_pid" +
+                                     pid + ".pickle");
   ASSERT_TRUE(pickle.ok()) << pickle.status();
   const nlohmann::json& events = (*pickle)["device_traces"][0];
   int in_ref = 0;
