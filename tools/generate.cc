@@ -173,9 +173,7 @@ absl::StatusOr<std::vector<int64_t>> PromptIds(
     req.add_generation_prompt = true;
     VERL_ASSIGN_OR_RETURN(text, models::ApplyChatTemplate(*tok, req));
   }
-  std::vector<int64_t> out;
-  for (int id : tok->Encode(text)) out.push_back(id);
-  return out;
+  return tok->Encode(text);
 }
 
 void DrawProgress(int64_t done, int64_t total, int64_t tokens, double secs) {
@@ -268,8 +266,8 @@ absl::Status Run() {
                   {"logprobs", c.logprobs},
                   {"finish_reason", c.finish_reason}};
         if (loaded.tokenizer) {
-          std::vector<int> ids(c.token_ids.begin(), c.token_ids.end());
-          o["text"] = loaded.tokenizer->Decode(ids, /*skip_special=*/true);
+          o["text"] =
+              loaded.tokenizer->Decode(c.token_ids, /*skip_special=*/true);
         }
         tokens += static_cast<int64_t>(c.token_ids.size());
         outputs.push_back(std::move(o));

@@ -17,14 +17,14 @@ namespace {
 // Steps 2-4 of encoding for text between added tokens: normalize,
 // pre-tokenize, BPE each piece.
 void EncodeSegment(const TokenizerData& d, absl::string_view text,
-                   std::vector<int>* ids) {
+                   std::vector<int64_t>* ids) {
   std::string normalized(text);
   for (tokenizer_internal::NormalizerKind n : d.normalizers)
     normalized = tokenizer_internal::Normalize(n, normalized);
   if (normalized.empty()) return;
   for (const std::string& piece : tokenizer_internal::PreTokenize(
            d.pre_tokenizers, std::move(normalized))) {
-    std::vector<int> word = d.bpe.Encode(piece, d.vocab);
+    const std::vector<int> word = d.bpe.Encode(piece, d.vocab);
     ids->insert(ids->end(), word.begin(), word.end());
   }
 }
@@ -75,16 +75,17 @@ absl::Status Tokenizer::SaveToDirectory(const std::string& dir) const {
   return absl::OkStatus();
 }
 
-std::vector<int> Tokenizer::Encode(absl::string_view text,
-                                   bool add_special_tokens) const {
+std::vector<int64_t> Tokenizer::Encode(absl::string_view text,
+                                       bool add_special_tokens) const {
   const TokenizerData& d = *data_;
   std::string valid;
   if (!IsValidUtf8(text)) {
     valid = Utf8Lossy(text);
     text = valid;
   }
-  std::vector<int> ids;
-  if (add_special_tokens) ids = d.bos_template_ids;
+  std::vector<int64_t> ids;
+  if (add_special_tokens)
+    ids.assign(d.bos_template_ids.begin(), d.bos_template_ids.end());
   for (auto [segment, added_id] : d.vocab.SplitAdded(text)) {
     if (added_id >= 0) {
       ids.push_back(added_id);
@@ -97,7 +98,7 @@ std::vector<int> Tokenizer::Encode(absl::string_view text,
   return ids;
 }
 
-std::string Tokenizer::Decode(absl::Span<const int> ids,
+std::string Tokenizer::Decode(absl::Span<const int64_t> ids,
                               bool skip_special_tokens) const {
   const TokenizerData& d = *data_;
   const auto& alphabet = tokenizer_internal::GetByteAlphabet();
@@ -106,8 +107,8 @@ std::string Tokenizer::Decode(absl::Span<const int> ids,
     text += Utf8Lossy(bytes);
     bytes.clear();
   };
-  for (int id : ids) {
-    if (id < 0 || id >= static_cast<int>(d.vocab.known.size()) ||
+  for (int64_t id : ids) {
+    if (id < 0 || id >= static_cast<int64_t>(d.vocab.known.size()) ||
         !d.vocab.known[id])
       continue;
     if (skip_special_tokens && d.vocab.special[id]) continue;
@@ -150,19 +151,19 @@ int Tokenizer::vocab_size() const {
 }
 int Tokenizer::base_vocab_size() const { return data_->vocab.base_vocab_size; }
 
-std::optional<int> Tokenizer::TokenToId(absl::string_view token) const {
+std::optional<int64_t> Tokenizer::TokenToId(absl::string_view token) const {
   auto it = data_->vocab.token_to_id.find(token);
   if (it == data_->vocab.token_to_id.end()) return std::nullopt;
   return it->second;
 }
 
-std::optional<std::string> Tokenizer::IdToToken(int id) const {
+std::optional<std::string> Tokenizer::IdToToken(int64_t id) const {
   if (id < 0 || id >= vocab_size() || !data_->vocab.known[id])
     return std::nullopt;
   return data_->vocab.id_to_token[id];
 }
 
-bool Tokenizer::IsSpecialId(int id) const {
+bool Tokenizer::IsSpecialId(int64_t id) const {
   return id >= 0 && id < vocab_size() && data_->vocab.special[id];
 }
 
@@ -173,10 +174,10 @@ const std::string& Tokenizer::bos_token() const { return data_->bos; }
 const std::string& Tokenizer::eos_token() const { return data_->eos; }
 const std::string& Tokenizer::pad_token() const { return data_->pad; }
 const std::string& Tokenizer::unk_token() const { return data_->unk; }
-int Tokenizer::bos_token_id() const { return data_->bos_id; }
-int Tokenizer::eos_token_id() const { return data_->eos_id; }
-int Tokenizer::pad_token_id() const { return data_->pad_id; }
-int Tokenizer::unk_token_id() const { return data_->unk_id; }
+int64_t Tokenizer::bos_token_id() const { return data_->bos_id; }
+int64_t Tokenizer::eos_token_id() const { return data_->eos_id; }
+int64_t Tokenizer::pad_token_id() const { return data_->pad_id; }
+int64_t Tokenizer::unk_token_id() const { return data_->unk_id; }
 const std::map<std::string, std::string>& Tokenizer::chat_templates() const {
   return data_->chat_templates;
 }

@@ -25,13 +25,14 @@
 //
 // Example:
 //   VERL_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::FromDirectory(model_dir));
-//   std::vector<int> ids = tok.Encode("Hello world");
+//   std::vector<int64_t> ids = tok.Encode("Hello world");
 //   std::string text = tok.Decode(ids, /*skip_special_tokens=*/true);
 // Chat templates are rendered by chat_template.h (ApplyChatTemplate(tok, ...),
 // ChatFormatter), so users of the tokenizer alone do not link Jinja.
 #ifndef VERL_MODELS_TOKENIZER_H_
 #define VERL_MODELS_TOKENIZER_H_
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -51,6 +52,7 @@ struct TokenizerData;
 }  // namespace tokenizer_internal
 
 // Immutable after loading; cheap to copy; Encode/Decode are thread-safe.
+// Token ids are int64_t, like the engine's and torch's kLong tensors.
 class Tokenizer {
  public:
   // Loads `dir`/tokenizer.json, `dir`/tokenizer_config.json (optional) and
@@ -72,12 +74,12 @@ class Tokenizer {
   // Token ids of `text`. With `add_special_tokens` the post-processor's
   // template (e.g. a BOS token) is applied, as HF's default encode does; the
   // default (false) matches encoding an already templated chat prompt.
-  std::vector<int> Encode(absl::string_view text,
-                          bool add_special_tokens = false) const;
+  std::vector<int64_t> Encode(absl::string_view text,
+                              bool add_special_tokens = false) const;
 
   // Text of `ids` (ids outside the vocabulary are skipped, like HF).
   // Applies clean_up_tokenization_spaces when the config enables it.
-  std::string Decode(absl::Span<const int> ids,
+  std::string Decode(absl::Span<const int64_t> ids,
                      bool skip_special_tokens = false) const;
 
   // len(tokenizer) in transformers: highest id + 1, added tokens included.
@@ -85,12 +87,12 @@ class Tokenizer {
   // Number of entries of the BPE model's own vocab.
   int base_vocab_size() const;
 
-  std::optional<int> TokenToId(absl::string_view token) const;
+  std::optional<int64_t> TokenToId(absl::string_view token) const;
   // The token string of `id` (byte-level alphabet), nullopt if unknown.
-  std::optional<std::string> IdToToken(int id) const;
+  std::optional<std::string> IdToToken(int64_t id) const;
   // True for added tokens flagged special and tokens named by the config
   // (bos/eos/pad/unk/additional_special_tokens).
-  bool IsSpecialId(int id) const;
+  bool IsSpecialId(int64_t id) const;
   const std::vector<AddedToken>& added_tokens() const;
 
   // Special tokens from tokenizer_config.json; "" / -1 when not set.
@@ -98,10 +100,10 @@ class Tokenizer {
   const std::string& eos_token() const;
   const std::string& pad_token() const;
   const std::string& unk_token() const;
-  int bos_token_id() const;
-  int eos_token_id() const;
-  int pad_token_id() const;
-  int unk_token_id() const;
+  int64_t bos_token_id() const;
+  int64_t eos_token_id() const;
+  int64_t pad_token_id() const;
+  int64_t unk_token_id() const;
 
   // Chat templates by name; a plain string template is named "default".
   const std::map<std::string, std::string>& chat_templates() const;

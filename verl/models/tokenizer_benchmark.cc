@@ -53,7 +53,7 @@ void Decode(benchmark::State& state, const Tokenizer* tok) {
     state.SkipWithError("tokenizer missing; run tools/setup.sh");
     return;
   }
-  const std::vector<int> ids = tok->Encode(SampleText());
+  const std::vector<int64_t> ids = tok->Encode(SampleText());
   for (auto _ : state) benchmark::DoNotOptimize(tok->Decode(ids));
   state.counters["tokens/s"] = benchmark::Counter(
       state.iterations() * ids.size(), benchmark::Counter::kIsRate);

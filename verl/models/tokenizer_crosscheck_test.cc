@@ -96,8 +96,8 @@ class CrossCheckTest : public ::testing::Test {
     for (size_t i = 0; i < texts.size(); ++i) {
       const std::string text = texts[i];
       const Json& r = ref["encodings"][i];
-      std::vector<int> ids = tok.Encode(text);
-      EXPECT_EQ(ids, r["ids"].get<std::vector<int>>())
+      std::vector<int64_t> ids = tok.Encode(text);
+      EXPECT_EQ(ids, r["ids"].get<std::vector<int64_t>>())
           << "text #" << i << ": " << text;
       total_ids += ids.size();
       EXPECT_EQ(tok.Decode(ids), r["decoded"].get<std::string>()) << text;

@@ -76,7 +76,7 @@ Tokenizer Load(const Json& json, const Json& config = Json::object()) {
 }
 
 std::vector<std::string> Tokens(const Tokenizer& t,
-                                const std::vector<int>& ids) {
+                                const std::vector<int64_t>& ids) {
   std::vector<std::string> out;
   for (int id : ids) out.push_back(t.IdToToken(id).value_or("<?>"));
   return out;
@@ -126,7 +126,7 @@ TEST(TokenizerTest, BpeMatchesNaiveReferenceOnRandomMerges) {
     std::string text;
     int len = 1 + rng() % 40;
     for (int i = 0; i < len; ++i) text += alphabet[rng() % alphabet.size()];
-    std::vector<int> ids = tok.Encode(text);
+    std::vector<int64_t> ids = tok.Encode(text);
     EXPECT_EQ(Tokens(tok, ids), NaiveBpe(RefByteLevel(text), ranks)) << text;
     EXPECT_EQ(tok.Decode(ids), text);
   }
@@ -153,7 +153,7 @@ TEST(TokenizerTest, DecodeInvalidUtf8LikeHf) {
   EXPECT_EQ(tok.Decode({0xED, 0xA0, 0x80}), r + r + r);  // Surrogate.
   EXPECT_EQ(tok.Decode({0xFF, 'x'}), r + "x");
   // Split multi-byte characters decode exactly once joined.
-  std::vector<int> ids = tok.Encode("日本語 😀");
+  std::vector<int64_t> ids = tok.Encode("日本語 😀");
   EXPECT_EQ(tok.Decode(ids), "日本語 😀");
   // Unknown ids are skipped, as HF does.
   EXPECT_EQ(tok.Decode({'a', 100000, -1, 'b'}), "ab");
@@ -177,8 +177,8 @@ TEST(TokenizerTest, BuiltinSpecialTokensAndChatTemplate) {
   Tokenizer tok = MakeBuiltinTokenizer();
   EXPECT_EQ(tok.vocab_size(), kBuiltinVocabSize);
   EXPECT_EQ(tok.base_vocab_size(), kBuiltinVocabSize - 3);
-  const int im_start = *tok.TokenToId("<|im_start|>");
-  const int im_end = *tok.TokenToId("<|im_end|>");
+  const int64_t im_start = *tok.TokenToId("<|im_start|>");
+  const int64_t im_end = *tok.TokenToId("<|im_end|>");
   EXPECT_EQ(tok.eos_token_id(), im_end);
   EXPECT_EQ(tok.pad_token_id(), *tok.TokenToId("<|endoftext|>"));
   EXPECT_EQ(tok.bos_token_id(), -1);
@@ -192,7 +192,7 @@ TEST(TokenizerTest, BuiltinSpecialTokensAndChatTemplate) {
   ASSERT_TRUE(prompt.ok()) << prompt.status();
   EXPECT_EQ(*prompt,
             "<|im_start|>user\n1 + 2 = ?<|im_end|>\n<|im_start|>assistant\n");
-  std::vector<int> ids = tok.Encode(*prompt);
+  std::vector<int64_t> ids = tok.Encode(*prompt);
   EXPECT_EQ(ids.front(), im_start);
   EXPECT_EQ(std::count(ids.begin(), ids.end(), im_end), 1);
   EXPECT_EQ(tok.Decode(ids), *prompt);
@@ -501,7 +501,8 @@ TEST(TokenizerTest, RandomlyMutatedTokenizerJsonNeverCrashes) {
       continue;
     }
     ++loaded;
-    std::vector<int> ids = t->Encode("<|im_start|>Hello 12 world\n<|im_end|>");
+    std::vector<int64_t> ids =
+        t->Encode("<|im_start|>Hello 12 world\n<|im_end|>");
     t->Decode(ids);
   }
   EXPECT_GT(loaded, 0);

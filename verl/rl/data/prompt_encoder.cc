@@ -22,17 +22,17 @@ absl::StatusOr<nlohmann::json> GetDotted(const nlohmann::json& row,
   return *node;
 }
 
-std::vector<int> MaskedIds(const at::Tensor& ids, const at::Tensor& mask,
-                           int64_t i) {
+std::vector<int64_t> MaskedIds(const at::Tensor& ids, const at::Tensor& mask,
+                               int64_t i) {
   at::Tensor row = ids[i]
                        .masked_select(mask[i].to(torch::kBool))
                        .to(torch::kLong)
                        .contiguous();
   const int64_t* p = row.data_ptr<int64_t>();
-  return std::vector<int>(p, p + row.numel());
+  return std::vector<int64_t>(p, p + row.numel());
 }
 
-absl::StatusOr<std::vector<int>> PromptEncoder::EncodeRow(
+absl::StatusOr<std::vector<int64_t>> PromptEncoder::EncodeRow(
     const nlohmann::json& row) const {
   VERL_ASSIGN_OR_RETURN(nlohmann::json messages,
                         GetDotted(row, options_.prompt_key));
@@ -49,7 +49,7 @@ absl::StatusOr<core::Batch> PromptEncoder::Encode(
     const std::vector<std::string>& uids) const {
   const int64_t B = rows.size();
   const int64_t P = options_.max_prompt_length;
-  const int64_t pad = std::max(tokenizer_->pad_token_id(), 0);
+  const int64_t pad = std::max<int64_t>(tokenizer_->pad_token_id(), 0);
   at::Tensor ids = torch::full({B, P}, pad, torch::kLong);
   at::Tensor mask = torch::zeros({B, P}, torch::kLong);
   auto ids_acc = ids.accessor<int64_t, 2>();
@@ -57,7 +57,7 @@ absl::StatusOr<core::Batch> PromptEncoder::Encode(
   std::vector<nlohmann::json> data_source, reward_model, extra_info, uid;
   for (int64_t b = 0; b < B; ++b) {
     const nlohmann::json& row = rows[b];
-    VERL_ASSIGN_OR_RETURN(std::vector<int> tokens, EncodeRow(row));
+    VERL_ASSIGN_OR_RETURN(std::vector<int64_t> tokens, EncodeRow(row));
     if (static_cast<int64_t>(tokens.size()) > P) {
       const std::string& mode = options_.truncation;
       const int64_t n = tokens.size();
@@ -66,7 +66,7 @@ absl::StatusOr<core::Batch> PromptEncoder::Encode(
       } else if (mode == "right") {
         tokens.resize(P);
       } else if (mode == "middle") {
-        std::vector<int> kept(tokens.begin(), tokens.begin() + P / 2);
+        std::vector<int64_t> kept(tokens.begin(), tokens.begin() + P / 2);
         kept.insert(kept.end(), tokens.end() - (P - P / 2), tokens.end());
         tokens = std::move(kept);
       } else {

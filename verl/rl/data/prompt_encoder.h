@@ -39,7 +39,8 @@ class PromptEncoder {
         options_(std::move(options)) {}
 
   // Token ids of one row's templated prompt (no padding or truncation).
-  absl::StatusOr<std::vector<int>> EncodeRow(const nlohmann::json& row) const;
+  absl::StatusOr<std::vector<int64_t>> EncodeRow(
+      const nlohmann::json& row) const;
 
   // Rows -> Batch with input_ids/attention_mask/position_ids [B, P] and the
   // non-tensor columns data_source, reward_model, extra_info, uid (from
@@ -59,8 +60,8 @@ absl::StatusOr<nlohmann::json> GetDotted(const nlohmann::json& row,
                                          const std::string& key);
 
 // Token ids of row `i` of `ids` [B, L] where `mask` is set, in order.
-std::vector<int> MaskedIds(const at::Tensor& ids, const at::Tensor& mask,
-                           int64_t i);
+std::vector<int64_t> MaskedIds(const at::Tensor& ids, const at::Tensor& mask,
+                               int64_t i);
 
 }  // namespace verl::rl
 

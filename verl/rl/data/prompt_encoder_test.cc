@@ -56,9 +56,9 @@ TEST(PromptEncoderTest, TruncationModesKeepTheNamedSide) {
     auto b = PromptEncoder(&tok, o).Encode(
         {Row("a long question that will not fit")}, {"u"});
     ASSERT_TRUE(b.ok()) << mode;
-    std::vector<int> got =
+    std::vector<int64_t> got =
         MaskedIds(b->tensor("input_ids"), b->tensor("attention_mask"), 0);
-    std::vector<int> want;
+    std::vector<int64_t> want;
     if (mode == "left") want.assign(full->end() - 8, full->end());
     if (mode == "right") want.assign(full->begin(), full->begin() + 8);
     if (mode == "middle") {

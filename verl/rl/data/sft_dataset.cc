@@ -90,7 +90,7 @@ absl::StatusOr<SftSample> PackSample(const models::Tokenizer& tokenizer,
 void AppendText(const models::Tokenizer& tokenizer, absl::string_view text,
                 bool train, std::vector<int64_t>* ids,
                 std::vector<char>* trained) {
-  for (int id : tokenizer.Encode(text)) {
+  for (int64_t id : tokenizer.Encode(text)) {
     ids->push_back(id);
     trained->push_back(train ? 1 : 0);
   }

@@ -25,12 +25,12 @@ class SftDatasetTest : public ::testing::Test {
   // Token ids of the templated prompt, computed independently of the
   // dataset: the ChatML text written out by hand.
   std::vector<int64_t> PromptIds(const std::string& prompt) const {
-    const std::vector<int> ids = tok_.Encode(
+    const std::vector<int64_t> ids = tok_.Encode(
         "<|im_start|>user\n" + prompt + "<|im_end|>\n<|im_start|>assistant\n");
     return {ids.begin(), ids.end()};
   }
   std::vector<int64_t> ResponseIds(const std::string& response) const {
-    std::vector<int> ids = tok_.Encode(response);
+    std::vector<int64_t> ids = tok_.Encode(response);
     ids.push_back(tok_.eos_token_id());
     return {ids.begin(), ids.end()};
   }
@@ -137,7 +137,7 @@ TEST_F(SftDatasetTest, MultiTurnTrainsAssistantTurns) {
       {"3<|im_end|>\n", true}};
   std::vector<int64_t> ids, mask;
   for (const auto& [text, train] : pieces) {
-    for (int id : tok_.Encode(text)) {
+    for (int64_t id : tok_.Encode(text)) {
       ids.push_back(id);
       mask.push_back(train ? 1 : 0);
     }
