@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "verl/core/registry.h"
+#include "verl/core/status.h"
 #include "verl/rl/algos/torch_functional.h"
 
 namespace verl::rl {
@@ -84,6 +85,17 @@ absl::Status RequireIndex(const AdvantageInputs& in,
       in.index.size(), " uids for ", in.token_level_rewards.size(0), " rows)"));
 }
 
+// Batch whitening of an estimator's advantages; errors name the estimator.
+absl::StatusOr<at::Tensor> Whiten(const char* estimator, const at::Tensor& x,
+                                  const at::Tensor& mask) {
+  absl::StatusOr<at::Tensor> w = MaskedWhiten(x, mask);
+  if (!w.ok()) {
+    return Annotate(w.status(), absl::StrCat("adv_estimator '", estimator,
+                                             "' (whitening over the batch)"));
+  }
+  return w;
+}
+
 void RegisterBuiltins(std::map<std::string, AdvantageEstimatorFn>& fns);
 
 core::Registry<AdvantageEstimatorFn>& GetRegistry() {
@@ -110,10 +122,9 @@ std::vector<std::vector<int64_t>> GroupIndicesByUid(
   return groups;
 }
 
-AdvantageOutput ComputeGaeAdvantageReturn(const at::Tensor& rewards,
-                                          const at::Tensor& values,
-                                          const at::Tensor& response_mask,
-                                          double gamma, double lam) {
+absl::StatusOr<AdvantageOutput> ComputeGaeAdvantageReturn(
+    const at::Tensor& rewards, const at::Tensor& values,
+    const at::Tensor& response_mask, double gamma, double lam) {
   at::NoGradGuard no_grad;
   const int64_t T = rewards.size(-1);
   at::Tensor m = response_mask.to(rewards.scalar_type());
@@ -135,7 +146,7 @@ AdvantageOutput ComputeGaeAdvantageReturn(const at::Tensor& rewards,
   at::Tensor advantages = at::stack(reversed, -1);
   AdvantageOutput out;
   out.returns = advantages + values;
-  out.advantages = MaskedWhiten(advantages, m);
+  VERL_ASSIGN_OR_RETURN(out.advantages, Whiten("gae", advantages, m));
   return out;
 }
 
@@ -255,7 +266,7 @@ AdvantageOutput ComputeRlooVectorizedOutcomeAdvantage(
   return {adv, adv};
 }
 
-AdvantageOutput ComputeReinforcePlusPlusOutcomeAdvantage(
+absl::StatusOr<AdvantageOutput> ComputeReinforcePlusPlusOutcomeAdvantage(
     const at::Tensor& rewards, const at::Tensor& response_mask, double gamma) {
   at::NoGradGuard no_grad;
   at::Tensor m = response_mask.to(rewards.scalar_type());
@@ -266,11 +277,13 @@ AdvantageOutput ComputeReinforcePlusPlusOutcomeAdvantage(
     returns.select(-1, t).copy_(running);
     running = running * m.select(-1, t);
   }
-  at::Tensor adv = MaskedWhiten(returns, m) * m;
-  return {adv, returns};
+  VERL_ASSIGN_OR_RETURN(at::Tensor adv,
+                        Whiten("reinforce_plus_plus", returns, m));
+  return AdvantageOutput{adv * m, returns};
 }
 
-AdvantageOutput ComputeReinforcePlusPlusBaselineOutcomeAdvantage(
+absl::StatusOr<AdvantageOutput>
+ComputeReinforcePlusPlusBaselineOutcomeAdvantage(
     const at::Tensor& rewards, const at::Tensor& response_mask,
     const std::vector<std::string>& index) {
   CheckIndex(rewards, index);
@@ -282,8 +295,10 @@ AdvantageOutput ComputeReinforcePlusPlusBaselineOutcomeAdvantage(
   }
   at::Tensor m = response_mask.to(rewards.scalar_type());
   at::Tensor tiled = BroadcastMasked(a, rewards, m);
-  at::Tensor adv = MaskedWhiten(tiled, m) * m;
-  return {adv, adv};
+  VERL_ASSIGN_OR_RETURN(at::Tensor adv,
+                        Whiten("reinforce_plus_plus_baseline", tiled, m));
+  adv = adv * m;
+  return AdvantageOutput{adv, adv};
 }
 
 AdvantageOutput ComputeRemaxOutcomeAdvantage(const at::Tensor& rewards,

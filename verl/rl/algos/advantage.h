@@ -69,10 +69,10 @@ std::vector<std::vector<int64_t>> GroupIndicesByUid(
 
 // ---- Built-in estimators (also callable directly). ----
 // GAE with masked carry-through, then masked whitening of advantages.
-AdvantageOutput ComputeGaeAdvantageReturn(const at::Tensor& rewards,
-                                          const at::Tensor& values,
-                                          const at::Tensor& response_mask,
-                                          double gamma, double lam);
+// Whitening errors (InvalidArgument) when the batch has < 2 valid tokens.
+absl::StatusOr<AdvantageOutput> ComputeGaeAdvantageReturn(
+    const at::Tensor& rewards, const at::Tensor& values,
+    const at::Tensor& response_mask, double gamma, double lam);
 // (s − μ_G)/(σ_G + eps) (unbiased σ) or s − μ_G; singleton: μ=0, σ=1.
 AdvantageOutput ComputeGrpoOutcomeAdvantage(
     const at::Tensor& rewards, const at::Tensor& response_mask,
@@ -97,11 +97,13 @@ AdvantageOutput ComputeRlooOutcomeAdvantage(
 AdvantageOutput ComputeRlooVectorizedOutcomeAdvantage(
     const at::Tensor& rewards, const at::Tensor& response_mask,
     const std::vector<std::string>& index);
-// Discounted returns with reset at padding, whitened over the batch.
-AdvantageOutput ComputeReinforcePlusPlusOutcomeAdvantage(
+// Discounted returns with reset at padding, whitened over the batch (error
+// when the batch has < 2 valid tokens, as GAE).
+absl::StatusOr<AdvantageOutput> ComputeReinforcePlusPlusOutcomeAdvantage(
     const at::Tensor& rewards, const at::Tensor& response_mask, double gamma);
-// s_i − μ_G tiled over T, whitened over the batch.
-AdvantageOutput ComputeReinforcePlusPlusBaselineOutcomeAdvantage(
+// s_i − μ_G tiled over T, whitened over the batch (same error).
+absl::StatusOr<AdvantageOutput>
+ComputeReinforcePlusPlusBaselineOutcomeAdvantage(
     const at::Tensor& rewards, const at::Tensor& response_mask,
     const std::vector<std::string>& index);
 // Reverse-cumsum returns minus the greedy baseline b·m.

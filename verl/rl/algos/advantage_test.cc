@@ -69,7 +69,7 @@ TEST(GaeTest, HandComputedReturnsAndWhitenedAdvantages) {
   at::Tensor v = Mat({{0.5, 0.5, 0.5}, {0.5, 9.0, 0.5}});
   // Row 1 masks its middle token (a tool token): GAE carries through it.
   at::Tensor m = Mat({{1, 1, 1}, {1, 0, 1}});
-  AdvantageOutput out = ComputeGaeAdvantageReturn(r, v, m, 0.9, 0.8);
+  AdvantageOutput out = *ComputeGaeAdvantageReturn(r, v, m, 0.9, 0.8);
   at::Tensor raw = Mat({{0.1732, 0.31, 0.5}, {0.31, 0.5, 0.5}});
   ExpectTensorNear(out.returns, raw + v, 1e-12);
   ExpectTensorNear(out.advantages * m, NaiveWhiten(raw, m) * m, 1e-6);
@@ -192,7 +192,7 @@ TEST(RlooTest, LeaveOneOutAndSingletons) {
 TEST(ReinforcePlusPlusTest, DiscountedReturnsResetAtPaddingThenWhiten) {
   at::Tensor r = Mat({{0, 0, 1}, {0, 1, 0}});
   at::Tensor m = Mat({{1, 1, 1}, {1, 1, 0}});
-  AdvantageOutput out = ComputeReinforcePlusPlusOutcomeAdvantage(r, m, 0.5);
+  AdvantageOutput out = *ComputeReinforcePlusPlusOutcomeAdvantage(r, m, 0.5);
   at::Tensor returns = Mat({{0.25, 0.5, 1}, {0.5, 1, 0}});
   ExpectTensorNear(out.returns, returns, 1e-12);
   ExpectTensorNear(out.advantages, NaiveWhiten(returns, m) * m, 1e-6);
@@ -203,9 +203,31 @@ TEST(ReinforcePlusPlusBaselineTest, GroupCenteredThenBatchWhitened) {
   at::Tensor r = OutcomeRewards({1, 0, 3}, 2);
   at::Tensor m = Mat({{1, 1}, {1, 0}, {1, 1}});
   AdvantageOutput out =
-      ComputeReinforcePlusPlusBaselineOutcomeAdvantage(r, m, uids);
+      *ComputeReinforcePlusPlusBaselineOutcomeAdvantage(r, m, uids);
   at::Tensor tiled = Mat({{0.5, 0.5}, {-0.5, 0}, {3, 3}});  // singleton μ = 0
   ExpectTensorNear(out.advantages, NaiveWhiten(tiled, m) * m, 1e-6);
+}
+
+TEST(WhitenedEstimatorsTest, OneValidTokenIsAnErrorNamingTheEstimator) {
+  // Batch whitening needs 2 valid tokens (verl's masked_var raises); the
+  // estimators return the error instead of aborting the process.
+  AdvantageInputs in;
+  in.token_level_rewards = Mat({{1, 0}});
+  in.response_mask = Mat({{1, 0}});
+  in.values = Mat({{0, 0}});
+  in.index = {"a"};
+  for (const char* name :
+       {"gae", "reinforce_plus_plus", "reinforce_plus_plus_baseline"}) {
+    absl::StatusOr<AdvantageOutput> out =
+        ComputeAdvantage(name, in, AdvantageConfig{});
+    ASSERT_FALSE(out.ok()) << name;
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(out.status().message().find(name), std::string::npos)
+        << out.status();
+    EXPECT_NE(out.status().message().find("at least 2 valid"),
+              std::string::npos)
+        << out.status();
+  }
 }
 
 TEST(RemaxTest, ReturnsMinusGreedyBaseline) {

@@ -45,7 +45,8 @@ void BM_GaeAdvantage(benchmark::State& state) {
   const int64_t B = state.range(0), T = 512;
   at::Tensor r = at::rand({B, T}), v = at::rand({B, T}), m = at::ones({B, T});
   for (auto _ : state) {
-    benchmark::DoNotOptimize(ComputeGaeAdvantageReturn(r, v, m, 1.0, 0.95));
+    benchmark::DoNotOptimize(
+        ComputeGaeAdvantageReturn(r, v, m, 1.0, 0.95)->advantages);
   }
   state.SetItemsProcessed(state.iterations() * B * T);
 }

@@ -18,6 +18,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
+#include "verl/core/status.h"
+
 namespace verl::rl {
 
 at::Tensor MaskedSum(const at::Tensor& x, const at::Tensor& mask,
@@ -35,25 +38,29 @@ at::Tensor MaskedMean(const at::Tensor& x, const at::Tensor& mask,
   return MaskedSum(x, mask, dim) / (count + 1e-8);
 }
 
-at::Tensor MaskedVar(const at::Tensor& x, const at::Tensor& mask,
-                     bool unbiased) {
+absl::StatusOr<at::Tensor> MaskedVar(const at::Tensor& x,
+                                     const at::Tensor& mask, bool unbiased) {
   at::Tensor mean = MaskedMean(x, mask);
   at::Tensor centered = x - mean;
   at::Tensor var = MaskedMean(centered * centered, mask);
   if (unbiased) {
     const double n = mask.to(at::kDouble).sum().item<double>();
-    CHECK_GE(n, 2.0) << "MaskedVar: unbiased variance needs at least 2 valid "
-                        "elements, got "
-                     << n;
+    if (n < 2.0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "masked_var: unbiased variance needs at least 2 valid (mask=1) "
+          "elements, got ",
+          n));
+    }
     var = var * (n / (n - 1.0));
   }
   return var;
 }
 
-at::Tensor MaskedWhiten(const at::Tensor& x, const at::Tensor& mask,
-                        bool shift_mean) {
+absl::StatusOr<at::Tensor> MaskedWhiten(const at::Tensor& x,
+                                        const at::Tensor& mask,
+                                        bool shift_mean) {
   at::Tensor mean = MaskedMean(x, mask);
-  at::Tensor var = MaskedVar(x, mask, /*unbiased=*/true);
+  VERL_ASSIGN_OR_RETURN(at::Tensor var, MaskedVar(x, mask, /*unbiased=*/true));
   at::Tensor whitened = (x - mean) * at::rsqrt(var + 1e-8);
   if (!shift_mean) whitened = whitened + mean;
   return whitened;

@@ -12,6 +12,8 @@
 #include <optional>
 #include <vector>
 
+#include "absl/status/statusor.h"
+
 namespace verl::rl {
 
 // Σ x·m over `dim` (all elements if nullopt). Entries outside the mask are
@@ -24,15 +26,18 @@ at::Tensor MaskedMean(const at::Tensor& x, const at::Tensor& mask,
                       std::optional<int64_t> dim = std::nullopt);
 
 // Masked variance over all elements; unbiased applies N/(N-1) with N = Σm.
-// CHECK-fails when N < 2 with `unbiased` (verl raises), an invariant of
-// callers.
-at::Tensor MaskedVar(const at::Tensor& x, const at::Tensor& mask,
-                     bool unbiased = true);
+// InvalidArgument when `unbiased` and N < 2 (verl's masked_var raises: one
+// valid token has no unbiased variance).
+absl::StatusOr<at::Tensor> MaskedVar(const at::Tensor& x,
+                                     const at::Tensor& mask,
+                                     bool unbiased = true);
 
 // (x − μ)·rsqrt(var_unbiased + 1e-8) (+μ back if !shift_mean). Statistics
 // come from masked elements only; the transform applies to every element.
-at::Tensor MaskedWhiten(const at::Tensor& x, const at::Tensor& mask,
-                        bool shift_mean = true);
+// Errors as MaskedVar (fewer than 2 valid elements).
+absl::StatusOr<at::Tensor> MaskedWhiten(const at::Tensor& x,
+                                        const at::Tensor& mask,
+                                        bool shift_mean = true);
 
 // Per-position entropy logsumexp(z) − Σ softmax(z)·z over the last dim.
 at::Tensor EntropyFromLogits(const at::Tensor& logits);

@@ -40,8 +40,24 @@ TEST(TorchFunctionalTest, MaskedVarUnbiased) {
   // Valid values 1, 2, 4: mean 7/3, Σ(x−μ)² = 42/9, unbiased var = 7/3.
   at::Tensor x = Vec({1, 2, 100, 4});
   at::Tensor m = Vec({1, 1, 0, 1});
-  EXPECT_NEAR(MaskedVar(x, m).item<double>(), 7.0 / 3.0, 1e-6);
-  EXPECT_NEAR(MaskedVar(x, m, false).item<double>(), 42.0 / 27.0, 1e-6);
+  EXPECT_NEAR(MaskedVar(x, m)->item<double>(), 7.0 / 3.0, 1e-6);
+  EXPECT_NEAR(MaskedVar(x, m, false)->item<double>(), 42.0 / 27.0, 1e-6);
+}
+
+TEST(TorchFunctionalTest, MaskedVarOfOneTokenIsAnErrorNotAnAbort) {
+  // verl's masked_var raises for N < 2 with unbiased=True; here a Status.
+  at::Tensor x = Vec({1, 2, 3});
+  at::Tensor one = Vec({0, 1, 0});
+  absl::StatusOr<at::Tensor> var = MaskedVar(x, one);
+  ASSERT_FALSE(var.ok());
+  EXPECT_EQ(var.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(var.status().message().find("at least 2 valid"), std::string::npos)
+      << var.status();
+  EXPECT_FALSE(MaskedVar(x, Vec({0, 0, 0})).ok());
+  EXPECT_FALSE(MaskedWhiten(x, one).ok());
+  // The biased variance of one token is 0, as in verl.
+  EXPECT_NEAR(MaskedVar(x, one, /*unbiased=*/false)->item<double>(), 0.0,
+              1e-12);
 }
 
 TEST(TorchFunctionalTest, MaskedWhitenMatchesNaiveFormula) {
@@ -49,10 +65,10 @@ TEST(TorchFunctionalTest, MaskedWhitenMatchesNaiveFormula) {
   at::Tensor m = Vec({1, 1, 0, 1});
   const double mu = 7.0 / 3.0, inv = 1.0 / std::sqrt(7.0 / 3.0 + 1e-8);
   ExpectTensorNear(
-      MaskedWhiten(x, m),
+      *MaskedWhiten(x, m),
       Vec({(1 - mu) * inv, (2 - mu) * inv, (100 - mu) * inv, (4 - mu) * inv}),
       1e-5);
-  ExpectTensorNear(MaskedWhiten(x, m, /*shift_mean=*/false),
+  ExpectTensorNear(*MaskedWhiten(x, m, /*shift_mean=*/false),
                    Vec({(1 - mu) * inv + mu, (2 - mu) * inv + mu,
                         (100 - mu) * inv + mu, (4 - mu) * inv + mu}),
                    1e-5);
