@@ -110,6 +110,25 @@ core::Registry<AdvantageEstimatorFn>& GetRegistry() {
 
 }  // namespace
 
+GroupStats GroupMeanStd(const at::Tensor& scores, const at::Tensor& gidx,
+                        double eps) {
+  at::NoGradGuard no_grad;
+  at::Tensor x = scores.reshape(-1);
+  at::Tensor ids = gidx.reshape(-1).to(at::kLong);
+  const int64_t G = ids.numel() > 0 ? ids.max().item<int64_t>() + 1 : 0;
+  at::Tensor count =
+      at::zeros({G}, x.options()).index_add_(0, ids, at::ones_like(x));
+  at::Tensor sum = at::zeros({G}, x.options()).index_add_(0, ids, x);
+  at::Tensor sum2 = at::zeros({G}, x.options()).index_add_(0, ids, x * x);
+  at::Tensor mean = sum / count.clamp_min(1.0);
+  at::Tensor var =
+      (sum2 - sum * sum / count.clamp_min(1.0)) / (count - 1.0).clamp_min(1.0);
+  at::Tensor std = at::sqrt(var.clamp_min(eps));
+  at::Tensor singleton = count.le(1.0);
+  return {at::where(singleton, at::zeros_like(mean), mean),
+          at::where(singleton, at::ones_like(std), std), count};
+}
+
 std::vector<std::vector<int64_t>> GroupIndicesByUid(
     const std::vector<std::string>& index) {
   std::vector<std::vector<int64_t>> groups;
@@ -184,22 +203,10 @@ AdvantageOutput ComputeGrpoVectorizedOutcomeAdvantage(
     for (int64_t r : groups[g]) gid[r] = static_cast<int64_t>(g);
   at::Tensor scores = rewards.sum(-1);
   at::Tensor ids = at::tensor(gid, at::kLong).to(scores.device());
-  const int64_t G = static_cast<int64_t>(groups.size());
-  at::Tensor count = at::zeros({G}, scores.options())
-                         .index_add_(0, ids, at::ones_like(scores));
-  at::Tensor sum = at::zeros({G}, scores.options()).index_add_(0, ids, scores);
-  at::Tensor sum2 =
-      at::zeros({G}, scores.options()).index_add_(0, ids, scores * scores);
-  at::Tensor mean = sum / count.clamp_min(1.0);
-  at::Tensor var =
-      (sum2 - sum * sum / count.clamp_min(1.0)) / (count - 1.0).clamp_min(1.0);
-  at::Tensor std = at::sqrt(var.clamp_min(epsilon));
-  at::Tensor singleton = count.le(1.0);
-  mean = at::where(singleton, at::zeros_like(mean), mean);
-  std = at::where(singleton, at::ones_like(std), std);
-  at::Tensor centered = scores - mean.index_select(0, ids);
+  GroupStats g = GroupMeanStd(scores, ids, epsilon);
+  at::Tensor centered = scores - g.mean.index_select(0, ids);
   at::Tensor a = norm_adv_by_std
-                     ? centered / (std.index_select(0, ids) + epsilon)
+                     ? centered / (g.std.index_select(0, ids) + epsilon)
                      : centered;
   at::Tensor adv = a.unsqueeze(-1) * response_mask.to(rewards.scalar_type());
   return {adv, adv};
@@ -337,18 +344,17 @@ AdvantageOutput ComputeOpoOutcomeAdvantage(
 
 AdvantageOutput ComputeGpgOutcomeAdvantage(
     const at::Tensor& rewards, const at::Tensor& response_mask,
-    const std::vector<std::string>& index) {
+    const std::vector<std::string>& index, double f_norm) {
   CheckIndex(rewards, index);
   std::vector<double> s = SequenceScores(rewards);
   int64_t nonzero = 0;
   for (double v : s) nonzero += v != 0.0;
   const double alpha = static_cast<double>(s.size()) /
                        static_cast<double>(std::max<int64_t>(nonzero, 1));
-  constexpr double kFNorm = 1.0;
   std::vector<double> a(s.size());
   for (const auto& rows : GroupIndicesByUid(index)) {
     const double mu = rows.size() > 1 ? Mean(s, rows) : 0.0;
-    for (int64_t r : rows) a[r] = alpha * (s[r] - mu) / kFNorm;
+    for (int64_t r : rows) a[r] = alpha * (s[r] - mu) / f_norm;
   }
   at::Tensor adv = BroadcastMasked(a, rewards, response_mask);
   return {adv, adv};
@@ -425,16 +431,23 @@ AdvantageOutput ComputeMultiTurnOptimalTokenBaselineAdvantage(
   at::Tensor compact_mask = at::zeros_like(response_mask);
   for (int64_t i = 0; i < B; ++i)
     compact_mask[i].slice(0, 0, positions[i].numel()).fill_(1);
+  // verl leaves zero-length responses out of the group statistics: give each
+  // its own singleton group (baseline 0; its advantages are masked to 0).
+  std::vector<std::string> groups = index;
+  for (int64_t i = 0; i < B; ++i)
+    if (positions[i].numel() == 0) groups[i] = absl::StrCat("\x01empty-", i);
+  at::Tensor masked_rewards = rewards * response_mask.to(rewards.scalar_type());
   AdvantageOutput c = ComputeOptimalTokenBaselineAdvantage(
-      compact(rewards * response_mask.to(rewards.scalar_type())), compact_mask,
-      compact(old_log_prob), compact(sum_pi_squared), index,
-      compact(rollout_is_weights), handle_zero_tail, epsilon);
-  AdvantageOutput out{at::zeros_like(rewards), at::zeros_like(rewards)};
+      compact(masked_rewards), compact_mask, compact(old_log_prob),
+      compact(sum_pi_squared), groups, compact(rollout_is_weights),
+      handle_zero_tail, epsilon);
+  // Returns as verl: (r·m) reverse-cumsum on the whole grid, so masked
+  // positions inside a response (tool tokens) carry the reward-to-go.
+  AdvantageOutput out{at::zeros_like(rewards), ReverseCumsum(masked_rewards)};
   for (int64_t i = 0; i < B; ++i) {
     const int64_t n = positions[i].numel();
     out.advantages[i].index_copy_(0, positions[i],
                                   c.advantages[i].slice(0, 0, n));
-    out.returns[i].index_copy_(0, positions[i], c.returns[i].slice(0, 0, n));
   }
   return out;
 }
@@ -499,9 +512,9 @@ void RegisterBuiltins(std::map<std::string, AdvantageEstimatorFn>& fns) {
     return ComputeOpoOutcomeAdvantage(in.token_level_rewards, in.response_mask,
                                       in.index);
   });
-  grouped("gpg", [](const In& in, const Cfg&) -> Out {
+  grouped("gpg", [](const In& in, const Cfg& c) -> Out {
     return ComputeGpgOutcomeAdvantage(in.token_level_rewards, in.response_mask,
-                                      in.index);
+                                      in.index, c.gpg_f_norm);
   });
   auto otb = [](const std::string& name, bool multi_turn,
                 bool default_zero_tail) {

@@ -39,6 +39,9 @@ struct AdvantageConfig {
   // OTB zero-tail handling; unset = estimator default (false for
   // optimal_token_baseline, true for tir_optimal_token_baseline).
   std::optional<bool> handle_zero_tail;
+  // GPG's f_norm divisor (verl's compute_gpg_outcome_advantage argument;
+  // verl's trainer passes no algorithm key for it, so 1.0 there).
+  double gpg_f_norm = 1.0;
 };
 
 struct AdvantageOutput {
@@ -62,6 +65,18 @@ std::vector<std::string> AdvantageEstimatorNames();
 absl::StatusOr<AdvantageOutput> ComputeAdvantage(const std::string& name,
                                                  const AdvantageInputs& in,
                                                  const AdvantageConfig& cfg);
+
+// verl's utils/groupwise.group_mean_std: per-group mean, std and count of
+// `scores` [N] by dense group ids `gidx` [N] (0..G−1); std =
+// sqrt(max(unbiased var, eps)); singleton groups get mean 0, std 1.
+// Computed in the dtype of `scores` (verl: float32).
+struct GroupStats {
+  at::Tensor mean;   // [G]
+  at::Tensor std;    // [G]
+  at::Tensor count;  // [G]
+};
+GroupStats GroupMeanStd(const at::Tensor& scores, const at::Tensor& gidx,
+                        double eps = 1e-6);
 
 // Row indices grouped by uid, groups in order of first appearance.
 std::vector<std::vector<int64_t>> GroupIndicesByUid(
@@ -114,10 +129,10 @@ AdvantageOutput ComputeRemaxOutcomeAdvantage(const at::Tensor& rewards,
 AdvantageOutput ComputeOpoOutcomeAdvantage(
     const at::Tensor& rewards, const at::Tensor& response_mask,
     const std::vector<std::string>& index);
-// α·(s − μ_G) with α = B / max(#nonzero scores, 1).
+// α·(s − μ_G)/f_norm with α = B / max(#nonzero scores, 1).
 AdvantageOutput ComputeGpgOutcomeAdvantage(
     const at::Tensor& rewards, const at::Tensor& response_mask,
-    const std::vector<std::string>& index);
+    const std::vector<std::string>& index, double f_norm = 1.0);
 // Optimal token baseline (per group and position, weighted by W_t).
 AdvantageOutput ComputeOptimalTokenBaselineAdvantage(
     const at::Tensor& rewards, const at::Tensor& response_mask,
@@ -125,6 +140,9 @@ AdvantageOutput ComputeOptimalTokenBaselineAdvantage(
     const std::vector<std::string>& index, const at::Tensor& rollout_is_weights,
     bool handle_zero_tail, double epsilon = 1e-8);
 // OTB over compacted valid tokens (k-th trained token), scattered back.
+// Returns are (r·m) reverse-cumsum over the whole grid (masked tool tokens
+// inside a response carry the reward-to-go, as verl); zero-length responses
+// are left out of their group's statistics.
 AdvantageOutput ComputeMultiTurnOptimalTokenBaselineAdvantage(
     const at::Tensor& rewards, const at::Tensor& response_mask,
     const at::Tensor& old_log_prob, const at::Tensor& sum_pi_squared,

@@ -248,6 +248,16 @@ TEST(OpoTest, LengthWeightedBaseline) {
   EXPECT_NEAR(a[2], 5.0, 1e-12);
 }
 
+TEST(GroupMeanStdTest, HandComputedGroupsAndSingletonFallback) {
+  // Group 0: (1, 3, 5) → μ 3, σ 2; group 1: (2) → singleton μ 0, σ 1;
+  // group 2: (4, 4) → var 0 floored at eps → σ = sqrt(1e-6) = 1e-3.
+  GroupStats g = GroupMeanStd(Vec({1, 2, 3, 4, 5, 4}),
+                              at::tensor({0, 1, 0, 2, 0, 2}, at::kLong));
+  ExpectTensorNear(g.mean, Vec({3, 0, 4}), 1e-12);
+  ExpectTensorNear(g.std, Vec({2, 1, 1e-3}), 1e-12);
+  ExpectTensorNear(g.count, Vec({3, 1, 2}), 1e-12);
+}
+
 TEST(GpgTest, AlphaScalesByNonzeroFraction) {
   at::Tensor r = OutcomeRewards({1, 0, 1, 0}, 2);
   at::Tensor m = at::ones({4, 2}, at::kDouble);
@@ -258,6 +268,20 @@ TEST(GpgTest, AlphaScalesByNonzeroFraction) {
   EXPECT_NEAR(a[1], -1.0, 1e-12);
   EXPECT_NEAR(a[2], 1.0, 1e-12);
   EXPECT_NEAR(a[3], -1.0, 1e-12);
+}
+
+TEST(GpgTest, FNormDividesTheAdvantage) {
+  // verl's f_norm: α·(s − μ)/f_norm; α = 3/2, μ_a = 1.5, singleton μ = 0.
+  AdvantageInputs in;
+  in.token_level_rewards = OutcomeRewards({1, 2, 0}, 2);
+  in.response_mask = Mat({{1, 1}, {1, 0}, {1, 1}});
+  in.index = {"a", "a", "b"};
+  AdvantageConfig cfg;
+  cfg.gpg_f_norm = 4.0;
+  absl::StatusOr<AdvantageOutput> out = ComputeAdvantage("gpg", in, cfg);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ExpectTensorNear(out->advantages,
+                   Mat({{-0.1875, -0.1875}, {0.1875, 0}, {0, 0}}), 1e-12);
 }
 
 TEST(OptimalTokenBaselineTest, HandComputedWeightedBaseline) {
@@ -307,6 +331,23 @@ TEST(OptimalTokenBaselineTest, MultiTurnCompactsTrainedTokens) {
   // Compacted: both rows have 2 trained tokens, G0 = (1,1), G1 = (0,0), equal
   // weights → B = 0.5 at both compacted positions.
   ExpectTensorNear(tir.advantages, Mat({{0.5, 0, 0.5}, {-0.5, -0.5, 0}}), 1e-7);
+  // Returns as verl: (r·m) reverse-cumsum on the whole grid, so the tool
+  // token (row 0, position 1) carries the reward-to-go 1 (its reward 5 is
+  // masked out).
+  ExpectTensorNear(tir.returns, Mat({{1, 1, 1}, {0, 0, 0}}), 1e-12);
+}
+
+TEST(OptimalTokenBaselineTest, MultiTurnLeavesZeroLengthResponsesOut) {
+  // Row 1 of group g has no trained token: verl drops it from the group, so
+  // row 0 is alone (baseline 0) and keeps its reward-to-go as advantage.
+  at::Tensor r = Mat({{0, 1}, {0, 0}});
+  at::Tensor m = Mat({{1, 1}, {0, 0}});
+  at::Tensor lp = at::full({2, 2}, std::log(0.5), at::kDouble);
+  at::Tensor sp = at::full({2, 2}, 0.5, at::kDouble);
+  AdvantageOutput tir = ComputeMultiTurnOptimalTokenBaselineAdvantage(
+      r, m, lp, sp, {"g", "g"}, at::Tensor(), /*handle_zero_tail=*/false);
+  ExpectTensorNear(tir.advantages, Mat({{1, 1}, {0, 0}}), 1e-12);
+  ExpectTensorNear(tir.returns, Mat({{1, 1}, {0, 0}}), 1e-12);
 }
 
 TEST(AdvantageRegistryTest, BuiltinsCustomAndErrors) {

@@ -78,6 +78,12 @@ absl::StatusOr<std::unique_ptr<KlController>> MakeKlController(
                    "' (expected fixed or adaptive)"));
 }
 
+at::Tensor ComputeRewards(const at::Tensor& token_level_scores,
+                          const at::Tensor& old_log_prob,
+                          const at::Tensor& ref_log_prob, double kl_ratio) {
+  return token_level_scores - (old_log_prob - ref_log_prob) * kl_ratio;
+}
+
 absl::StatusOr<KlInRewardResult> ApplyKlPenalty(
     const at::Tensor& token_level_scores, const at::Tensor& old_log_probs,
     const at::Tensor& ref_log_prob, const at::Tensor& response_mask,

@@ -75,6 +75,12 @@ struct KlInRewardResult {
   std::map<std::string, double> metrics;
 };
 
+// verl's core_algos.compute_rewards: scores − kl_ratio·(old − ref), the k1
+// estimator, unmasked (ApplyKlPenalty is the trainer's masked variant).
+at::Tensor ComputeRewards(const at::Tensor& token_level_scores,
+                          const at::Tensor& old_log_prob,
+                          const at::Tensor& ref_log_prob, double kl_ratio);
+
 // rewards = scores − β·kl(old, ref)·m; current_kl = mean_i masked_mean_t(kld);
 // then controller->Update(current_kl, B). β reported is the one used.
 absl::StatusOr<KlInRewardResult> ApplyKlPenalty(

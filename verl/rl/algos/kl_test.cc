@@ -105,5 +105,12 @@ TEST(KlTest, ApplyKlPenaltyInReward) {
   EXPECT_DOUBLE_EQ(r.metrics["actor/reward_kl_penalty_coeff"], 0.1);
 }
 
+TEST(ComputeRewardsTest, ScoresMinusRatioTimesK1) {
+  // verl's compute_rewards: 1 − 0.5·(−1 − −2) = 0.5; 0 − 0.5·(−3 − −1) = 1.
+  ExpectTensorNear(
+      ComputeRewards(Mat({{1, 0}}), Mat({{-1, -3}}), Mat({{-2, -1}}), 0.5),
+      Mat({{0.5, 1.0}}), 1e-12);
+}
+
 }  // namespace
 }  // namespace verl::rl

@@ -268,6 +268,7 @@ absl::StatusOr<PolicyLossOutput> ComputePolicyLossCispo(
   metrics[kPgClipfrac] =
       Item(MaskedMean(Float(ratio.ne(clipped), A), in.response_mask));
   metrics[kPpoKl] = Item(MaskedMean(-delta, in.response_mask));
+  metrics[kPgClipfracLower] = 0.0;  // verl reports 0 (no dual clip in CISPO)
   return Finish(ApplyIsWeights(losses, in.rollout_is_weights), in.response_mask,
                 cfg.loss_agg_mode, cfg.agg, std::move(metrics));
 }
@@ -288,8 +289,12 @@ absl::StatusOr<PolicyLossOutput> ComputePolicyLossBypassMode(
     at::Tensor losses = -in.advantages * in.log_prob;
     at::Tensor w = corr->rollout_is_weights.defined() ? corr->rollout_is_weights
                                                       : in.rollout_is_weights;
+    // verl's compute_policy_loss_reinforce: ppo_kl = mean(−(log π − log
+    // π_rollout)) over the (rejection-masked) response mask, unclamped.
     out = Finish(ApplyIsWeights(losses, w), masked.response_mask,
-                 cfg.loss_agg_mode, cfg.agg, {});
+                 cfg.loss_agg_mode, cfg.agg,
+                 {{kPpoKl, Item(MaskedMean(-(in.log_prob - in.old_log_prob),
+                                           masked.response_mask))}});
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "actor.policy_loss.rollout_correction.loss_type: unknown value '",

@@ -138,6 +138,9 @@ TEST(CispoTest, StopGradClippedRatioTimesLogProb) {
   const double lp0 = -1.0 + std::log(1.5);
   EXPECT_NEAR(out.loss.item<double>(), (-1.2 * lp0 + 1.0) / 2, 1e-12);
   EXPECT_NEAR(out.metrics["actor/pg_clipfrac"], 0.5, 1e-8);
+  // verl reports pg_clipfrac_lower = 0 for CISPO (no dual clip).
+  ASSERT_TRUE(out.metrics.count("actor/pg_clipfrac_lower"));
+  EXPECT_EQ(out.metrics["actor/pg_clipfrac_lower"], 0.0);
   out.loss.backward();
   ExpectTensorNear(in.log_prob.grad(), Mat({{-1.2 / 2, -1.0 / 2}}), 1e-12);
 }
@@ -199,6 +202,10 @@ TEST(BypassModeTest, PpoClipEqualsVanillaAndReinforceUsesIsWeights) {
   EXPECT_NEAR(out.loss.item<double>(), (-(1.5 * l0) + 0.5 * l1 - 2.0 * l2) / 3,
               1e-9);
   EXPECT_TRUE(out.metrics.count("rollout_corr/rollout_is_mean"));
+  // verl's REINFORCE loss: ppo_kl = masked mean of −(log π − log π_rollout).
+  ASSERT_TRUE(out.metrics.count("actor/ppo_kl"));
+  EXPECT_NEAR(out.metrics["actor/ppo_kl"], -std::log(1.5 * 0.5 * 3.0) / 3,
+              1e-9);
   cfg.rollout_correction.loss_type = "bogus";
   EXPECT_FALSE(GetPolicyLoss("bypass_mode").value()(in, cfg).ok());
 }
