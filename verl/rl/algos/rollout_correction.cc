@@ -1,12 +1,15 @@
 // File: verl/rl/algos/rollout_correction.cc
 #include "verl/rl/algos/rollout_correction.h"
 
+#include <ATen/TensorIndexing.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/exp.h>
 #include <ATen/ops/ones_like.h>
 
+#include <algorithm>
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -21,6 +24,8 @@ namespace {
 
 constexpr double kSafetyBound = 20.0;
 
+using Metrics = std::map<std::string, double>;
+
 double Item(const at::Tensor& t) { return t.item<double>(); }
 
 // Masked max/min over valid entries.
@@ -31,10 +36,34 @@ double MaskedMin(const at::Tensor& x, const at::Tensor& mask) {
   return Item(x.masked_fill(mask.logical_not(), INFINITY).min());
 }
 
+// Mean of (v > threshold) over the elements of v.
+double FractionAbove(const at::Tensor& v, double threshold) {
+  return Item(v.gt(threshold).to(at::kDouble).mean());
+}
+double FractionBelow(const at::Tensor& v, double threshold) {
+  return Item(v.lt(threshold).to(at::kDouble).mean());
+}
+
+// sqrt(max(E[x²] − E[x]², 0)) of x clamped to [lo, hi] over the mask; 0 when
+// fewer than two tokens are valid (verl's clamped std of IS and RS stats).
+double ClampedMaskedStd(const at::Tensor& x, const at::Tensor& mask, double lo,
+                        double hi) {
+  if (Item(mask.sum()) <= 1.0) return 0.0;
+  at::Tensor c = x.clamp(lo, hi);
+  at::Tensor mean = MaskedMean(c, mask);
+  return std::sqrt(std::max(Item(MaskedMean(c * c, mask) - mean * mean), 0.0));
+}
+
+// Unbiased std of a 1-D tensor (torch.std), 0 for fewer than two values.
+double SampleStd(const at::Tensor& v) {
+  return v.numel() > 1 ? Item(v.std()) : 0.0;
+}
+
 struct RsMode {
   std::string name;
   std::string level;  // token | seq_sum | seq_mean | seq_max
   std::string kind;   // k1 | k2 | k3
+  // k1: bounds on the ratio exp(k1 statistic); k2/k3: only `upper`.
   double lower = 0.0;
   double upper = 0.0;
 };
@@ -46,19 +75,24 @@ absl::StatusOr<std::pair<double, double>> ParseBounds(const std::string& text,
   auto bad = [&] {
     return absl::InvalidArgumentError(absl::StrCat(
         "algorithm.rollout_correction.rollout_rs_threshold: cannot parse '",
-        text, "' for mode '", mode, "'"));
+        text, "' for mode '", mode, "'",
+        ratio_bounds ? " (expected a positive upper bound or lower_upper with "
+                       "0 < lower <= upper)"
+                     : " (expected one positive upper bound)"));
   };
   double a = 0.0, b = 0.0;
   if (parts.size() == 1) {
-    if (!absl::SimpleAtod(parts[0], &b) || b <= 0.0) return bad();
+    if (!absl::SimpleAtod(parts[0], &b) || !(b > 0.0)) return bad();
+    // verl: a single k1 value u means the ratio bounds [1/u, u].
     if (!ratio_bounds) return std::make_pair(0.0, b);
-    if (b < 1.0) b = 1.0 / b;
-    return std::make_pair(1.0 / b, b);
-  }
-  if (parts.size() != 2 || !ratio_bounds || !absl::SimpleAtod(parts[0], &a) ||
-      !absl::SimpleAtod(parts[1], &b) || a <= 0.0 || a > b) {
+    a = 1.0 / b;
+  } else if (parts.size() != 2 || !ratio_bounds ||
+             !absl::SimpleAtod(parts[0], &a) ||
+             !absl::SimpleAtod(parts[1], &b)) {
     return bad();
   }
+  // verl would accept lower > upper and reject every token; refuse it.
+  if (!(a > 0.0) || a > b) return bad();
   return std::make_pair(a, b);
 }
 
@@ -66,8 +100,15 @@ absl::StatusOr<std::vector<RsMode>> ParseRsModes(
     const RolloutCorrectionConfig& config) {
   std::vector<RsMode> modes;
   if (config.rollout_rs.empty()) return modes;
-  std::vector<std::string> names =
-      absl::StrSplit(config.rollout_rs, ',', absl::SkipWhitespace());
+  std::vector<std::string> names;
+  for (absl::string_view n :
+       absl::StrSplit(config.rollout_rs, ',', absl::SkipWhitespace())) {
+    std::string name(absl::StripAsciiWhitespace(n));
+    // verl de-duplicates the options, keeping the first occurrence.
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      names.push_back(name);
+    }
+  }
   std::vector<std::string> thresholds =
       absl::StrSplit(config.rollout_rs_threshold, ',', absl::SkipWhitespace());
   if (thresholds.empty()) {
@@ -82,7 +123,7 @@ absl::StatusOr<std::vector<RsMode>> ParseRsModes(
   }
   for (size_t i = 0; i < names.size(); ++i) {
     RsMode mode;
-    mode.name = std::string(absl::StripAsciiWhitespace(names[i]));
+    mode.name = names[i];
     const size_t cut = mode.name.rfind('_');
     if (cut != std::string::npos) {
       mode.level = mode.name.substr(0, cut);
@@ -111,59 +152,195 @@ absl::StatusOr<std::vector<RsMode>> ParseRsModes(
   return modes;
 }
 
-// Token divergence of kind k1 (−λ), k2 (½λ²) or k3 (e^λ − 1 − λ).
-at::Tensor TokenDivergence(const at::Tensor& log_ratio,
+// Token divergence of kind k1 (−λ), k2 (½λ²) or k3 (e^λ − 1 − λ) of the
+// clamped log-ratio λ.
+at::Tensor TokenDivergence(const at::Tensor& safe_log_ratio,
                            const std::string& kind) {
-  if (kind == "k1") return -log_ratio;
-  if (kind == "k2") return 0.5 * log_ratio * log_ratio;
-  at::Tensor l = log_ratio.clamp(-kSafetyBound, kSafetyBound);
-  return at::exp(l) - 1.0 - l;
+  if (kind == "k1") return -safe_log_ratio;
+  if (kind == "k2") return 0.5 * safe_log_ratio * safe_log_ratio;
+  return at::exp(safe_log_ratio) - 1.0 - safe_log_ratio;
 }
 
-// Keep-mask [B,T] (1 = keep) for one rejection mode.
-at::Tensor RejectionKeepMask(const at::Tensor& log_ratio,
-                             const at::Tensor& mask, const RsMode& mode) {
-  at::Tensor div = TokenDivergence(log_ratio, mode.kind);
-  at::Tensor stat;  // [B,T] (token) or [B,1] (sequence)
-  if (mode.level == "token") {
-    stat = div;
-  } else if (mode.level == "seq_sum") {
-    stat = MaskedSum(div, mask, -1).unsqueeze(-1);
-  } else if (mode.level == "seq_mean") {
-    stat = MaskedMean(div, mask, -1).unsqueeze(-1);
-  } else {
-    stat = div.masked_fill(mask.logical_not(), -INFINITY)
-               .amax(-1, /*keepdim=*/true);
-  }
-  at::Tensor keep;
-  if (mode.kind == "k1") {
-    // k1 = −log r: keep iff lower ≤ r ≤ upper (r from the aggregated λ).
-    at::Tensor ratio = at::exp((-stat).clamp(-kSafetyBound, kSafetyBound));
-    keep = ratio.ge(mode.lower).logical_and(ratio.le(mode.upper));
-  } else {
-    keep = stat.le(mode.upper);
-  }
-  return keep.expand_as(log_ratio).to(log_ratio.scalar_type());
-}
-
-void AddIsMetrics(const at::Tensor& raw_weights, const at::Tensor& mask,
-                  double threshold, std::map<std::string, double>& metrics) {
+// verl's compute_rs_metrics for one option: `stat` is the per-token statistic
+// ([B,T]; for sequence levels the sequence value broadcast), `seq_stat` the
+// per-sequence value ([B]), thresholds on the statistic's scale.
+void AddRsOptionMetrics(const std::string& prefix, bool sequence_level,
+                        const at::Tensor& stat, const at::Tensor& seq_stat,
+                        const at::Tensor& mask, const at::Tensor& seq_valid,
+                        double upper, double lower, bool has_lower,
+                        Metrics& m) {
   at::Tensor mb = mask.to(at::kBool);
-  metrics["rollout_is_mean"] = Item(MaskedMean(raw_weights, mask));
-  metrics["rollout_is_max"] = MaskedMax(raw_weights, mb);
-  metrics["rollout_is_min"] = MaskedMin(raw_weights, mb);
-  at::Tensor clamped = raw_weights.clamp(1.0 / threshold, threshold);
-  at::Tensor mean_c = MaskedMean(clamped, mask);
-  const double var =
-      Item(MaskedMean(clamped * clamped, mask) - mean_c * mean_c);
-  metrics["rollout_is_std"] = std::sqrt(std::max(var, 0.0));
-  at::Tensor normalized = clamped / (mean_c + 1e-8);
-  metrics["rollout_is_eff_sample_size"] =
+  at::Tensor seq = seq_stat.index({seq_valid});
+  const bool have_seq = seq.numel() > 0;
+  m[prefix + "_mean"] = Item(MaskedMean(stat, mask));
+  if (sequence_level && have_seq) {
+    m[prefix + "_max"] = Item(seq.max());
+    m[prefix + "_min"] = Item(seq.min());
+    m[prefix + "_fraction_high"] = FractionAbove(seq, upper);
+    m[prefix + "_fraction_low"] = has_lower ? FractionBelow(seq, lower) : 0.0;
+  } else {
+    m[prefix + "_max"] = MaskedMax(stat, mb);
+    m[prefix + "_min"] = MaskedMin(stat, mb);
+    m[prefix + "_fraction_high"] =
+        Item(MaskedMean(stat.gt(upper).to(mask.scalar_type()), mask));
+    m[prefix + "_fraction_low"] =
+        has_lower
+            ? Item(MaskedMean(stat.lt(lower).to(mask.scalar_type()), mask))
+            : 0.0;
+  }
+  m[prefix + "_std"] =
+      ClampedMaskedStd(stat, mask, has_lower ? lower : 0.0, upper);
+  if (!have_seq) {
+    for (const char* k :
+         {"_seq_mean", "_seq_std", "_seq_max", "_seq_min", "_seq_max_deviation",
+          "_seq_fraction_high", "_seq_fraction_low"}) {
+      m[prefix + k] = 0.0;
+    }
+    return;
+  }
+  m[prefix + "_seq_mean"] = Item(seq.mean());
+  m[prefix + "_seq_std"] = SampleStd(seq);
+  m[prefix + "_seq_max"] = Item(seq.max());
+  m[prefix + "_seq_min"] = Item(seq.min());
+  m[prefix + "_seq_max_deviation"] = Item(seq.abs().max());
+  m[prefix + "_seq_fraction_high"] = FractionAbove(seq, upper);
+  // verl reports the sequence fraction below only for two-sided (k1) options.
+  if (has_lower) m[prefix + "_seq_fraction_low"] = FractionBelow(seq, lower);
+}
+
+// verl's compute_rollout_rejection_mask: returns the keep mask (1 = keep) of
+// all options together and adds rollout_rs_* metrics.
+at::Tensor RejectionKeepMask(const at::Tensor& log_ratio,
+                             const at::Tensor& mask,
+                             const std::vector<RsMode>& modes, Metrics& m) {
+  at::Tensor safe = log_ratio.clamp(-kSafetyBound, kSafetyBound);
+  at::Tensor mb = mask.to(at::kBool);
+  at::Tensor seq_valid = mask.sum(-1).gt(0);
+  at::Tensor keep_all = at::ones_like(mask);
+  for (const RsMode& mode : modes) {
+    at::Tensor div = TokenDivergence(safe, mode.kind);
+    const bool k1 = mode.kind == "k1";
+    // k1 bounds are ratio bounds: compare the k1 statistic in log space.
+    const double upper = k1 ? std::log(mode.upper) : mode.upper;
+    const double lower = k1 ? std::log(mode.lower) : 0.0;
+    at::Tensor stat, seq_stat;
+    if (mode.level == "token") {
+      stat = div;
+      seq_stat = MaskedMean(div, mask, -1);
+    } else {
+      if (mode.level == "seq_sum") {
+        seq_stat = MaskedSum(div, mask, -1);
+      } else if (mode.level == "seq_mean") {
+        seq_stat = MaskedMean(div, mask, -1);
+      } else {  // seq_max; a row without valid tokens has max 0
+        seq_stat = div.masked_fill(mb.logical_not(), -INFINITY).amax(-1);
+        seq_stat = seq_stat.masked_fill(seq_stat.isneginf(), 0.0);
+      }
+      stat = seq_stat.unsqueeze(-1).expand_as(log_ratio);
+    }
+    at::Tensor keep = stat.le(upper);
+    if (k1) keep = keep.logical_and(stat.ge(lower));
+    const std::string prefix = absl::StrCat("rollout_rs_", mode.name);
+    AddRsOptionMetrics(prefix, mode.level != "token", stat, seq_stat, mask,
+                       seq_valid, upper, lower, k1, m);
+    at::Tensor keep_f = keep.to(mask.scalar_type());
+    keep_all = keep_all * keep_f;
+    m[prefix + "_masked_fraction"] = Item(MaskedMean(1.0 - keep_f, mask));
+    // Among sequences with a valid token: those with a rejected valid token.
+    at::Tensor seq_rejected =
+        keep.logical_not().logical_and(mb).any(-1).index({seq_valid});
+    m[prefix + "_seq_masked_fraction"] =
+        seq_rejected.numel() > 0 ? Item(seq_rejected.to(at::kDouble).mean())
+                                 : 0.0;
+  }
+  m["rollout_rs_masked_fraction"] = Item(MaskedMean(1.0 - keep_all, mask));
+  // Over all rows (verl divides by the batch size here).
+  at::Tensor rejected = keep_all.le(0.5).logical_and(mb).any(-1);
+  m["rollout_rs_seq_masked_fraction"] = Item(rejected.to(at::kDouble).mean());
+  return keep_all;
+}
+
+// verl's compute_is_metrics. `weights` are the untruncated weights times the
+// mask; `log_weight` the log-ratio they came from ([B,T] token, [B,1]
+// sequence).
+void AddIsMetrics(const at::Tensor& weights, const at::Tensor& log_weight,
+                  const at::Tensor& mask, bool sequence, double threshold,
+                  Metrics& m) {
+  at::Tensor mb = mask.to(at::kBool);
+  const double lower = 1.0 / threshold;
+  m["rollout_is_mean"] = Item(MaskedMean(weights, mask));
+  if (sequence) {
+    // Log space, over all rows.
+    m["rollout_is_max"] = std::exp(std::min(Item(log_weight.max()), 20.0));
+    m["rollout_is_min"] = std::exp(Item(log_weight.min()));
+    m["rollout_is_ratio_fraction_high"] =
+        FractionAbove(log_weight, std::log(threshold));
+    m["rollout_is_ratio_fraction_low"] =
+        FractionBelow(log_weight, std::log(lower));
+  } else {
+    m["rollout_is_ratio_fraction_high"] =
+        Item(MaskedMean(weights.gt(threshold).to(mask.scalar_type()), mask));
+    m["rollout_is_ratio_fraction_low"] =
+        Item(MaskedMean(weights.lt(lower).to(mask.scalar_type()), mask));
+    m["rollout_is_max"] = MaskedMax(weights, mb);
+    m["rollout_is_min"] = MaskedMin(weights, mb);
+  }
+  m["rollout_is_std"] = ClampedMaskedStd(weights, mask, lower, threshold);
+  at::Tensor clamped = weights.clamp(lower, threshold);
+  at::Tensor normalized = clamped / (MaskedMean(clamped, mask) + 1e-8);
+  m["rollout_is_eff_sample_size"] =
       1.0 / Item(MaskedMean(normalized * normalized, mask));
-  metrics["rollout_is_ratio_fraction_high"] =
-      Item(MaskedMean(raw_weights.gt(threshold).to(mask.scalar_type()), mask));
-  metrics["rollout_is_ratio_fraction_low"] = Item(
-      MaskedMean(raw_weights.lt(1.0 / threshold).to(mask.scalar_type()), mask));
+  at::Tensor seq = MaskedMean(weights, mask, -1);
+  m["rollout_is_seq_mean"] = Item(seq.mean());
+  m["rollout_is_seq_std"] = SampleStd(seq);
+  m["rollout_is_seq_max"] = Item(seq.max());
+  m["rollout_is_seq_min"] = Item(seq.min());
+  m["rollout_is_seq_max_deviation"] = Item((seq - 1.0).abs().max());
+  m["rollout_is_seq_fraction_high"] = FractionAbove(seq, threshold);
+  m["rollout_is_seq_fraction_low"] = FractionBelow(seq, lower);
+}
+
+// verl's compute_rollout_correction_weights: truncated (and optionally batch
+// normalised) IS weights, metrics computed before truncation.
+absl::StatusOr<at::Tensor> IsWeights(const at::Tensor& log_ratio,
+                                     const at::Tensor& mask,
+                                     const RolloutCorrectionConfig& config,
+                                     Metrics& m) {
+  const bool sequence = config.rollout_is == "sequence";
+  if (!sequence && config.rollout_is != "token") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("algorithm.rollout_correction.rollout_is: unknown value '",
+                     config.rollout_is, "' (expected token or sequence)"));
+  }
+  if (!(config.rollout_is_threshold > 0.0)) {
+    return absl::InvalidArgumentError(
+        "algorithm.rollout_correction.rollout_is_threshold must be > 0");
+  }
+  at::Tensor log_weight =
+      sequence ? MaskedSum(log_ratio, mask, -1).unsqueeze(-1) : log_ratio;
+  at::Tensor w = at::exp(log_weight.clamp(-kSafetyBound, kSafetyBound))
+                     .expand_as(log_ratio) *
+                 mask;
+  AddIsMetrics(w, log_weight, mask, sequence, config.rollout_is_threshold, m);
+  w = w.clamp_max(config.rollout_is_threshold);
+  if (config.rollout_is_batch_normalize) {
+    at::Tensor mean;
+    if (sequence) {
+      at::Tensor seq_valid = mask.sum(-1).gt(0).to(w.scalar_type());
+      mean = (MaskedMean(w, mask, -1) * seq_valid).sum() /
+             seq_valid.sum().clamp_min(1e-8);
+    } else {
+      mean = MaskedMean(w, mask);
+    }
+    const double factor = Item(mean);
+    if (factor > 1e-8) {
+      w = w / factor;
+      m["rollout_is_batch_norm_factor"] = factor;
+    } else {
+      m["rollout_is_batch_norm_factor"] = 1.0;
+    }
+  }
+  return w;
 }
 
 }  // namespace
@@ -215,58 +392,19 @@ absl::StatusOr<RolloutCorrectionOutput> ComputeRolloutCorrection(
   if (!modes.ok()) return modes.status();
   at::Tensor mask = response_mask.to(old_log_prob.scalar_type());
   at::Tensor log_ratio = (old_log_prob - rollout_log_prob).detach();
-  std::map<std::string, double> metrics;
+  Metrics metrics;
   RolloutCorrectionOutput out;
 
   if (!config.rollout_is.empty()) {
-    at::Tensor raw;
-    if (config.rollout_is == "token") {
-      raw = at::exp(log_ratio.clamp(-kSafetyBound, kSafetyBound));
-    } else if (config.rollout_is == "sequence") {
-      raw =
-          at::exp(
-              MaskedSum(log_ratio, mask, -1).clamp(-kSafetyBound, kSafetyBound))
-              .unsqueeze(-1)
-              .expand_as(log_ratio);
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "algorithm.rollout_correction.rollout_is: unknown value '",
-          config.rollout_is, "' (expected token or sequence)"));
-    }
-    if (config.rollout_is_threshold <= 0.0) {
-      return absl::InvalidArgumentError(
-          "algorithm.rollout_correction.rollout_is_threshold must be > 0");
-    }
-    AddIsMetrics(raw, mask, config.rollout_is_threshold, metrics);
-    at::Tensor w = (raw * mask).clamp_max(config.rollout_is_threshold);
-    if (config.rollout_is_batch_normalize) {
-      at::Tensor denom;
-      if (config.rollout_is == "token") {
-        denom = MaskedMean(w, mask);
-      } else {
-        at::Tensor seq_valid = mask.sum(-1).gt(0).to(w.scalar_type());
-        denom = MaskedMean(w.select(-1, 0), seq_valid);
-      }
-      w = w / (denom + 1e-8);
-      metrics["rollout_is_batch_norm_factor"] = Item(denom);
-    }
-    out.rollout_is_weights = w.detach();
+    absl::StatusOr<at::Tensor> w = IsWeights(log_ratio, mask, config, metrics);
+    if (!w.ok()) return w.status();
+    out.rollout_is_weights = w->detach();
   }
-
-  at::Tensor keep = at::ones_like(mask);
-  for (const RsMode& mode : *modes) {
-    at::Tensor k = RejectionKeepMask(log_ratio, mask, mode);
-    metrics[absl::StrCat("rollout_rs_", mode.name, "_masked_fraction")] =
-        Item(MaskedMean(1.0 - k, mask));
-    keep = keep * k;
-  }
+  out.response_mask = response_mask;
   if (!modes->empty()) {
-    metrics["rollout_rs_masked_fraction"] = Item(MaskedMean(1.0 - keep, mask));
-    at::Tensor seq_rejected = MaskedSum(1.0 - keep, mask, -1).gt(0);
-    metrics["rollout_rs_seq_masked_fraction"] =
-        Item(seq_rejected.to(at::kDouble).mean());
+    at::Tensor keep = RejectionKeepMask(log_ratio, mask, *modes, metrics);
+    out.response_mask = response_mask * keep.to(response_mask.scalar_type());
   }
-  out.response_mask = response_mask * keep.to(response_mask.scalar_type());
 
   for (const auto& [k, v] :
        ComputeOffPolicyMetrics(old_log_prob, rollout_log_prob, mask)) {

@@ -8,14 +8,64 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
+#include <string>
+#include <vector>
 
+#include "verl/core/test_util.h"
 #include "verl/rl/algos/testing/rl_test_util.h"
+#include "verl/rl/algos/testing/rollout_correction_golden.h"
 
 namespace verl::rl {
 namespace {
 
+using core::testing::StatusIs;
 using testing::ExpectTensorNear;
 using testing::Mat;
+
+at::Tensor FromGolden(const std::vector<double>& v) {
+  return at::tensor(v, at::kDouble)
+      .reshape({testing::kGoldenRows, testing::kGoldenCols});
+}
+
+// Every case of verl's own helper (rollout_correction_golden.h): same
+// weights, same mask, and the same metric names with the same values.
+TEST(RolloutCorrectionVerlParity, MatchesVerlOnFixedInputs) {
+  at::Tensor old_lp = FromGolden(testing::kGoldenOldLogProb);
+  at::Tensor rollout_lp = FromGolden(testing::kGoldenRolloutLogProb);
+  at::Tensor mask = FromGolden(testing::kGoldenMask);
+  for (const testing::RolloutCorrectionGoldenCase& gc :
+       testing::GoldenCases()) {
+    RolloutCorrectionConfig c;
+    c.rollout_is = gc.rollout_is;
+    c.rollout_is_threshold = gc.rollout_is_threshold;
+    c.rollout_is_batch_normalize = gc.rollout_is_batch_normalize;
+    c.rollout_rs = gc.rollout_rs;
+    c.rollout_rs_threshold = gc.rollout_rs_threshold;
+    SCOPED_TRACE(absl::StrCat("is=", c.rollout_is, " rs=", c.rollout_rs));
+    absl::StatusOr<RolloutCorrectionOutput> out =
+        ComputeRolloutCorrection(old_lp, rollout_lp, mask, c);
+    ASSERT_TRUE(out.ok()) << out.status();
+    if (gc.weights.empty()) {
+      EXPECT_FALSE(out->rollout_is_weights.defined());
+    } else {
+      ExpectTensorNear(out->rollout_is_weights, FromGolden(gc.weights), 1e-9);
+    }
+    ExpectTensorNear(out->response_mask, FromGolden(gc.mask));
+    std::set<std::string> expected_names;
+    for (const auto& [name, value] : gc.metrics) {
+      expected_names.insert(name);
+      auto it = out->metrics.find(name);
+      ASSERT_NE(it, out->metrics.end()) << "missing metric " << name;
+      // verl computes the fractions in float32 (.float().mean()).
+      EXPECT_NEAR(it->second, value, 1e-7 * std::max(1.0, std::abs(value)))
+          << name;
+    }
+    for (const auto& [name, value] : out->metrics) {
+      EXPECT_TRUE(expected_names.count(name)) << "metric verl lacks: " << name;
+    }
+  }
+}
 
 // λ = old − rollout = (ln 3, ln 0.6, 0) on row 0; row 1 λ = 0 everywhere.
 class RolloutCorrectionTest : public ::testing::Test {
@@ -79,6 +129,14 @@ TEST_F(RolloutCorrectionTest, RejectionModes) {
   c.rollout_rs_threshold = "0.1";  // ½ln²3 = 0.60, ½ln²0.6 = 0.13 rejected
   ExpectTensorNear(Run(c).response_mask, Mat({{0, 0, 1}, {1, 1, 0}}));
 
+  // k1 bounds are on exp(k1) = π_rollout/π_old, as verl compares them; row 0
+  // has (1/3, 1/0.6, 1): [0.5, 3] rejects 1/3, [0.2, 1.2] rejects 1/0.6.
+  c.rollout_rs = "token_k1";
+  c.rollout_rs_threshold = "0.5_3";
+  ExpectTensorNear(Run(c).response_mask, Mat({{0, 1, 1}, {1, 1, 0}}));
+  c.rollout_rs_threshold = "0.2_1.2";  // 1/0.6 = 1.67 > 1.2 rejected
+  ExpectTensorNear(Run(c).response_mask, Mat({{1, 0, 1}, {1, 1, 0}}));
+
   c.rollout_rs = "seq_mean_k3,seq_max_k2";
   c.rollout_rs_threshold = "100,0.5";  // max k2 = 0.60 > 0.5 → row 0 out
   ExpectTensorNear(Run(c).response_mask, Mat({{0, 0, 0}, {1, 1, 0}}));
@@ -88,19 +146,31 @@ TEST_F(RolloutCorrectionTest, ConfigErrorsNameTheKey) {
   RolloutCorrectionConfig c;
   c.rollout_rs = "token_k9";
   c.rollout_rs_threshold = "2";
-  absl::StatusOr<RolloutCorrectionOutput> r =
-      ComputeRolloutCorrection(old_, rollout_, mask_, c);
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("rollout_rs"), std::string::npos);
+  const absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
+  EXPECT_THAT(ComputeRolloutCorrection(old_, rollout_, mask_, c),
+              StatusIs(kInvalid, "rollout_rs: unknown mode 'token_k9'"));
   c.rollout_rs = "token_k1";
-  c.rollout_rs_threshold = "3_1";
-  EXPECT_FALSE(ComputeRolloutCorrection(old_, rollout_, mask_, c).ok());
+  c.rollout_rs_threshold = "3_1";  // lower > upper
+  EXPECT_THAT(ComputeRolloutCorrection(old_, rollout_, mask_, c),
+              StatusIs(kInvalid, "rollout_rs_threshold: cannot parse '3_1'"));
+  c.rollout_rs = "token_k2";
+  c.rollout_rs_threshold = "0.1_2";  // k2 takes one upper bound
+  EXPECT_THAT(ComputeRolloutCorrection(old_, rollout_, mask_, c),
+              StatusIs(kInvalid, "expected one positive upper bound"));
+  c.rollout_rs_threshold = "1,2";  // two thresholds for one mode
+  EXPECT_THAT(ComputeRolloutCorrection(old_, rollout_, mask_, c),
+              StatusIs(kInvalid, "2 values for 1 rollout_rs modes"));
   c = RolloutCorrectionConfig();
   c.rollout_is = "geometric";
-  EXPECT_FALSE(ComputeRolloutCorrection(old_, rollout_, mask_, c).ok());
-  EXPECT_FALSE(ComputeRolloutCorrection(old_, rollout_, at::zeros_like(mask_),
-                                        RolloutCorrectionConfig())
-                   .ok());
+  EXPECT_THAT(ComputeRolloutCorrection(old_, rollout_, mask_, c),
+              StatusIs(kInvalid, "rollout_is: unknown value 'geometric'"));
+  c.rollout_is = "token";
+  c.rollout_is_threshold = 0.0;
+  EXPECT_THAT(ComputeRolloutCorrection(old_, rollout_, mask_, c),
+              StatusIs(kInvalid, "rollout_is_threshold must be > 0"));
+  EXPECT_THAT(ComputeRolloutCorrection(old_, rollout_, at::zeros_like(mask_),
+                                       RolloutCorrectionConfig()),
+              StatusIs(kInvalid, "no valid token"));
 }
 
 }  // namespace
