@@ -4,32 +4,18 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <glog/logging.h>
-#include <torch/csrc/autograd/function.h>
-#include <torch/csrc/autograd/functions/utils.h>
 
-#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
+#include "verl/parallel/comm_autograd.h"
 #include "verl/parallel/device_mesh.h"
 
 namespace verl::parallel {
 namespace {
-
-using torch::autograd::variable_list;
-
-// Ends the process on a failed collective inside forward/backward.
-at::Tensor OrDie(absl::StatusOr<at::Tensor> t, const Communicator& comm,
-                 const char* what) {
-  if (!t.ok()) {
-    LOG(FATAL) << "Ulysses " << what << " (rank " << comm.global_rank()
-               << ", sp group '" << comm.name() << "'): " << t.status();
-  }
-  return *std::move(t);
-}
 
 // Equal-split all-to-all of dim 0; bf16 travels as same-width half words
 // (Gloo in LibTorch 1.13 has no bf16; an all-to-all only moves bits).
@@ -39,7 +25,7 @@ at::Tensor AllToAllRows(const at::Tensor& send, Communicator& comm,
     return AllToAllRows(send.contiguous().view(at::kHalf), comm, what)
         .view(at::kBFloat16);
   }
-  return OrDie(comm.AllToAll(send), comm, what);
+  return CommOrDie(comm.AllToAll(send), comm, absl::StrCat("Ulysses ", what));
 }
 
 at::Tensor SeqToHeadsRaw(const at::Tensor& x, Communicator& comm) {
@@ -66,44 +52,6 @@ at::Tensor HeadsToSeqRaw(const at::Tensor& y, Communicator& comm) {
   // rank's tokens for head group j.
   at::Tensor recv = AllToAllRows(y, comm, "all-to-all (heads to sequence)");
   return recv.view({n, t, hs, d}).permute({1, 0, 2, 3}).reshape({t, n * hs, d});
-}
-
-// Backward node of a communication op: applies `backward` to the incoming
-// gradient (zeros of the output's shape when it is undefined, so every rank
-// still takes part in the collective).
-class CommBackward : public torch::autograd::Node {
- public:
-  using Fn = std::function<at::Tensor(const at::Tensor&)>;
-  CommBackward(std::string name, Fn backward, const at::Tensor& out)
-      : name_(std::move(name)),
-        backward_(std::move(backward)),
-        out_sizes_(out.sizes().vec()),
-        out_options_(out.options()) {}
-  std::string name() const override { return name_; }
-  variable_list apply(variable_list&& grads) override {
-    at::Tensor g =
-        grads[0].defined() ? grads[0] : at::zeros(out_sizes_, out_options_);
-    return {backward_(g)};
-  }
-
- private:
-  std::string name_;
-  Fn backward_;
-  std::vector<int64_t> out_sizes_;
-  at::TensorOptions out_options_;
-};
-
-// `out` (computed without history from `in`) gets a CommBackward node when
-// autograd differentiates through `in`.
-at::Tensor WithBackward(at::Tensor out, const at::Tensor& in, std::string name,
-                        CommBackward::Fn backward) {
-  if (!at::GradMode::is_enabled() || !in.requires_grad()) return out;
-  auto node = std::shared_ptr<CommBackward>(
-      new CommBackward(std::move(name), std::move(backward), out),
-      torch::autograd::deleteNode);
-  node->set_next_edges(torch::autograd::collect_next_edges(in));
-  torch::autograd::set_history(out, node);
-  return out;
 }
 
 }  // namespace
@@ -136,7 +84,7 @@ at::Tensor SeqToHeads(const at::Tensor& x, std::shared_ptr<Communicator> sp) {
     at::NoGradGuard no_grad;
     out = SeqToHeadsRaw(x.detach(), *sp);
   }
-  return WithBackward(
+  return WithCommBackward(
       out, x, "UlyssesSeqToHeadsBackward",
       [sp](const at::Tensor& g) { return HeadsToSeqRaw(g, *sp); });
 }
@@ -148,7 +96,7 @@ at::Tensor HeadsToSeq(const at::Tensor& y, std::shared_ptr<Communicator> sp) {
     at::NoGradGuard no_grad;
     out = HeadsToSeqRaw(y.detach(), *sp);
   }
-  return WithBackward(
+  return WithCommBackward(
       out, y, "UlyssesHeadsToSeqBackward",
       [sp](const at::Tensor& g) { return SeqToHeadsRaw(g, *sp); });
 }
@@ -162,15 +110,15 @@ at::Tensor GatherSeq(const at::Tensor& x, std::shared_ptr<Communicator> sp,
   {
     at::NoGradGuard no_grad;
     absl::StatusOr<std::vector<at::Tensor>> parts = sp->AllGather(x.detach());
-    if (!parts.ok()) OrDie(parts.status(), *sp, "all-gather of outputs");
+    DieOnCommError(parts.status(), *sp, "Ulysses all-gather of outputs");
     for (int r = 0; r < sp->rank(); ++r) offset += (*parts)[r].size(0);
     out = at::cat(*parts, 0);
   }
   const int64_t rows = x.size(0);
-  return WithBackward(out, x, "UlyssesGatherBackward",
-                      [offset, rows, grad_scale](const at::Tensor& g) {
-                        return g.narrow(0, offset, rows) * grad_scale;
-                      });
+  return WithCommBackward(out, x, "UlyssesGatherBackward",
+                          [offset, rows, grad_scale](const at::Tensor& g) {
+                            return g.narrow(0, offset, rows) * grad_scale;
+                          });
 }
 
 }  // namespace verl::parallel
