@@ -140,4 +140,21 @@ at::Tensor EntropyFromLogits(const at::Tensor& logits, double temperature,
       .entropy;
 }
 
+at::Tensor SumPiSquaredFromLogits(const at::Tensor& logits, double temperature,
+                                  int64_t chunk_rows) {
+  at::NoGradGuard no_grad;
+  const c10::ScalarType ct = ComputeType(logits);
+  const at::Tensor flat = logits.reshape({-1, logits.size(-1)});
+  const int64_t n = flat.size(0);
+  at::Tensor out = at::empty({n}, flat.options().dtype(ct));
+  for (int64_t s = 0; s < n; s += chunk_rows) {
+    const int64_t m = std::min(chunk_rows, n - s);
+    at::Tensor z = ScaledChunk(flat, s, m, ct, temperature);
+    out.narrow(0, s, m).copy_(
+        at::exp(at::logsumexp(z * 2.0, -1) - 2.0 * at::logsumexp(z, -1)));
+  }
+  return out.view(
+      at::IntArrayRef(logits.sizes().begin(), logits.sizes().end() - 1));
+}
+
 }  // namespace verl::models

@@ -40,6 +40,14 @@ at::Tensor LogProbsFromLogits(const at::Tensor& logits,
 at::Tensor EntropyFromLogits(const at::Tensor& logits, double temperature = 1.0,
                              int64_t chunk_rows = kLogProbChunkRows);
 
+// Σ_v softmax(z)_v² per row of z = logits / temperature, as verl's
+// calculate_sum_pi_squared_from_logits: exp(lse(2z) − 2·lse(z)), in chunks of
+// rows, without autograd (the optimal-token-baseline estimators need it as
+// data, not as a loss). Result [...] in the compute type.
+at::Tensor SumPiSquaredFromLogits(const at::Tensor& logits,
+                                  double temperature = 1.0,
+                                  int64_t chunk_rows = kLogProbChunkRows);
+
 }  // namespace verl::models
 
 #endif  // VERL_MODELS_LOGPROB_H_

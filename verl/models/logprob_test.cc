@@ -11,7 +11,11 @@
 #include <ATen/ops/log_softmax.h>
 #include <ATen/ops/randint.h>
 #include <ATen/ops/randn.h>
+#include <ATen/ops/softmax.h>
+#include <ATen/ops/tensor.h>
 #include <gtest/gtest.h>
+
+#include <vector>
 
 namespace verl::models {
 namespace {
@@ -81,6 +85,22 @@ TEST(LogProbTest, LogProbOnlyAndEntropyOnlyGrads) {
   ent_ref.sum().backward();
   EXPECT_LT(MaxDiff(ent, ent_ref), 1e-12);
   EXPECT_LT(MaxDiff(y.grad(), yr.grad()), 1e-12);
+}
+
+TEST(LogProbTest, SumPiSquaredMatchesSoftmaxSquared) {
+  at::manual_seed(3);
+  // [2, 5, V] logits, chunks of 3 rows over the 10 flattened rows.
+  at::Tensor logits = at::randn({2, 5, 11}, at::kDouble) * 4.0;
+  for (double t : {1.0, 0.6}) {
+    at::Tensor p = at::softmax(logits / t, -1);
+    at::Tensor got = SumPiSquaredFromLogits(logits, t, /*chunk_rows=*/3);
+    ASSERT_EQ(got.sizes(), (std::vector<int64_t>{2, 5}));
+    EXPECT_LT(MaxDiff(got, (p * p).sum(-1)), 1e-12) << "temperature " << t;
+  }
+  // fp32 logits compute in fp32; a one-hot distribution gives exactly 1.
+  at::Tensor peaked =
+      at::tensor(std::vector<float>{0.f, 0.f, 1e4f, 0.f}).reshape({1, 4});
+  EXPECT_NEAR(SumPiSquaredFromLogits(peaked).item<double>(), 1.0, 1e-6);
 }
 
 TEST(LogProbTest, Bf16LogitsComputeInFp32) {

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "verl/rl/algos/torch_functional.h"
 
 namespace verl::rl {
 namespace {
@@ -197,6 +198,49 @@ absl::StatusOr<MetricMap> ComputeRolloutProbsDiffMetrics(
                    {"training/rollout_probs_diff_mean", Item(diff.mean())},
                    {"training/rollout_probs_diff_std", Item(at::std(diff))},
                    {"training/rollout_actor_probs_pearson_corr", corr}};
+}
+
+MetricMap ComputeVarianceProxyMetrics(const VarianceProxyInputs& in) {
+  if (!in.sum_pi_squared.defined() || !in.old_log_probs.defined() ||
+      !in.advantages.defined()) {
+    return {};
+  }
+  at::NoGradGuard no_grad;
+  const at::Tensor mask = in.response_mask.to(at::kDouble);
+  at::Tensor w_token = 1.0 - 2.0 * at::exp(in.old_log_probs.to(at::kDouble)) +
+                       in.sum_pi_squared.to(at::kDouble);
+  at::Tensor adv = MaskedMean(in.advantages.to(at::kDouble), mask, -1);
+  at::Tensor a2 = adv * adv;
+  at::Tensor proxy2;
+  at::Tensor w_values;
+  if (in.rollout_is_weights.defined()) {
+    // verl scales W by ρ², then recovers the unscaled W for proxy 2.
+    const at::Tensor rho = in.rollout_is_weights.to(at::kDouble);
+    const at::Tensor rho2 = rho * rho;
+    w_token = w_token * rho2;
+    w_values = MaskedSum(w_token, mask, -1);
+    const at::Tensor rho_seq = MaskedMean(rho, mask, -1);
+    const at::Tensor w_orig =
+        MaskedSum(w_token / rho2.clamp_min(1e-10), mask, -1).clamp_min(0.0);
+    proxy2 = (rho_seq * rho_seq * a2 * w_orig).mean();
+  } else {
+    w_values = MaskedSum(w_token, mask, -1);
+    proxy2 = (a2 * w_values.clamp_min(0.0)).mean();
+  }
+  const double total_power = Item(proxy2);
+  double signal = 0.0, noise = 0.0;
+  if (in.grad_norm >= 0.0) {
+    signal = in.grad_norm * in.grad_norm;
+    const int64_t n = adv.size(0);
+    if (n > 1) noise = std::max(0.0, (total_power - signal) / (n - 1));
+  }
+  return MetricMap{
+      {"variance_proxy/proxy1_signal_strength", signal},
+      {"variance_proxy/proxy2_total_power", total_power},
+      {"variance_proxy/proxy3_pure_noise", noise},
+      {"variance_proxy/expected_a_squared", Item(a2.mean())},
+      {"variance_proxy/expected_w", Item(w_values.mean())},
+  };
 }
 
 MetricMap ReduceMetrics(

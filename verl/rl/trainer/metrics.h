@@ -72,6 +72,22 @@ absl::StatusOr<MetricMap> ComputeRolloutProbsDiffMetrics(
     const at::Tensor& old_log_probs, const at::Tensor& rollout_log_probs,
     const at::Tensor& response_mask);
 
+// verl's compute_variance_proxy_metrics (gradient-variance proxies from the
+// score-norm W(τ) = Σ_t [1 − 2π_t(y_t) + Σπ²]): variance_proxy/
+// {proxy1_signal_strength, proxy2_total_power, proxy3_pure_noise,
+// expected_a_squared, expected_w}. Empty when sum_pi_squared is undefined
+// (verl: the actor did not compute it). `rollout_is_weights` may be
+// undefined; `grad_norm` < 0 means "not known" (proxy1 and proxy3 report 0).
+struct VarianceProxyInputs {
+  at::Tensor old_log_probs;       // [B,T]
+  at::Tensor sum_pi_squared;      // [B,T]
+  at::Tensor advantages;          // [B,T]
+  at::Tensor response_mask;       // [B,T]
+  at::Tensor rollout_is_weights;  // [B,T] or undefined
+  double grad_norm = -1.0;
+};
+MetricMap ComputeVarianceProxyMetrics(const VarianceProxyInputs& in);
+
 // reduce_metrics: keys containing "max" → max, "min" → min, else mean.
 MetricMap ReduceMetrics(
     const std::map<std::string, std::vector<double>>& lists);

@@ -97,6 +97,42 @@ TEST(RolloutProbsDiffTest, HandComputed) {
           .ok());
 }
 
+// Expected values from verl's own compute_variance_proxy_metrics
+// (metric_utils.py) run with torch on these inputs.
+TEST(VarianceProxyMetricsTest, MatchesVerl) {
+  VarianceProxyInputs in;
+  in.old_log_probs = Mat({{-1.0, -0.5, -2.0, -0.1},
+                          {-0.2, -1.5, -0.7, -0.9},
+                          {-2.5, -0.3, -1.1, -0.6}});
+  in.sum_pi_squared = Mat(
+      {{0.3, 0.5, 0.2, 0.9}, {0.7, 0.25, 0.4, 0.35}, {0.15, 0.6, 0.3, 0.45}});
+  in.advantages = Mat(
+      {{1.0, 1.0, 1.0, 0.0}, {-0.5, -0.5, -0.5, -0.5}, {0.8, 0.8, 0.0, 0.0}});
+  in.response_mask = Mat({{1, 1, 1, 0}, {1, 1, 1, 1}, {1, 1, 0, 0}});
+  auto expect = [](const MetricMap& m, double signal, double power,
+                   double noise, double a2, double w) {
+    ASSERT_EQ(m.size(), 5u);
+    EXPECT_NEAR(m.at("variance_proxy/proxy1_signal_strength"), signal, 1e-9);
+    EXPECT_NEAR(m.at("variance_proxy/proxy2_total_power"), power, 1e-7);
+    EXPECT_NEAR(m.at("variance_proxy/proxy3_pure_noise"), noise, 1e-7);
+    EXPECT_NEAR(m.at("variance_proxy/expected_a_squared"), a2, 1e-7);
+    EXPECT_NEAR(m.at("variance_proxy/expected_w"), w, 1e-7);
+  };
+  in.grad_norm = 0.7;
+  expect(ComputeVarianceProxyMetrics(in), 0.49, 0.979895050489621,
+         0.24494752524481053, 0.62999999522777783, 1.5648903465435164);
+  in.grad_norm = -1.0;  // unknown: proxies 1 and 3 are 0
+  expect(ComputeVarianceProxyMetrics(in), 0.0, 0.979895050489621, 0.0,
+         0.62999999522777783, 1.5648903465435164);
+  in.grad_norm = 0.3;
+  in.rollout_is_weights =
+      Mat({{1.5, 0.8, 1.0, 0.0}, {1.1, 0.9, 1.6, 0.7}, {0.5, 1.1, 0.0, 0.0}});
+  expect(ComputeVarianceProxyMetrics(in), 0.09, 1.0432016496276948,
+         0.47660082481384741, 0.62999999522777783, 1.6011452688714769);
+  in.sum_pi_squared = at::Tensor();  // verl: nothing without Σπ²
+  EXPECT_TRUE(ComputeVarianceProxyMetrics(in).empty());
+}
+
 TEST(ReduceMetricsTest, MaxMinMean) {
   MetricMap m = ReduceMetrics({{"actor/pg_clipfrac", {1, 2, 3}},
                                {"x/max_y", {1, 5}},

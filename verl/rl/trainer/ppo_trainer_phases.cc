@@ -96,14 +96,19 @@ absl::Status PpoTrainer::BalanceBatch(Batch& batch, MetricMap* metrics) {
 
 absl::Status PpoTrainer::ComputeOldLogProbs(Batch& batch, MetricMap* metrics) {
   VERL_ASSIGN_OR_RETURN(
-      Batch lp,
-      ShardedCall(*actor_par_.dp, batch,
-                  [&](const Batch& local) -> absl::StatusOr<Batch> {
-                    VERL_ASSIGN_OR_RETURN(LogProbResult r,
-                                          actor_->ComputeLogProb(local, true));
-                    return Batch::FromColumns({{"old_log_probs", r.log_probs},
-                                               {"entropys", r.entropy}});
-                  }));
+      Batch lp, ShardedCall(*actor_par_.dp, batch,
+                            [&](const Batch& local) -> absl::StatusOr<Batch> {
+                              VERL_ASSIGN_OR_RETURN(
+                                  LogProbResult r,
+                                  actor_->ComputeLogProb(local, true));
+                              std::map<std::string, at::Tensor> cols = {
+                                  {"old_log_probs", r.log_probs},
+                                  {"entropys", r.entropy}};
+                              if (r.sum_pi_squared.defined()) {
+                                cols["sum_pi_squared"] = r.sum_pi_squared;
+                              }
+                              return Batch::FromColumns(cols);
+                            }));
   VERL_ASSIGN_OR_RETURN(at::Tensor mask, batch.GetTensor("response_mask"));
   VERL_ASSIGN_OR_RETURN(at::Tensor old_lp, lp.GetTensor("old_log_probs"));
   VERL_ASSIGN_OR_RETURN(at::Tensor entropys, lp.GetTensor("entropys"));
@@ -112,6 +117,10 @@ absl::Status PpoTrainer::ComputeOldLogProbs(Batch& batch, MetricMap* metrics) {
       ComputeEntropyLoss(entropys, mask, actor_cfg().loss_agg_mode()));
   (*metrics)["actor/entropy"] = ent.item<double>();
   VERL_RETURN_IF_ERROR(batch.SetTensor("old_log_probs", old_lp));
+  if (lp.HasTensor("sum_pi_squared")) {
+    VERL_RETURN_IF_ERROR(
+        batch.SetTensor("sum_pi_squared", lp.tensor("sum_pi_squared")));
+  }
   if (batch.HasTensor("rollout_log_probs")) {
     VERL_ASSIGN_OR_RETURN(at::Tensor rollout_lp,
                           batch.GetTensor("rollout_log_probs"));
@@ -177,6 +186,11 @@ absl::Status PpoTrainer::ComputeAdvantages(Batch& batch, int64_t step,
   if (batch.HasTensor("reward_baselines"))
     in.reward_baselines = batch.tensor("reward_baselines");
   in.old_log_prob = old_lp;
+  // The optimal-token-baseline estimators (verl passes both when present).
+  if (batch.HasTensor("sum_pi_squared"))
+    in.sum_pi_squared = batch.tensor("sum_pi_squared");
+  if (batch.HasTensor("rollout_is_weights"))
+    in.rollout_is_weights = batch.tensor("rollout_is_weights");
   AdvantageConfig ac;
   ac.gamma = alg.gamma();
   ac.lam = alg.lam();
@@ -235,6 +249,19 @@ absl::Status PpoTrainer::AddStepMetrics(const Batch& batch, Timing& timing,
   VERL_ASSIGN_OR_RETURN(MetricMap data_metrics,
                         ComputeDataMetrics(dm, critic_ != nullptr));
   metrics->insert(data_metrics.begin(), data_metrics.end());
+  if (batch.HasTensor("sum_pi_squared")) {
+    VarianceProxyInputs vp;
+    vp.old_log_probs = batch.tensor("old_log_probs");
+    vp.sum_pi_squared = batch.tensor("sum_pi_squared");
+    vp.advantages = dm.advantages;
+    vp.response_mask = dm.response_mask;
+    if (batch.HasTensor("rollout_is_weights"))
+      vp.rollout_is_weights = batch.tensor("rollout_is_weights");
+    auto grad_norm = metrics->find("actor/grad_norm");
+    if (grad_norm != metrics->end()) vp.grad_norm = grad_norm->second;
+    MetricMap proxy = ComputeVarianceProxyMetrics(vp);
+    metrics->insert(proxy.begin(), proxy.end());
+  }
   const int64_t response_tokens =
       static_cast<int64_t>(dm.response_mask.sum().item<double>());
   const int64_t total_tokens =

@@ -12,6 +12,7 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "verl/core/test_util.h"
 #include "verl/models/decoder.h"
 #include "verl/models/hf_checkpoint.h"
 #include "verl/models/presets.h"
@@ -293,6 +294,28 @@ TEST(PpoTrainerTest, RolloutCorrectionWeightsMasksAndBypass) {
   EXPECT_NE(no_lp.status().message().find("calculate_log_probs"),
             std::string::npos)
       << no_lp.status();
+}
+
+TEST(PpoTrainerTest, OptimalTokenBaselineUsesTheActorsSumPiSquared) {
+  PpoTrainerConfig config = OneStep("optimal_token_baseline", "otb", "NR % 3");
+  // verl asserts the actor computed Σπ²; here it is an up-front error.
+  EXPECT_THAT(RunPpo(config, nullptr),
+              core::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                      "calculate_sum_pi_squared=true"));
+  config.mutable_actor_rollout_ref()
+      ->mutable_actor()
+      ->set_calculate_sum_pi_squared(true);
+  auto run = RunPpo(config, nullptr);
+  ASSERT_TRUE(run.ok()) << run.status();
+  const auto& m = run->last_step_metrics;
+  // verl's compute_variance_proxy_metrics, fed by the same Σπ².
+  const double grad_norm = m.at("actor/grad_norm");
+  EXPECT_NEAR(m.at("variance_proxy/proxy1_signal_strength"),
+              grad_norm * grad_norm, 1e-9 * (1 + grad_norm * grad_norm));
+  EXPECT_GT(m.at("variance_proxy/proxy2_total_power"), 0.0);
+  // W(τ) = Σ_t (1 − 2π_t + Σπ²) ≥ 0 per token since Σπ² ≥ π_t².
+  EXPECT_GT(m.at("variance_proxy/expected_w"), 0.0);
+  EXPECT_TRUE(m.count("variance_proxy/proxy3_pure_noise"));
 }
 
 TEST(PpoTrainerTest, PfPpoResamplesTheBatchByScore) {

@@ -92,6 +92,17 @@ absl::StatusOr<ActorOptions> ActorOptionsFromConfig(
   pl.tau_neg = pls.tau_neg();
   ao.entropy_coeff = actor.entropy_coeff();
   ao.calculate_entropy = actor.calculate_entropy();
+  ao.calculate_sum_pi_squared = actor.calculate_sum_pi_squared();
+  const std::string& estimator = config.algorithm().adv_estimator();
+  if ((estimator == "optimal_token_baseline" ||
+       estimator == "tir_optimal_token_baseline") &&
+      !ao.calculate_sum_pi_squared) {
+    // verl asserts the same in compute_advantage.
+    return absl::InvalidArgumentError(
+        absl::StrCat("algorithm.adv_estimator=", estimator,
+                     " needs the actor's sum of squared probabilities: set "
+                     "actor_rollout_ref.actor.calculate_sum_pi_squared=true"));
+  }
   ao.use_kl_loss = actor.use_kl_loss();
   ao.kl_loss_coef = actor.kl_loss_coef();
   ao.kl_loss_type = actor.kl_loss_type();
@@ -108,6 +119,7 @@ absl::StatusOr<ActorOptions> ActorOptionsFromConfig(
 ActorOptions RefOptionsFromActor(const ActorOptions& actor,
                                  const parallel::UlyssesGroups& groups) {
   ActorOptions ref = actor;
+  ref.calculate_sum_pi_squared = false;  // only the old policy's is used
   ref.sp_group = groups.sp;
   ref.log_prob_micro.same_count_group = groups.dp.get();
   return ref;

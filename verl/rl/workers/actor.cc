@@ -33,8 +33,9 @@ absl::StatusOr<LogProbResult> Actor::ComputeLogProb(const core::Batch& batch,
       ResponseForward f,
       ForwardBatchNoGrad(*model_, batch, options_.log_prob_micro,
                          options_.temperature, with_entropy,
-                         SequenceParallel{options_.sp_group}));
-  return LogProbResult{f.log_probs, f.entropy};
+                         SequenceParallel{options_.sp_group},
+                         options_.calculate_sum_pi_squared));
+  return LogProbResult{f.log_probs, f.entropy, f.sum_pi_squared};
 }
 
 absl::StatusOr<MetricMap> Actor::UpdatePolicy(const core::Batch& batch) {

@@ -49,6 +49,9 @@ struct ActorOptions {
   PolicyLossConfig policy_loss;
   double entropy_coeff = 0.0;
   bool calculate_entropy = false;
+  // actor.calculate_sum_pi_squared: ComputeLogProb also returns Σπ² per
+  // response position (the optimal-token-baseline estimators need it).
+  bool calculate_sum_pi_squared = false;
   bool use_kl_loss = false;
   double kl_loss_coef = 0.001;
   std::string kl_loss_type = "low_var_kl";
@@ -61,8 +64,9 @@ struct ActorOptions {
 };
 
 struct LogProbResult {
-  at::Tensor log_probs;  // [B, R]
-  at::Tensor entropy;    // [B, R] when requested
+  at::Tensor log_probs;       // [B, R]
+  at::Tensor entropy;         // [B, R] when requested
+  at::Tensor sum_pi_squared;  // [B, R] when calculate_sum_pi_squared
 };
 
 class Actor {

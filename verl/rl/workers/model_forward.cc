@@ -63,8 +63,8 @@ ResponseForward ForwardResponses(models::CausalLM& model,
                                  const at::Tensor& attention_mask,
                                  const at::Tensor& position_ids,
                                  int64_t response_length, double temperature,
-                                 bool with_entropy,
-                                 const SequenceParallel& sp) {
+                                 bool with_entropy, const SequenceParallel& sp,
+                                 bool with_sum_pi_squared) {
   const int64_t batch = input_ids.size(0);
   const int64_t length = input_ids.size(1);
   const int64_t prompt_length = length - response_length;
@@ -133,8 +133,13 @@ ResponseForward ForwardResponses(models::CausalLM& model,
     out.values = scatter(gather(model.Values(selected).to(at::kFloat)));
     return out;
   }
-  const models::LogProbEntropy lp = models::LogProbsAndEntropy(
-      model.Logits(selected), targets, temperature, with_entropy);
+  const at::Tensor logits = model.Logits(selected);
+  if (with_sum_pi_squared) {
+    out.sum_pi_squared = scatter(gather(
+        models::SumPiSquaredFromLogits(logits, temperature).to(at::kFloat)));
+  }
+  const models::LogProbEntropy lp =
+      models::LogProbsAndEntropy(logits, targets, temperature, with_entropy);
   if (!with_entropy) {
     out.log_probs = scatter(gather(lp.log_probs));
     return out;
@@ -149,7 +154,7 @@ ResponseForward ForwardResponses(models::CausalLM& model,
 absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
     models::CausalLM& model, const core::Batch& batch,
     const MicroBatchOptions& micro, double temperature, bool with_entropy,
-    const SequenceParallel& sp) {
+    const SequenceParallel& sp, bool with_sum_pi_squared) {
   VERL_ASSIGN_OR_RETURN(at::Tensor responses, batch.GetTensor("responses"));
   const int64_t R = responses.size(1);
   VERL_ASSIGN_OR_RETURN(auto micro_rows, MicroBatchIndices(batch, micro));
@@ -163,6 +168,7 @@ absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
   } else {
     out.log_probs = zeros();
     if (with_entropy) out.entropy = zeros();
+    if (with_sum_pi_squared) out.sum_pi_squared = zeros();
   }
   for (const auto& rows : micro_rows) {
     profiler::ProfileScope micro_scope("micro_batch");
@@ -174,13 +180,16 @@ absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
     };
     ResponseForward f = ForwardResponses(
         model, take("input_ids"), take("attention_mask"), take("position_ids"),
-        R, temperature, with_entropy, sp);
+        R, temperature, with_entropy, sp, with_sum_pi_squared);
     if (value_model) {
       out.values.index_copy_(0, idx, f.values);
       continue;
     }
     out.log_probs.index_copy_(0, idx, f.log_probs);
     if (with_entropy) out.entropy.index_copy_(0, idx, f.entropy);
+    if (with_sum_pi_squared) {
+      out.sum_pi_squared.index_copy_(0, idx, f.sum_pi_squared);
+    }
   }
   // FSDP per-layer: free the root unit (embeddings, heads) it kept.
   if (models::LayerHooks* hooks = model.layer_hooks()) hooks->ReleaseRoot();

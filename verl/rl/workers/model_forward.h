@@ -42,6 +42,7 @@ struct ResponseForward {
   at::Tensor log_probs;  // [B, R] fp32, 0 at response padding
   at::Tensor entropy;    // [B, R] fp32 when requested
   at::Tensor values;     // [B, R] for value models (verl: positions [-R-1:-1])
+  at::Tensor sum_pi_squared;  // [B, R] Σπ² of softmax(logits / T), when asked
   // Keeps the attention backend alive until backward() (gradient checkpointing
   // recomputes layers with it).
   std::shared_ptr<models::AttentionBackend> attention;
@@ -49,14 +50,14 @@ struct ResponseForward {
 
 // input_ids/attention_mask/position_ids [B, L]; `response_length` = R.
 // Log-probs and entropy come from logits / temperature (verl scales before
-// both). Value models return `values` instead.
-ResponseForward ForwardResponses(models::CausalLM& model,
-                                 const at::Tensor& input_ids,
-                                 const at::Tensor& attention_mask,
-                                 const at::Tensor& position_ids,
-                                 int64_t response_length, double temperature,
-                                 bool with_entropy,
-                                 const SequenceParallel& sp = {});
+// both). Value models return `values` instead. `with_sum_pi_squared` adds
+// Σπ² (verl's calculate_sum_pi_squared, for the optimal-token-baseline
+// estimators; no gradient flows through it).
+ResponseForward ForwardResponses(
+    models::CausalLM& model, const at::Tensor& input_ids,
+    const at::Tensor& attention_mask, const at::Tensor& position_ids,
+    int64_t response_length, double temperature, bool with_entropy,
+    const SequenceParallel& sp = {}, bool with_sum_pi_squared = false);
 
 // Forward-only pass over a whole batch (input_ids, attention_mask,
 // position_ids, responses) in micro-batches, in eval mode without autograd:
@@ -64,7 +65,7 @@ ResponseForward ForwardResponses(models::CausalLM& model,
 absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
     models::CausalLM& model, const core::Batch& batch,
     const MicroBatchOptions& micro, double temperature, bool with_entropy,
-    const SequenceParallel& sp = {});
+    const SequenceParallel& sp = {}, bool with_sum_pi_squared = false);
 
 }  // namespace verl::rl
 
