@@ -6,9 +6,11 @@
 //   --output_dir=... --format=parquet
 //
 // Built-in tasks (arithmetic, countdown) are generated from a seed; gsm8k
-// converts {question, answer} JSONL files (train.jsonl, test.jsonl) the way
-// verl's examples/data_preprocess/gsm8k.py does. Writes train.<format> and
-// test.<format>; the Parquet files have pyarrow's schema for verl's rows.
+// and math convert the public raw records (train.jsonl, test.jsonl with
+// {question, answer} / MATH-lighteval's {problem, solution, level, type})
+// the way verl's examples/data_preprocess/gsm8k.py and math_dataset.py do.
+// Writes train.<format> and test.<format>; the Parquet files have pyarrow's
+// schema for verl's rows.
 #include <iostream>
 #include <string>
 #include <vector>
@@ -20,15 +22,17 @@
 #include "verl/core/file_util.h"
 #include "verl/core/status.h"
 #include "verl/rl/data/parquet/dataset_file.h"
+#include "verl/rl/data/preprocess.h"
 #include "verl/rl/data/synthetic_tasks.h"
 
-ABSL_FLAG(std::string, task, "arithmetic", "arithmetic | countdown | gsm8k");
+ABSL_FLAG(std::string, task, "arithmetic",
+          "arithmetic | countdown | gsm8k | math");
 ABSL_FLAG(std::string, output_dir, "",
           "folder for train.<format> and test.<format>");
 ABSL_FLAG(std::string, format, "jsonl",
           "jsonl | parquet (verl's format: snappy, pyarrow's schema)");
 ABSL_FLAG(std::string, input_dir, "",
-          "gsm8k only: folder with raw train.jsonl/test.jsonl");
+          "gsm8k and math: folder with raw train.jsonl/test.jsonl");
 ABSL_FLAG(int64_t, train_size, 2000, "built-in tasks: training rows");
 ABSL_FLAG(int64_t, val_size, 200, "built-in tasks: test rows");
 ABSL_FLAG(uint64_t, seed, 0, "built-in tasks: generator seed");
@@ -39,13 +43,18 @@ namespace {
 
 using nlohmann::json;
 
-absl::StatusOr<std::vector<json>> ConvertGsm8kFile(const std::string& path,
-                                                   const std::string& split) {
+using RecordConverter = absl::StatusOr<json> (*)(const json&,
+                                                 const std::string&, int64_t);
+
+// One raw JSONL file through verl's preprocessor for `split`.
+absl::StatusOr<std::vector<json>> ConvertFile(const std::string& path,
+                                              const std::string& split,
+                                              RecordConverter convert) {
   auto records = verl::core::ReadJsonl(path);
   if (!records.ok()) return records.status();
   std::vector<json> rows;
   for (size_t i = 0; i < records->size(); ++i) {
-    auto row = verl::rl::ConvertGsm8kRecord((*records)[i], split, i);
+    auto row = convert((*records)[i], split, i);
     if (!row.ok()) return verl::Annotate(row.status(), path);
     rows.push_back(*std::move(row));
   }
@@ -87,16 +96,22 @@ absl::Status Run() {
     o.seed += 1000003;
     o.split = "test";
     test = verl::rl::MakeCountdownRows(o);
-  } else if (task == "gsm8k") {
+  } else if (task == "gsm8k" || task == "math") {
     const std::string in = absl::GetFlag(FLAGS_input_dir);
-    if (in.empty())
-      return absl::InvalidArgumentError("--task=gsm8k needs --input_dir");
+    if (in.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--task=", task, " needs --input_dir"));
+    }
+    const RecordConverter convert = task == "gsm8k"
+                                        ? &verl::rl::ConvertGsm8kRecord
+                                        : &verl::rl::ConvertMathRecord;
     VERL_ASSIGN_OR_RETURN(train,
-                          ConvertGsm8kFile(in + "/train.jsonl", "train"));
-    VERL_ASSIGN_OR_RETURN(test, ConvertGsm8kFile(in + "/test.jsonl", "test"));
+                          ConvertFile(in + "/train.jsonl", "train", convert));
+    VERL_ASSIGN_OR_RETURN(test,
+                          ConvertFile(in + "/test.jsonl", "test", convert));
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--task=", task, ": expected arithmetic, countdown or gsm8k"));
+        "--task=", task, ": expected arithmetic, countdown, gsm8k or math"));
   }
   VERL_RETURN_IF_ERROR(verl::core::MakeDirs(out));
   VERL_RETURN_IF_ERROR(

@@ -24,6 +24,16 @@ echo '{"question": "1+1?", "answer": "1+1=2\n#### 2"}' > "$TEST_TMPDIR/raw/train
 echo '{"question": "2+2?", "answer": "#### 4"}' > "$TEST_TMPDIR/raw/test.jsonl"
 "$bin" --task=gsm8k --input_dir="$TEST_TMPDIR/raw" --output_dir="$out/g"
 grep -q '"ground_truth":"2"' "$out/g/train.jsonl"
+# MATH-lighteval conversion (verl's math_dataset.py): last boxed answer.
+mkdir -p "$TEST_TMPDIR/math"
+echo '{"problem": "1+1?", "solution": "so \\boxed{2}", "level": "Level 1", "type": "Algebra"}' > "$TEST_TMPDIR/math/train.jsonl"
+echo '{"problem": "x?", "solution": "\\boxed{\\frac{1}{2}}", "level": "Level 2", "type": "Geometry"}' > "$TEST_TMPDIR/math/test.jsonl"
+"$bin" --task=math --input_dir="$TEST_TMPDIR/math" --output_dir="$out/m" --format=parquet
+[ "$(head -c 4 "$out/m/test.parquet")" = PAR1 ]
+"$bin" --task=math --input_dir="$TEST_TMPDIR/math" --output_dir="$out/mj"
+grep -q '"ground_truth":"2"' "$out/mj/train.jsonl"
+grep -q '"level":"Level 2"' "$out/mj/test.jsonl"
+grep -q 'within \\\\boxed{}.' "$out/mj/test.jsonl"
 # Bad input: clear error, exit 2, nothing written.
 echo '{"question": "x", "answer": "no final"}' > "$TEST_TMPDIR/raw/test.jsonl"
 set +e

@@ -3,7 +3,6 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 
 namespace verl::rl {
 namespace {
@@ -93,46 +92,6 @@ std::vector<nlohmann::json> MakeCountdownRows(
                            options.split, i));
   }
   return rows;
-}
-
-absl::StatusOr<nlohmann::json> ConvertGsm8kRecord(const nlohmann::json& record,
-                                                  const std::string& split,
-                                                  int64_t index) {
-  for (const char* key : {"question", "answer"}) {
-    if (!record.contains(key) || !record[key].is_string()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "gsm8k record ", index, ": missing string field \"", key, "\""));
-    }
-  }
-  const std::string question_raw = record["question"];
-  const std::string answer_raw = record["answer"];
-  // verl: re.search("#### (\\-?[0-9\\.\\,]+)", answer); commas removed.
-  const size_t mark = answer_raw.find("#### ");
-  std::string solution;
-  if (mark != std::string::npos) {
-    size_t pos = mark + 5;
-    if (pos < answer_raw.size() && answer_raw[pos] == '-')
-      solution += answer_raw[pos++];
-    while (pos < answer_raw.size() &&
-           (std::isdigit(static_cast<unsigned char>(answer_raw[pos])) ||
-            answer_raw[pos] == '.' || answer_raw[pos] == ',')) {
-      solution += answer_raw[pos++];
-    }
-  }
-  if (solution.empty() || solution == "-") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("gsm8k record ", index,
-                     ": answer has no \"#### <number>\" final answer"));
-  }
-  solution = absl::StrReplaceAll(solution, {{",", ""}});
-  const std::string question = absl::StrCat(
-      question_raw,
-      " Let's think step by step and output the final answer after \"####\".");
-  nlohmann::json row = MakeRow("openai/gsm8k", "math", question, answer_raw,
-                               solution, split, index);
-  // verl keeps the raw question/answer in extra_info.
-  row["extra_info"]["question"] = question_raw;
-  return row;
 }
 
 }  // namespace verl::rl

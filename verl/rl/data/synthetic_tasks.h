@@ -1,7 +1,6 @@
 // File: verl/rl/data/synthetic_tasks.h
 //
-// Built-in synthetic tasks for the embedded default (no downloads) and the
-// GSM8K conversion verl's examples/data_preprocess/gsm8k.py performs. Every
+// Built-in synthetic tasks for the embedded default (no downloads). Every
 // task writes rows in verl's RL dataset format:
 //   {"data_source", "prompt": [{"role","content"}], "ability",
 //    "reward_model": {"style": "rule", "ground_truth"}, "extra_info": {...}}
@@ -46,14 +45,6 @@ struct CountdownTaskOptions {
 // answer is one valid equation in <answer>...</answer>.
 std::vector<nlohmann::json> MakeCountdownRows(
     const CountdownTaskOptions& options);
-
-// Converts one GSM8K record {"question", "answer"} as verl's gsm8k
-// preprocessing does: instruction suffix, ground truth = the number after
-// "####" with commas removed. Errors name the missing field or the answer
-// without "####".
-absl::StatusOr<nlohmann::json> ConvertGsm8kRecord(const nlohmann::json& record,
-                                                  const std::string& split,
-                                                  int64_t index);
 
 }  // namespace verl::rl
 

@@ -56,34 +56,6 @@ TEST(SyntheticTasksTest, CountdownReferenceReachesTarget) {
   }
 }
 
-TEST(SyntheticTasksTest, Gsm8kConversionMatchesVerl) {
-  nlohmann::json rec = {{"question", "Natalia sold 48 clips. How many?"},
-                        {"answer", "She sold 48+24 = 72 clips.\n#### 1,072"}};
-  auto row = ConvertGsm8kRecord(rec, "train", 3);
-  ASSERT_TRUE(row.ok());
-  EXPECT_EQ((*row)["data_source"], "openai/gsm8k");
-  EXPECT_EQ((*row)["reward_model"]["ground_truth"], "1072");
-  EXPECT_EQ((*row)["prompt"][0]["content"],
-            "Natalia sold 48 clips. How many? Let's think step by step and "
-            "output the final "
-            "answer after \"####\".");
-  EXPECT_EQ((*row)["extra_info"]["index"], 3);
-  EXPECT_EQ((*row)["extra_info"]["question"], rec["question"]);
-  EXPECT_EQ((*row)["extra_info"]["answer"], rec["answer"]);
-
-  EXPECT_EQ(
-      ConvertGsm8kRecord({{"answer", "#### 1"}}, "train", 0).status().code(),
-      absl::StatusCode::kInvalidArgument);
-  auto no_mark =
-      ConvertGsm8kRecord({{"question", "q"}, {"answer", "42"}}, "train", 5);
-  ASSERT_FALSE(no_mark.ok());
-  EXPECT_NE(no_mark.status().message().find("record 5"), std::string::npos);
-  auto neg = ConvertGsm8kRecord({{"question", "q"}, {"answer", "x\n#### -3.5"}},
-                                "test", 0);
-  ASSERT_TRUE(neg.ok());
-  EXPECT_EQ((*neg)["reward_model"]["ground_truth"], "-3.5");
-}
-
 int64_t EvalEquation(const std::string& s) {
   size_t pos = s.find_first_of("+-*", 1);
   int64_t a = std::stoll(s.substr(0, pos)), b = std::stoll(s.substr(pos + 1));
