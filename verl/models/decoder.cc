@@ -4,7 +4,6 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <glog/logging.h>
-#include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/grad_mode.h>
@@ -14,6 +13,7 @@
 #include <utility>
 
 #include "verl/models/padding.h"
+#include "verl/models/recompute.h"
 
 namespace verl::models {
 namespace {
@@ -38,90 +38,6 @@ class IndexedList : public torch::nn::Module {
  private:
   int64_t count_ = 0;
 };
-
-// Backward node of a checkpointed decoder layer: forward ran without
-// building a graph; backward re-runs the layer with grad enabled from the
-// saved input and differentiates it w.r.t. the input and the parameters.
-class CheckpointBackward : public torch::autograd::Node {
- public:
-  using Fn = std::function<variable_list(const at::Tensor&)>;
-  CheckpointBackward(Fn fn, at::Tensor input, variable_list params)
-      : fn_(std::move(fn)),
-        input_(std::move(input)),
-        params_(std::move(params)) {}
-
-  std::string name() const override { return "CheckpointBackward"; }
-
-  variable_list apply(variable_list&& grads) override {
-    CHECK(fn_) << "checkpointed layer backward run twice";
-    torch::AutoGradMode grad_on(true);
-    at::Tensor x = input_.detach().requires_grad_(input_requires_grad_);
-    variable_list outs = fn_(x);
-    variable_list used_outs, used_grads;
-    for (size_t i = 0; i < outs.size(); ++i) {
-      if (grads[i].defined() && outs[i].defined() && outs[i].requires_grad()) {
-        used_outs.push_back(outs[i]);
-        used_grads.push_back(grads[i]);
-      }
-    }
-    variable_list wrt;
-    if (input_requires_grad_) wrt.push_back(x);
-    for (const at::Tensor& p : params_) wrt.push_back(p);
-    variable_list result(1 + params_.size());
-    if (!used_outs.empty()) {
-      variable_list g = torch::autograd::grad(used_outs, wrt, used_grads,
-                                              /*retain_graph=*/false,
-                                              /*create_graph=*/false,
-                                              /*allow_unused=*/true);
-      size_t k = 0;
-      if (input_requires_grad_) result[0] = g[k++];
-      for (size_t i = 0; i < params_.size(); ++i) result[1 + i] = g[k++];
-    }
-    release_variables();
-    return result;
-  }
-
-  void release_variables() override {
-    fn_ = nullptr;
-    input_.reset();
-    params_.clear();
-  }
-
-  bool input_requires_grad_ = false;
-
- private:
-  Fn fn_;
-  at::Tensor input_;
-  variable_list params_;
-};
-
-// Runs `fn(x)` without keeping activations; outputs get a CheckpointBackward
-// node whose next edges are x and `params` (those requiring grad).
-variable_list Checkpoint(const CheckpointBackward::Fn& fn, const at::Tensor& x,
-                         const variable_list& all_params) {
-  variable_list params;
-  for (const at::Tensor& p : all_params) {
-    if (p.requires_grad()) params.push_back(p);
-  }
-  if (!x.requires_grad() && params.empty()) return fn(x);
-  variable_list outs;
-  {
-    torch::NoGradGuard no_grad;
-    outs = fn(x);
-  }
-  auto node = std::shared_ptr<CheckpointBackward>(
-      new CheckpointBackward(fn, x, params), torch::autograd::deleteNode);
-  node->input_requires_grad_ = x.requires_grad();
-  node->set_next_edges(torch::autograd::collect_next_edges(x, params));
-  for (at::Tensor& out : outs) {
-    if (out.defined()) {
-      torch::autograd::set_history(out, node);
-    } else {
-      node->add_input_metadata(torch::autograd::Node::undefined_input());
-    }
-  }
-  return outs;
-}
 
 // Identity in forward; in backward calls `fn` (once all incoming gradients
 // have arrived) and passes the gradients through. Wraps the tensors of `xs`
@@ -353,12 +269,12 @@ at::Tensor CausalLM::RunLayers(const at::Tensor& input_ids,
     if (checkpoint) {
       // The closure owns everything the recompute needs (layer, rope
       // tables, backend) so backward can run after this frame returns.
-      CheckpointBackward::Fn fn = [layer, cos = cos, sin = sin,
-                                   attention](const at::Tensor& x) {
-        auto [y, logits] = layer->Forward(x, cos, sin, *attention);
-        return logits.defined() ? variable_list{y, logits} : variable_list{y};
+      RecomputeFn fn = [layer, cos = cos, sin = sin,
+                        attention](const TensorList& x) {
+        auto [y, logits] = layer->Forward(x[0], cos, sin, *attention);
+        return logits.defined() ? TensorList{y, logits} : TensorList{y};
       };
-      variable_list outs = Checkpoint(fn, h, layer->parameters());
+      TensorList outs = Checkpoint(fn, {h}, layer->parameters());
       h = outs[0];
       if (outs.size() > 1) rl = outs[1];
     } else {

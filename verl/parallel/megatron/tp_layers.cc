@@ -45,12 +45,19 @@ ColumnParallelLinear::ColumnParallelLinear(int64_t in, int64_t out, bool bias_,
   if (bias_) bias = register_parameter("bias", at::zeros({out_per_partition}));
 }
 
-at::Tensor ColumnParallelLinear::Forward(const at::Tensor& x) const {
-  at::Tensor input = sequence_parallel
-                         ? GatherFromSequenceParallelRegion(x, tp_)
-                         : CopyToTensorParallelRegion(x, tp_);
+at::Tensor ColumnParallelForward(const at::Tensor& x, const at::Tensor& weight,
+                                 const at::Tensor& bias, bool gather_output,
+                                 bool sequence_parallel, const CommPtr& tp) {
+  const bool sp = sequence_parallel && tp->size() > 1;
+  at::Tensor input = sp ? GatherFromSequenceParallelRegion(x, tp)
+                        : CopyToTensorParallelRegion(x, tp);
   at::Tensor y = at::linear(input, weight, bias);
-  return gather_output ? GatherFromTensorParallelRegion(y, tp_) : y;
+  return gather_output ? GatherFromTensorParallelRegion(y, tp) : y;
+}
+
+at::Tensor ColumnParallelLinear::Forward(const at::Tensor& x) const {
+  return ColumnParallelForward(x, weight, bias, gather_output,
+                               sequence_parallel, tp_);
 }
 
 RowParallelLinear::RowParallelLinear(int64_t in, int64_t out, bool bias_,

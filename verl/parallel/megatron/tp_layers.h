@@ -42,6 +42,13 @@ int64_t PaddedVocabSize(int64_t vocab, int64_t divisible_by, int64_t tp);
 absl::StatusOr<at::Tensor> ShardOf(const at::Tensor& full, int64_t dim,
                                    int rank, int size, const char* what);
 
+// The column-parallel forward with a given weight shard [out/tp, in]
+// (Megatron passes the embedding table here when the output layer shares
+// it): input copy (or sequence all-gather), linear, optional output gather.
+at::Tensor ColumnParallelForward(const at::Tensor& x, const at::Tensor& weight,
+                                 const at::Tensor& bias, bool gather_output,
+                                 bool sequence_parallel, const CommPtr& tp);
+
 class ColumnParallelLinear : public torch::nn::Module {
  public:
   // CHECKs that tp divides `out`.

@@ -1,0 +1,357 @@
+// File: verl/models/megatron_gpt.cc
+#include "verl/models/megatron_gpt.h"
+
+#include <ATen/ATen.h>
+#include <glog/logging.h>
+#include <torch/nn/modules/container/modulelist.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "verl/core/status.h"
+#include "verl/parallel/megatron/mappings.h"
+
+namespace verl::models {
+namespace {
+
+namespace mg = parallel::megatron;
+
+absl::Status Bad(const std::string& key, int64_t value,
+                 const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat(key, "=", value, ": ", why));
+}
+
+// A named node of the module tree ("embedding", "decoder").
+class Container : public torch::nn::Module {};
+
+std::shared_ptr<RMSNorm> Norm(torch::nn::Module* parent,
+                              const std::string& name, int64_t dim,
+                              double eps) {
+  return parent->register_module(name, std::make_shared<RMSNorm>(dim, eps));
+}
+
+}  // namespace
+
+absl::Status ValidateMegatronModel(const ModelConfig& c,
+                                   const MegatronModelOptions& o,
+                                   const mg::ModelParallelSizes& sizes) {
+  const std::string kTp = "megatron.tensor_model_parallel_size";
+  const int64_t tp = sizes.tp;
+  if (tp < 1) return Bad(kTp, tp, "must be >= 1");
+  if (sizes.pp > 1 || sizes.vpp > 1) {
+    return absl::UnimplementedError(
+        absl::StrCat("megatron.pipeline_model_parallel_size=", sizes.pp,
+                     ": pipeline parallelism is not built yet (use 1)"));
+  }
+  if (sizes.cp > 1) {
+    return absl::UnimplementedError(
+        absl::StrCat("megatron.context_parallel_size=", sizes.cp,
+                     ": context parallelism is not built yet (use 1)"));
+  }
+  const int64_t np = c.num_attention_heads;
+  const int64_t ng = c.num_key_value_heads > 0 ? c.num_key_value_heads : np;
+  if (np <= 0 || np % ng != 0) {
+    return Bad("num_key_value_heads", ng,
+               absl::StrCat("must divide num_attention_heads ", np));
+  }
+  if (np % tp != 0) {
+    return Bad(kTp, tp,
+               absl::StrCat("does not divide num_attention_heads ", np));
+  }
+  if (ng >= tp ? ng % tp != 0 : tp % ng != 0) {
+    return Bad(kTp, tp,
+               absl::StrCat("and num_key_value_heads ", ng,
+                            " must divide one another (Megatron's query "
+                            "groups)"));
+  }
+  if (c.intermediate_size % tp != 0) {
+    return Bad(kTp, tp,
+               absl::StrCat("does not divide intermediate_size ",
+                            c.intermediate_size));
+  }
+  if (c.IsMoe()) {
+    return absl::UnimplementedError(
+        "megatron: MoE layers (num_experts > 0) need expert parallelism, not "
+        "built yet");
+  }
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    if (c.LayerSlidingWindow(l) > 0) {
+      return absl::UnimplementedError(
+          "megatron: sliding-window attention is not built yet");
+    }
+  }
+  if (c.is_value_model) {
+    return absl::UnimplementedError(
+        "megatron: the critic's value head is not built yet");
+  }
+  if (c.hidden_act != "silu") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "megatron: hidden_act '", c.hidden_act, "' (only silu/SwiGLU)"));
+  }
+  if (o.make_vocab_size_divisible_by < 1) {
+    return Bad("megatron.make_vocab_size_divisible_by",
+               o.make_vocab_size_divisible_by, "must be >= 1");
+  }
+  const std::string& g = o.recompute_granularity;
+  const std::string kOverride = "megatron.override_transformer_config.";
+  if (!g.empty() && g != "full" && g != "selective") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOverride, "recompute_granularity='", g,
+                     "': expected null, 'full' or 'selective'"));
+  }
+  if (g == "full") {
+    if (o.recompute_method != "uniform" && o.recompute_method != "block") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kOverride, "recompute_method='", o.recompute_method,
+                       "': expected 'uniform' or 'block'"));
+    }
+    if (o.recompute_num_layers < 1) {
+      return Bad(kOverride + "recompute_num_layers", o.recompute_num_layers,
+                 "must be >= 1 with recompute_granularity=full");
+    }
+  }
+  if (g == "selective") {
+    for (const std::string& m : o.recompute_modules) {
+      if (m != "core_attn" && m != "mlp") {
+        return absl::UnimplementedError(
+            absl::StrCat(kOverride, "recompute_modules: '", m,
+                         "' is not built (core_attn, mlp are)"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+TpHeadLayout MakeTpHeadLayout(const ModelConfig& c, int64_t tp) {
+  TpHeadLayout h;
+  h.heads = c.num_attention_heads;
+  h.groups = c.num_key_value_heads > 0 ? c.num_key_value_heads : h.heads;
+  h.head_dim = c.HeadDim();
+  h.heads_per_rank = h.heads / tp;
+  h.gather_groups = h.groups < tp;
+  h.groups_per_rank = h.gather_groups ? 1 : h.groups / tp;
+  h.fused_per_rank = h.groups * (h.heads / h.groups + 2) * h.head_dim / tp;
+  return h;
+}
+
+TpSelfAttention::TpSelfAttention(const ModelConfig& c, int64_t layer_index,
+                                 const MegatronModelOptions& o, CommPtr tp)
+    : layer(layer_index), heads(MakeTpHeadLayout(c, tp->size())), tp_(tp) {
+  const int64_t n = tp->size();
+  const bool sp = o.sequence_parallel;
+  linear_qkv =
+      register_module("linear_qkv", std::make_shared<mg::ColumnParallelLinear>(
+                                        c.hidden_size, heads.fused_per_rank * n,
+                                        c.attention_bias,
+                                        /*gather_output=*/false, sp, tp));
+  if (c.qk_norm) {
+    q_layernorm = Norm(this, "q_layernorm", heads.head_dim, c.rms_norm_eps);
+    k_layernorm = Norm(this, "k_layernorm", heads.head_dim, c.rms_norm_eps);
+  }
+  linear_proj = register_module(
+      "linear_proj", std::make_shared<mg::RowParallelLinear>(
+                         heads.heads * heads.head_dim, c.hidden_size,
+                         /*bias=*/false, /*input_is_parallel=*/true, sp, tp));
+  recompute_core_attn = o.recompute_granularity == "selective" &&
+                        std::count(o.recompute_modules.begin(),
+                                   o.recompute_modules.end(), "core_attn") > 0;
+}
+
+TensorList TpSelfAttention::QueryKeyValue(const at::Tensor& x,
+                                          const at::Tensor& cos,
+                                          const at::Tensor& sin) const {
+  const int64_t qpg = heads.heads / heads.groups, hn = heads.head_dim;
+  const int64_t block = (qpg + 2) * hn;  // one query group's q, k, v
+  at::Tensor mixed = linear_qkv->Forward(x);
+  const int64_t t = mixed.size(0);
+  const int64_t ranks_per_group = tp_->size() / heads.groups;
+  if (heads.gather_groups) {
+    mixed = mg::AllGatherLastDimFromTensorParallelRegion(mixed, tp_)
+                .narrow(-1, tp_->rank() / ranks_per_group * block, block);
+  }
+  mixed = mixed.view({t, heads.groups_per_rank, block});
+  at::Tensor q = mixed.narrow(-1, 0, qpg * hn)
+                     .reshape({t, heads.groups_per_rank * qpg, hn});
+  at::Tensor k = mixed.narrow(-1, qpg * hn, hn);
+  at::Tensor v = mixed.narrow(-1, (qpg + 1) * hn, hn);
+  if (heads.gather_groups) {
+    q = q.narrow(1, tp_->rank() % ranks_per_group * heads.heads_per_rank,
+                 heads.heads_per_rank);
+  }
+  if (q_layernorm) {
+    q = q_layernorm->Forward(q);
+    k = k_layernorm->Forward(k);
+  }
+  return {ApplyRope(q, cos, sin), ApplyRope(k, cos, sin), v.contiguous()};
+}
+
+at::Tensor TpSelfAttention::Forward(
+    const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+    std::shared_ptr<AttentionBackend> backend) const {
+  TensorList qkv = QueryKeyValue(x, cos, sin);
+  RecomputeFn core = [backend, l = layer](const TensorList& in) {
+    return TensorList{backend->Attend(l, in[0], in[1], in[2])};
+  };
+  at::Tensor o =
+      recompute_core_attn ? Checkpoint(core, qkv, {})[0] : core(qkv)[0];
+  return linear_proj->Forward(
+      o.reshape({o.size(0), heads.heads_per_rank * heads.head_dim}));
+}
+
+TpMlp::TpMlp(const ModelConfig& c, const MegatronModelOptions& o, CommPtr tp) {
+  linear_fc1 =
+      register_module("linear_fc1", std::make_shared<mg::ColumnParallelLinear>(
+                                        c.hidden_size, 2 * c.intermediate_size,
+                                        false, false, o.sequence_parallel, tp));
+  linear_fc2 =
+      register_module("linear_fc2", std::make_shared<mg::RowParallelLinear>(
+                                        c.intermediate_size, c.hidden_size,
+                                        false, true, o.sequence_parallel, tp));
+}
+
+at::Tensor TpMlp::Forward(const at::Tensor& x) const {
+  std::vector<at::Tensor> gate_up = linear_fc1->Forward(x).chunk(2, -1);
+  return linear_fc2->Forward(at::silu(gate_up[0]) * gate_up[1]);
+}
+
+TpTransformerLayer::TpTransformerLayer(const ModelConfig& c, int64_t layer,
+                                       const MegatronModelOptions& o,
+                                       CommPtr tp) {
+  input_layernorm =
+      Norm(this, "input_layernorm", c.hidden_size, c.rms_norm_eps);
+  self_attention = register_module(
+      "self_attention", std::make_shared<TpSelfAttention>(c, layer, o, tp));
+  pre_mlp_layernorm =
+      Norm(this, "pre_mlp_layernorm", c.hidden_size, c.rms_norm_eps);
+  mlp = register_module("mlp", std::make_shared<TpMlp>(c, o, tp));
+  recompute_mlp = o.recompute_granularity == "selective" &&
+                  std::count(o.recompute_modules.begin(),
+                             o.recompute_modules.end(), "mlp") > 0;
+}
+
+at::Tensor TpTransformerLayer::Forward(
+    const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+    std::shared_ptr<AttentionBackend> backend) const {
+  at::Tensor h = x + self_attention->Forward(input_layernorm->Forward(x), cos,
+                                             sin, std::move(backend));
+  at::Tensor normed = pre_mlp_layernorm->Forward(h);
+  if (!recompute_mlp) return h + mlp->Forward(normed);
+  auto m = mlp;
+  RecomputeFn fn = [m](const TensorList& in) {
+    return TensorList{m->Forward(in[0])};
+  };
+  return h + Checkpoint(fn, {normed}, mlp->parameters())[0];
+}
+
+MegatronGPTModel::MegatronGPTModel(
+    const ModelConfig& config, MegatronModelOptions options,
+    std::shared_ptr<parallel::megatron::ParallelState> mpu)
+    : config_(config), options_(std::move(options)), mpu_(std::move(mpu)) {
+  const int64_t tp = mpu_->tp_size();
+  VERL_CHECK_OK(
+      ValidateMegatronModel(config_, options_, mpu_->layout().sizes()));
+  if (config_.num_key_value_heads <= 0) {
+    config_.num_key_value_heads = config_.num_attention_heads;
+  }
+  options_.sequence_parallel = options_.sequence_parallel && tp > 1;
+  padded_vocab_ = mg::PaddedVocabSize(
+      config_.vocab_size, options_.make_vocab_size_divisible_by, tp);
+  const CommPtr& group = mpu_->tp();
+  auto embedding = register_module("embedding", std::make_shared<Container>());
+  word_embeddings = std::make_shared<mg::VocabParallelEmbedding>(
+      padded_vocab_, config_.hidden_size, options_.sequence_parallel, group);
+  embedding->register_module("word_embeddings", word_embeddings);
+  auto decoder = register_module("decoder", std::make_shared<Container>());
+  auto list = decoder->register_module("layers", torch::nn::ModuleList());
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    layers.push_back(
+        std::make_shared<TpTransformerLayer>(config_, l, options_, group));
+    list->push_back(layers.back());
+  }
+  final_layernorm = Norm(decoder.get(), "final_layernorm", config_.hidden_size,
+                         config_.rms_norm_eps);
+  if (!config_.tie_word_embeddings) {
+    output_layer = register_module(
+        "output_layer", std::make_shared<mg::ColumnParallelLinear>(
+                            config_.hidden_size, padded_vocab_, false, false,
+                            options_.sequence_parallel, group));
+  }
+  inv_freq_ = RopeInvFreq(config_);
+}
+
+at::Tensor MegatronGPTModel::RunLayers(
+    at::Tensor h, const at::Tensor& cos, const at::Tensor& sin,
+    const std::shared_ptr<AttentionBackend>& backend) {
+  const int64_t n = static_cast<int64_t>(layers.size());
+  const bool full = options_.recompute_granularity == "full";
+  const bool block = options_.recompute_method == "block";
+  const int64_t step = full && !block ? options_.recompute_num_layers : 1;
+  for (int64_t first = 0; first < n; first += step) {
+    const int64_t last = std::min(n, first + step);
+    const bool recompute =
+        full && (!block || first < options_.recompute_num_layers);
+    std::vector<std::shared_ptr<TpTransformerLayer>> chunk(
+        layers.begin() + first, layers.begin() + last);
+    RecomputeFn fn = [chunk, cos, sin, backend](const TensorList& in) {
+      at::Tensor x = in[0];
+      for (const auto& layer : chunk) x = layer->Forward(x, cos, sin, backend);
+      return TensorList{x};
+    };
+    if (!recompute) {
+      h = fn({h})[0];
+      continue;
+    }
+    TensorList params;
+    for (const auto& layer : chunk) {
+      for (const at::Tensor& p : layer->parameters()) params.push_back(p);
+    }
+    h = Checkpoint(fn, {h}, params)[0];
+  }
+  return h;
+}
+
+at::Tensor MegatronGPTModel::Forward(const at::Tensor& input_ids,
+                                     const at::Tensor& position_ids,
+                                     const std::vector<int64_t>& cu_seqlens) {
+  CHECK_EQ(input_ids.dim(), 1) << "packed input_ids must be [T]";
+  CHECK_EQ(position_ids.numel(), input_ids.numel());
+  const int64_t t = input_ids.size(0), tp = mpu_->tp_size();
+  at::Tensor ids = input_ids, pos = position_ids.reshape({-1});
+  std::vector<int64_t> cu = cu_seqlens;
+  const int64_t pad = options_.sequence_parallel ? (tp - t % tp) % tp : 0;
+  if (pad > 0) {  // a separate dummy sequence, trimmed from the output
+    ids = at::cat({ids, at::zeros({pad}, ids.options())});
+    pos = at::cat({pos, at::arange(pad, pos.options())});
+    cu.push_back(t + pad);
+  }
+  auto backend = std::make_shared<VarlenCausalAttention>(cu);
+  at::Tensor h = word_embeddings->Forward(ids);
+  auto [cos, sin] = RopeCosSin(inv_freq_, pos, h.scalar_type());
+  h = final_layernorm->Forward(RunLayers(h, cos, sin, backend));
+  at::Tensor logits =
+      output_layer
+          ? output_layer->Forward(h)
+          : mg::ColumnParallelForward(h, word_embeddings->weight, {}, false,
+                                      options_.sequence_parallel, mpu_->tp());
+  return pad > 0 ? logits.narrow(0, 0, t) : logits;
+}
+
+void MegatronGPTModel::FinalizeGrads() {
+  std::vector<at::Tensor> partial;
+  const bool sp = options_.sequence_parallel;
+  if (sp) partial.push_back(final_layernorm->weight);
+  for (const auto& layer : layers) {
+    if (sp) {
+      partial.push_back(layer->input_layernorm->weight);
+      partial.push_back(layer->pre_mlp_layernorm->weight);
+    }
+    if (layer->self_attention->q_layernorm) {
+      partial.push_back(layer->self_attention->q_layernorm->weight);
+      partial.push_back(layer->self_attention->k_layernorm->weight);
+    }
+  }
+  mg::SumGradsOverTensorParallel(partial, *mpu_->tp());
+}
+
+}  // namespace verl::models

@@ -1,0 +1,177 @@
+// File: verl/models/megatron_gpt.h
+//
+// The decoder family (Llama, Qwen2/2.5, Qwen3; dense) built from Megatron's
+// tensor-parallel layers, with Megatron-core's module names (local spec):
+//
+//   embedding.word_embeddings.weight              [Vp/tp, H]  vocab rows
+//   decoder.layers.L.input_layernorm.weight       [H]         replicated
+//   decoder.layers.L.self_attention.linear_qkv.{weight,bias}  column
+//   decoder.layers.L.self_attention.{q,k}_layernorm.weight    replicated
+//   decoder.layers.L.self_attention.linear_proj.weight        row
+//   decoder.layers.L.pre_mlp_layernorm.weight     [H]         replicated
+//   decoder.layers.L.mlp.linear_fc1.weight        [2F/tp, H]  [gate_r; up_r]
+//   decoder.layers.L.mlp.linear_fc2.weight        [H, F/tp]   row
+//   decoder.final_layernorm.weight, output_layer.weight [Vp/tp, H]
+//
+// linear_qkv is fused in Megatron's per-query-group layout: for each of the
+// ng KV groups, its np/ng query heads, then its key head, then its value
+// head; the fused rows are split evenly over tp. With ng >= tp each rank
+// holds ng/tp whole groups; with ng < tp (GQA with fewer KV heads than
+// ranks) the rank all-gathers the fused activations, keeps its group's block
+// and its np/tp query heads, as Megatron's get_query_key_value_tensors does.
+// Vp is the vocabulary padded to make_vocab_size_divisible_by * tp; padded
+// logit columns are excluded by the vocab-parallel losses.
+//
+// Forward takes packed tokens (verl's remove-padding layout: input_ids [T],
+// position_ids [T], cu_seqlens) and returns this rank's vocab shard of the
+// logits [T, Vp/tp]; use verl/parallel/megatron/vocab_parallel.h for
+// log-probs/entropy. With sequence parallelism the token stream is padded to
+// a multiple of tp internally (the pad is its own sequence, trimmed from the
+// output). After backward, call FinalizeGrads() (Megatron's
+// finalize_model_grads for tp: sums the partial gradients of replicated
+// parameters that saw only part of the tokens or heads).
+#ifndef VERL_MODELS_MEGATRON_GPT_H_
+#define VERL_MODELS_MEGATRON_GPT_H_
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "verl/models/attention.h"
+#include "verl/models/layers.h"
+#include "verl/models/model_config.h"
+#include "verl/models/recompute.h"
+#include "verl/parallel/megatron/parallel_state.h"
+#include "verl/parallel/megatron/tp_layers.h"
+
+namespace verl::models {
+
+// verl's actor.megatron.* options that shape the model.
+struct MegatronModelOptions {
+  bool sequence_parallel = false;
+  int64_t make_vocab_size_divisible_by = 128;
+  // override_transformer_config.recompute_*: granularity "" (none), "full"
+  // or "selective"; method "uniform" (chunks of num_layers layers) or
+  // "block" (the first num_layers layers); modules for selective:
+  // "core_attn", "mlp".
+  std::string recompute_granularity;
+  std::string recompute_method = "uniform";
+  int64_t recompute_num_layers = 1;
+  std::vector<std::string> recompute_modules = {"core_attn"};
+};
+
+// One line naming the key when the model cannot be split over `sizes.tp`
+// or uses what this backend does not serve yet (pipeline or context
+// parallelism, MoE, sliding window, value head).
+absl::Status ValidateMegatronModel(
+    const ModelConfig& config, const MegatronModelOptions& options,
+    const parallel::megatron::ModelParallelSizes& sizes);
+
+// Head layout of one rank (Megatron's per-partition attention sizes).
+struct TpHeadLayout {
+  int64_t heads, groups, head_dim;  // global np, ng, hn
+  int64_t heads_per_rank;           // np / tp
+  int64_t groups_per_rank;          // ng / tp, or 1 when ng < tp
+  int64_t fused_per_rank;           // ng * (np/ng + 2) * hn / tp
+  bool gather_groups;               // ng < tp
+};
+TpHeadLayout MakeTpHeadLayout(const ModelConfig& config, int64_t tp);
+
+using parallel::megatron::CommPtr;
+
+class TpSelfAttention : public torch::nn::Module {
+ public:
+  TpSelfAttention(const ModelConfig& config, int64_t layer,
+                  const MegatronModelOptions& options, CommPtr tp);
+  // q [T, np/tp, hn], k/v [T, groups_per_rank, hn] after q/k norm and RoPE.
+  TensorList QueryKeyValue(const at::Tensor& x, const at::Tensor& cos,
+                           const at::Tensor& sin) const;
+  // x [T, H] ([T/tp, H] with sp) -> same.
+  at::Tensor Forward(const at::Tensor& x, const at::Tensor& cos,
+                     const at::Tensor& sin,
+                     std::shared_ptr<AttentionBackend> backend) const;
+
+  int64_t layer;
+  TpHeadLayout heads;
+  bool recompute_core_attn = false;
+  std::shared_ptr<parallel::megatron::ColumnParallelLinear> linear_qkv;
+  std::shared_ptr<RMSNorm> q_layernorm, k_layernorm;  // null unless qk_norm
+  std::shared_ptr<parallel::megatron::RowParallelLinear> linear_proj;
+
+ private:
+  CommPtr tp_;
+};
+
+class TpMlp : public torch::nn::Module {
+ public:
+  TpMlp(const ModelConfig& config, const MegatronModelOptions& options,
+        CommPtr tp);
+  at::Tensor Forward(const at::Tensor& x) const;
+
+  std::shared_ptr<parallel::megatron::ColumnParallelLinear> linear_fc1;
+  std::shared_ptr<parallel::megatron::RowParallelLinear> linear_fc2;
+};
+
+class TpTransformerLayer : public torch::nn::Module {
+ public:
+  TpTransformerLayer(const ModelConfig& config, int64_t layer,
+                     const MegatronModelOptions& options, CommPtr tp);
+  at::Tensor Forward(const at::Tensor& x, const at::Tensor& cos,
+                     const at::Tensor& sin,
+                     std::shared_ptr<AttentionBackend> backend) const;
+
+  std::shared_ptr<RMSNorm> input_layernorm, pre_mlp_layernorm;
+  std::shared_ptr<TpSelfAttention> self_attention;
+  std::shared_ptr<TpMlp> mlp;
+  bool recompute_mlp = false;
+};
+
+class MegatronGPTModel : public torch::nn::Module {
+ public:
+  // Call ValidateMegatronModel first (the constructor CHECKs the same).
+  // Parameters start at zero (norm weights at one); load weights with
+  // megatron_weights.h.
+  MegatronGPTModel(const ModelConfig& config, MegatronModelOptions options,
+                   std::shared_ptr<parallel::megatron::ParallelState> mpu);
+
+  // Packed tokens -> this rank's logits shard [T, Vp/tp].
+  at::Tensor Forward(const at::Tensor& input_ids,
+                     const at::Tensor& position_ids,
+                     const std::vector<int64_t>& cu_seqlens);
+
+  // Sums over tp the gradients of replicated parameters that got partial
+  // ones: every norm weight under sequence parallelism, q/k norm weights
+  // always. Collective over tp.
+  void FinalizeGrads();
+
+  const ModelConfig& config() const { return config_; }
+  const MegatronModelOptions& options() const { return options_; }
+  int64_t padded_vocab_size() const { return padded_vocab_; }
+  const CommPtr& tp() const { return mpu_->tp(); }
+
+  std::shared_ptr<parallel::megatron::VocabParallelEmbedding> word_embeddings;
+  std::vector<std::shared_ptr<TpTransformerLayer>> layers;
+  std::shared_ptr<RMSNorm> final_layernorm;
+  // Null when tie_word_embeddings (the embedding table is used).
+  std::shared_ptr<parallel::megatron::ColumnParallelLinear> output_layer;
+
+ private:
+  at::Tensor RunLayers(at::Tensor h, const at::Tensor& cos,
+                       const at::Tensor& sin,
+                       const std::shared_ptr<AttentionBackend>& backend);
+
+  ModelConfig config_;
+  MegatronModelOptions options_;
+  std::shared_ptr<parallel::megatron::ParallelState> mpu_;
+  int64_t padded_vocab_ = 0;
+  at::Tensor inv_freq_;
+};
+
+}  // namespace verl::models
+
+#endif  // VERL_MODELS_MEGATRON_GPT_H_

@@ -1,0 +1,297 @@
+// File: verl/models/megatron_gpt_worker.cc
+//
+// Test worker for megatron_gpt_test, started as N ranks (tp = N) by the
+// launcher. For each case of --cases (names below) every rank builds the
+// single-process CausalLM from one seed (norm weights and biases perturbed
+// so that none is trivial), loads its tensor-parallel shards of it into a
+// MegatronGPTModel, runs forward + vocab-parallel log-probs and entropy +
+// backward on a packed batch of 3 sequences, and compares the gathered
+// logits, log-probs, entropy and every parameter gradient (against the
+// reference gradient's shard) with the reference (<= 1e-5 relative). The
+// first case also loads the model from an HF folder the reference was saved
+// to and checks every parameter equals the state-dict load.
+// Prints "rank R: CASE OK (max rel err E at NAME)" per case or
+// "rank R FAILED: ..." and exits non-zero on failure.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "verl/core/status.h"
+#include "verl/models/decoder.h"
+#include "verl/models/hf_checkpoint.h"
+#include "verl/models/logprob.h"
+#include "verl/models/megatron_gpt.h"
+#include "verl/models/megatron_weights.h"
+#include "verl/parallel/distributed.h"
+#include "verl/parallel/megatron/parallel_state.h"
+#include "verl/parallel/megatron/test_compare.h"
+#include "verl/parallel/megatron/vocab_parallel.h"
+
+ABSL_FLAG(std::string, cases, "", "comma-separated case names");
+
+namespace verl::models {
+namespace {
+
+namespace mg = parallel::megatron;
+
+constexpr double kTol = 1e-5;
+constexpr double kTemperature = 0.8;
+
+struct Case {
+  const char* name;
+  int64_t kv_heads;
+  bool bias, qk_norm, tie, sp;
+  const char* granularity;  // "", "full", "selective"
+  const char* method;
+  int64_t num_layers;
+  std::vector<std::string> modules;
+};
+
+// Qwen2 (bias), Qwen3 (qk norm), Llama (neither); kv_heads 1 and 2 with
+// tp 2 and 4 cover both query-group layouts (ng >= tp and ng < tp).
+const std::vector<Case>& Cases() {
+  static const auto* cases = new std::vector<Case>{
+      {"qwen2", 2, true, false, false, false, "", "uniform", 1, {}},
+      {"qwen3_sp_full_uniform_tied",
+       2,
+       false,
+       true,
+       true,
+       true,
+       "full",
+       "uniform",
+       2,
+       {}},
+      {"llama_kv1_sp_selective",
+       1,
+       false,
+       false,
+       false,
+       true,
+       "selective",
+       "uniform",
+       1,
+       {"core_attn", "mlp"}},
+      {"qwen2_kv2_sp_core_attn",
+       2,
+       true,
+       false,
+       false,
+       true,
+       "selective",
+       "uniform",
+       1,
+       {"core_attn"}},
+      {"qwen3_kv4_full_block_tied",
+       4,
+       false,
+       true,
+       true,
+       false,
+       "full",
+       "block",
+       2,
+       {}},
+      {"qwen3_kv1_sp_full",
+       1,
+       true,
+       true,
+       false,
+       true,
+       "full",
+       "uniform",
+       1,
+       {}},
+  };
+  return *cases;
+}
+
+ModelConfig TinyConfig(const Case& c) {
+  ModelConfig config;
+  config.architecture = c.qk_norm ? "Qwen3ForCausalLM" : "Qwen2ForCausalLM";
+  config.model_type = c.qk_norm ? "qwen3" : "qwen2";
+  config.vocab_size = 37;  // padded to 40 (tp 2) / 48 (tp 4)
+  config.hidden_size = 32;
+  config.intermediate_size = 48;
+  config.num_hidden_layers = 3;
+  config.num_attention_heads = 4;
+  config.num_key_value_heads = c.kv_heads;
+  config.head_dim = 8;
+  config.attention_bias = c.bias;
+  config.qk_norm = c.qk_norm;
+  config.tie_word_embeddings = c.tie;
+  config.rope_theta = 10000.0;
+  return config;
+}
+
+std::map<std::string, at::Tensor> NamedGrads(const torch::nn::Module& m) {
+  std::map<std::string, at::Tensor> grads;
+  for (const auto& item : m.named_parameters()) {
+    grads[item.key()] = item.value().grad();
+  }
+  return grads;
+}
+
+absl::Status CheckFolderLoad(const CausalLM& ref, const MegatronGPTModel& got,
+                             const std::shared_ptr<mg::ParallelState>& mpu) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir =
+      absl::StrCat(tmp ? tmp : "/tmp", "/megatron_gpt_hf_", getppid());
+  if (mpu->world()->rank() == 0) {
+    HfCheckpoint ckpt;
+    ckpt.config = ref.config();
+    for (const auto& item : ref.named_parameters()) {
+      ckpt.tensors[item.key()] = item.value().detach();
+    }
+    VERL_RETURN_IF_ERROR(SaveHfCheckpoint(dir, ckpt));
+  }
+  VERL_RETURN_IF_ERROR(mpu->world()->Barrier());
+  MegatronGPTModel loaded(ref.config(), got.options(), mpu);
+  VERL_RETURN_IF_ERROR(LoadMegatronFromHfFolder(dir, &loaded));
+  auto want = got.named_parameters();
+  for (const auto& item : loaded.named_parameters()) {
+    if (!at::equal(item.value(), want[item.key()])) {
+      return absl::InternalError(
+          absl::StrCat("HF folder load differs at ", item.key()));
+    }
+  }
+  return mpu->world()->Barrier();
+}
+
+absl::Status RunCase(const Case& c, bool check_folder,
+                     const std::shared_ptr<mg::ParallelState>& mpu,
+                     mg::Comparer& cmp) {
+  const ModelConfig config = TinyConfig(c);
+  MegatronModelOptions options;
+  options.sequence_parallel = c.sp;
+  options.make_vocab_size_divisible_by = 4;
+  options.recompute_granularity = c.granularity;
+  options.recompute_method = c.method;
+  options.recompute_num_layers = c.num_layers;
+  options.recompute_modules = c.modules;
+  VERL_RETURN_IF_ERROR(
+      ValidateMegatronModel(config, options, mpu->layout().sizes()));
+
+  std::shared_ptr<CausalLM> ref = CreateModel(config, /*seed=*/1, 0.1);
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(2);
+  {
+    at::NoGradGuard no_grad;
+    for (const auto& item : ref->named_parameters()) {
+      if (item.value().dim() == 1) {
+        item.value().add_(at::randn(item.value().sizes(), gen) * 0.1);
+      }
+    }
+  }
+  const std::vector<int64_t> cu = {0, 5, 12, 17};
+  const int64_t t = cu.back();
+  at::Tensor ids = at::randint(config.vocab_size, {t}, gen, at::kLong);
+  at::Tensor labels = at::randint(config.vocab_size, {t}, gen, at::kLong);
+  std::vector<at::Tensor> pos_parts;
+  for (size_t s = 0; s + 1 < cu.size(); ++s) {
+    pos_parts.push_back(at::arange(cu[s + 1] - cu[s], at::kLong));
+  }
+  at::Tensor pos = at::cat(pos_parts);
+  at::Tensor a = at::randn({t}, gen), b = at::randn({t}, gen);
+
+  at::Tensor ref_logits = ref->ForwardPacked(ids, pos, cu).logits;
+  LogProbEntropy ref_out = LogProbsAndEntropy(ref_logits, labels, kTemperature);
+  (ref_out.log_probs * a + ref_out.entropy * b).sum().backward();
+  const std::map<std::string, at::Tensor> ref_grads = NamedGrads(*ref);
+
+  MegatronGPTModel model(config, options, mpu);
+  std::map<std::string, at::Tensor> ref_params;
+  for (const auto& item : ref->named_parameters()) {
+    ref_params[item.key()] = item.value().detach();
+  }
+  VERL_RETURN_IF_ERROR(LoadMegatronFromHf(HfSourceFromMap(ref_params), &model));
+  if (check_folder) VERL_RETURN_IF_ERROR(CheckFolderLoad(*ref, model, mpu));
+
+  at::Tensor shard = model.Forward(ids, pos, cu);
+  mg::VocabParallelOutput out = mg::VocabParallelLogProbsAndEntropy(
+      shard, labels, config.vocab_size, mpu->tp(), kTemperature);
+  (out.log_probs * a + out.entropy * b).sum().backward();
+  model.FinalizeGrads();
+
+  const std::string tag = absl::StrCat(c.name, ": ");
+  VERL_RETURN_IF_ERROR(
+      cmp.Expect(tag + "logits",
+                 mg::GatherVocabParallelLogits(shard.detach(),
+                                               config.vocab_size, mpu->tp()),
+                 ref_logits));
+  VERL_RETURN_IF_ERROR(
+      cmp.Expect(tag + "log_probs", out.log_probs, ref_out.log_probs));
+  VERL_RETURN_IF_ERROR(
+      cmp.Expect(tag + "entropy", out.entropy, ref_out.entropy));
+  const HfTensorSource grads = HfSourceFromMap(ref_grads);
+  int checked = 0;
+  for (const auto& item : model.named_parameters()) {
+    VERL_ASSIGN_OR_RETURN(at::Tensor want,
+                          MegatronShardFromHf(model, item.key(), grads));
+    VERL_RETURN_IF_ERROR(
+        cmp.Expect(tag + item.key() + " grad", item.value().grad(), want));
+    ++checked;
+  }
+  if (checked < 3 * 7) {
+    return absl::InternalError(absl::StrCat("only ", checked, " parameters"));
+  }
+  return absl::OkStatus();
+}
+
+int Main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  absl::StatusOr<parallel::DistributedContext> dist =
+      parallel::InitDistributed();
+  if (!dist.ok()) {
+    std::cerr << "init failed: " << dist.status() << "\n";
+    return 1;
+  }
+  const int rank = dist->env.rank;
+  mg::ModelParallelSizes sizes;
+  sizes.tp = dist->world->size();
+  absl::StatusOr<std::shared_ptr<mg::ParallelState>> mpu =
+      mg::ParallelState::Initialize(dist->world, sizes);
+  if (!mpu.ok()) {
+    std::cout << "rank " << rank << " FAILED: " << mpu.status() << std::endl;
+    return 1;
+  }
+  bool first = true;
+  for (absl::string_view name :
+       absl::StrSplit(absl::GetFlag(FLAGS_cases), ',', absl::SkipEmpty())) {
+    const Case* found = nullptr;
+    for (const Case& c : Cases()) {
+      if (name == c.name) found = &c;
+    }
+    if (found == nullptr) {
+      std::cout << "rank " << rank << " FAILED: unknown case " << name
+                << std::endl;
+      return 1;
+    }
+    mg::Comparer cmp(kTol);
+    absl::Status s = RunCase(*found, first, *mpu, cmp);
+    first = false;
+    if (!s.ok()) {
+      std::cout << "rank " << rank << " FAILED: " << s << std::endl;
+      return 1;
+    }
+    std::cout << "rank " << rank << ": " << name << " OK (max rel err "
+              << cmp.worst() << " at '" << cmp.worst_name() << "')"
+              << std::endl;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace verl::models
+
+int main(int argc, char** argv) { return verl::models::Main(argc, argv); }

@@ -1,0 +1,191 @@
+// File: verl/models/megatron_weights.cc
+#include "verl/models/megatron_weights.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "verl/core/status.h"
+#include "verl/models/hf_checkpoint.h"
+
+namespace verl::models {
+namespace {
+
+namespace mg = parallel::megatron;
+
+struct RankInfo {
+  int rank = 0, size = 1;
+};
+
+// Rows [start, start + n) of the vocabulary-padded table: rows past the
+// real vocabulary are zeros.
+at::Tensor PaddedRows(const at::Tensor& full, int64_t start, int64_t n) {
+  const int64_t real = std::clamp<int64_t>(full.size(0) - start, 0, n);
+  at::Tensor rows = full.narrow(0, std::min(start, full.size(0)), real);
+  if (real == n) return rows;
+  std::vector<int64_t> pad_shape = full.sizes().vec();
+  pad_shape[0] = n - real;
+  return at::cat({rows, at::zeros(pad_shape, full.options())});
+}
+
+// This rank's rows of the fused per-query-group q/k/v tensor (weight
+// [rows, H] or bias [rows]), built from the groups it overlaps only.
+at::Tensor FusedQkvRows(const at::Tensor& q, const at::Tensor& k,
+                        const at::Tensor& v, const TpHeadLayout& h,
+                        RankInfo r) {
+  const int64_t qpg = h.heads / h.groups, hn = h.head_dim;
+  const int64_t block = (qpg + 2) * hn;
+  const int64_t begin = r.rank * h.fused_per_rank;
+  const int64_t end = begin + h.fused_per_rank;
+  std::vector<at::Tensor> blocks;
+  const int64_t first = begin / block, last = (end - 1) / block;
+  for (int64_t g = first; g <= last; ++g) {
+    blocks.push_back(
+        at::cat({q.narrow(0, g * qpg * hn, qpg * hn), k.narrow(0, g * hn, hn),
+                 v.narrow(0, g * hn, hn)}));
+  }
+  return at::cat(blocks).narrow(0, begin - first * block, h.fused_per_rank);
+}
+
+class ShardBuilder {
+ public:
+  ShardBuilder(const MegatronGPTModel& model, const HfTensorSource& hf)
+      : model_(model),
+        hf_(hf),
+        r_{model.tp()->rank(), model.tp()->size()},
+        heads_(MakeTpHeadLayout(model.config(), r_.size)) {}
+
+  absl::StatusOr<at::Tensor> Build(const std::string& name) {
+    if (name == "embedding.word_embeddings.weight") {
+      return VocabRows("model.embed_tokens.weight");
+    }
+    if (name == "output_layer.weight") return VocabRows("lm_head.weight");
+    if (name == "decoder.final_layernorm.weight")
+      return Get("model.norm.weight");
+    constexpr absl::string_view kLayers = "decoder.layers.";
+    if (!absl::StartsWith(name, kLayers)) return Unknown(name);
+    std::pair<std::string, std::string> parts =
+        absl::StrSplit(name.substr(kLayers.size()), absl::MaxSplits('.', 1));
+    int64_t layer = 0;
+    if (!absl::SimpleAtoi(parts.first, &layer)) return Unknown(name);
+    const std::string hf = absl::StrCat("model.layers.", layer, ".");
+    const std::string& rest = parts.second;
+    if (rest == "input_layernorm.weight") {
+      return Get(hf + "input_layernorm.weight");
+    }
+    if (rest == "pre_mlp_layernorm.weight") {
+      return Get(hf + "post_attention_layernorm.weight");
+    }
+    if (rest == "self_attention.q_layernorm.weight") {
+      return Get(hf + "self_attn.q_norm.weight");
+    }
+    if (rest == "self_attention.k_layernorm.weight") {
+      return Get(hf + "self_attn.k_norm.weight");
+    }
+    if (rest == "self_attention.linear_qkv.weight" ||
+        rest == "self_attention.linear_qkv.bias") {
+      const std::string kind =
+          absl::EndsWith(rest, "weight") ? "weight" : "bias";
+      VERL_ASSIGN_OR_RETURN(at::Tensor q, Get(hf + "self_attn.q_proj." + kind));
+      VERL_ASSIGN_OR_RETURN(at::Tensor k, Get(hf + "self_attn.k_proj." + kind));
+      VERL_ASSIGN_OR_RETURN(at::Tensor v, Get(hf + "self_attn.v_proj." + kind));
+      return FusedQkvRows(q, k, v, heads_, r_);
+    }
+    if (rest == "self_attention.linear_proj.weight") {
+      return Split(hf + "self_attn.o_proj.weight", 1);
+    }
+    if (rest == "mlp.linear_fc1.weight") {
+      VERL_ASSIGN_OR_RETURN(at::Tensor gate,
+                            Split(hf + "mlp.gate_proj.weight", 0));
+      VERL_ASSIGN_OR_RETURN(at::Tensor up, Split(hf + "mlp.up_proj.weight", 0));
+      return at::cat({gate, up});
+    }
+    if (rest == "mlp.linear_fc2.weight") {
+      return Split(hf + "mlp.down_proj.weight", 1);
+    }
+    return Unknown(name);
+  }
+
+ private:
+  absl::StatusOr<at::Tensor> Get(const std::string& hf_name) {
+    return hf_(hf_name);
+  }
+
+  absl::StatusOr<at::Tensor> Split(const std::string& hf_name, int64_t dim) {
+    VERL_ASSIGN_OR_RETURN(at::Tensor full, Get(hf_name));
+    return mg::ShardOf(full, dim, r_.rank, r_.size, hf_name.c_str());
+  }
+
+  absl::StatusOr<at::Tensor> VocabRows(const std::string& hf_name) {
+    VERL_ASSIGN_OR_RETURN(at::Tensor full, Get(hf_name));
+    const int64_t per = model_.padded_vocab_size() / r_.size;
+    return PaddedRows(full, r_.rank * per, per);
+  }
+
+  static absl::Status Unknown(const std::string& name) {
+    return absl::NotFoundError(
+        absl::StrCat("megatron parameter '", name, "' has no HF mapping"));
+  }
+
+  const MegatronGPTModel& model_;
+  const HfTensorSource& hf_;
+  RankInfo r_;
+  TpHeadLayout heads_;
+};
+
+}  // namespace
+
+HfTensorSource HfSourceFromMap(const std::map<std::string, at::Tensor>& map) {
+  return [&map](const std::string& name) -> absl::StatusOr<at::Tensor> {
+    auto it = map.find(name);
+    if (it == map.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("HF tensor '", name, "' not found"));
+    }
+    return it->second;
+  };
+}
+
+absl::StatusOr<at::Tensor> MegatronShardFromHf(const MegatronGPTModel& model,
+                                               const std::string& name,
+                                               const HfTensorSource& hf) {
+  return ShardBuilder(model, hf).Build(name);
+}
+
+absl::Status LoadMegatronFromHf(const HfTensorSource& hf,
+                                MegatronGPTModel* model) {
+  ShardBuilder builder(*model, hf);
+  at::NoGradGuard no_grad;
+  for (const auto& item : model->named_parameters(/*recurse=*/true)) {
+    absl::StatusOr<at::Tensor> shard = builder.Build(item.key());
+    if (!shard.ok()) {
+      return absl::Status(shard.status().code(),
+                          absl::StrCat("loading megatron '", item.key(),
+                                       "': ", shard.status().message()));
+    }
+    at::Tensor param = item.value();
+    if (shard->sizes() != param.sizes()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "loading megatron '", item.key(), "': shard shape [",
+          absl::StrJoin(shard->sizes(), ", "), "] but the parameter is [",
+          absl::StrJoin(param.sizes(), ", "), "]"));
+    }
+    param.copy_(*shard);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LoadMegatronFromHfFolder(const std::string& dir,
+                                      MegatronGPTModel* model) {
+  VERL_ASSIGN_OR_RETURN(HfCheckpoint ckpt, LoadHfCheckpoint(dir));
+  return LoadMegatronFromHf(HfSourceFromMap(ckpt.tensors), model);
+}
+
+}  // namespace verl::models
