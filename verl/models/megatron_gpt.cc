@@ -93,8 +93,14 @@ absl::Status ValidateMegatronModel(const ModelConfig& c,
     return Bad("megatron.make_vocab_size_divisible_by",
                o.make_vocab_size_divisible_by, "must be >= 1");
   }
+  return ValidateRecomputeOptions(o, "megatron");
+}
+
+absl::Status ValidateRecomputeOptions(const MegatronModelOptions& o,
+                                      const std::string& prefix) {
   const std::string& g = o.recompute_granularity;
-  const std::string kOverride = "megatron.override_transformer_config.";
+  const std::string kOverride =
+      absl::StrCat(prefix, ".override_transformer_config.");
   if (!g.empty() && g != "full" && g != "selective") {
     return absl::InvalidArgumentError(
         absl::StrCat(kOverride, "recompute_granularity='", g,

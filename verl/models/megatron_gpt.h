@@ -72,6 +72,11 @@ absl::Status ValidateMegatronModel(
     const ModelConfig& config, const MegatronModelOptions& options,
     const parallel::megatron::ModelParallelSizes& sizes);
 
+// The recompute fields alone; errors name `prefix` + ".override_transformer_
+// config.<key>" (prefix e.g. "actor_rollout_ref.actor.megatron").
+absl::Status ValidateRecomputeOptions(const MegatronModelOptions& options,
+                                      const std::string& prefix);
+
 // Head layout of one rank (Megatron's per-partition attention sizes).
 struct TpHeadLayout {
   int64_t heads, groups, head_dim;  // global np, ng, hn

@@ -1,0 +1,110 @@
+// File: verl/models/megatron_options.cc
+#include "verl/models/megatron_options.h"
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "verl/core/status.h"
+
+namespace verl::models {
+namespace {
+
+absl::Status NotBuilt(const std::string& prefix, const std::string& key,
+                      const std::string& value, const std::string& what) {
+  return absl::UnimplementedError(absl::StrCat(
+      prefix, ".", key, "=", value, ": ", what, " is not built yet"));
+}
+
+}  // namespace
+
+absl::StatusOr<MegatronSettings> MegatronSettingsFromConfig(
+    const parallel::megatron::MegatronConfig& c, const std::string& prefix) {
+  const std::pair<const char*, int64_t> sizes[] = {
+      {"tensor_model_parallel_size", c.tensor_model_parallel_size()},
+      {"pipeline_model_parallel_size", c.pipeline_model_parallel_size()},
+      {"context_parallel_size", c.context_parallel_size()},
+      {"expert_model_parallel_size", c.expert_model_parallel_size()},
+      {"make_vocab_size_divisible_by", c.make_vocab_size_divisible_by()}};
+  for (const auto& [key, value] : sizes) {
+    if (value < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix, ".", key, "=", value, ": must be >= 1"));
+    }
+  }
+  const int64_t tp = c.tensor_model_parallel_size();
+  if (c.pipeline_model_parallel_size() > 1) {
+    return NotBuilt(prefix, "pipeline_model_parallel_size",
+                    absl::StrCat(c.pipeline_model_parallel_size()),
+                    "pipeline parallelism");
+  }
+  if (c.has_virtual_pipeline_model_parallel_size()) {
+    return NotBuilt(prefix, "virtual_pipeline_model_parallel_size",
+                    absl::StrCat(c.virtual_pipeline_model_parallel_size()),
+                    "virtual pipeline parallelism");
+  }
+  if (c.context_parallel_size() > 1) {
+    return NotBuilt(prefix, "context_parallel_size",
+                    absl::StrCat(c.context_parallel_size()),
+                    "context parallelism");
+  }
+  if (c.expert_model_parallel_size() > 1) {
+    return NotBuilt(prefix, "expert_model_parallel_size",
+                    absl::StrCat(c.expert_model_parallel_size()),
+                    "expert parallelism");
+  }
+  if (c.has_expert_tensor_parallel_size() &&
+      c.expert_tensor_parallel_size() != tp) {
+    return NotBuilt(prefix, "expert_tensor_parallel_size",
+                    absl::StrCat(c.expert_tensor_parallel_size()),
+                    "expert tensor parallelism other than tp");
+  }
+  const std::pair<const char*, bool> flags[] = {
+      {"use_distributed_optimizer", c.use_distributed_optimizer()},
+      {"param_offload", c.param_offload()},
+      {"grad_offload", c.grad_offload()},
+      {"optimizer_offload", c.optimizer_offload()},
+      {"use_dist_checkpointing", c.use_dist_checkpointing()}};
+  for (const auto& [key, on] : flags) {
+    if (on) return NotBuilt(prefix, key, "true", key);
+  }
+  if (!c.override_ddp_config().empty()) {
+    return NotBuilt(prefix, "override_ddp_config", "{...}",
+                    "overriding Megatron's DDP config");
+  }
+  if (!c.override_mcore_model_config().empty()) {
+    return NotBuilt(prefix, "override_mcore_model_config", "{...}",
+                    "overriding the mcore model config");
+  }
+  if (c.dtype() != "bfloat16" && c.dtype() != "float16") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, ".dtype='", c.dtype(), "': expected 'bfloat16' or 'float16'"));
+  }
+  const auto& o = c.override_transformer_config();
+  const std::string otc = prefix + ".override_transformer_config";
+  if (o.has_num_layers_in_first_pipeline_stage() ||
+      o.has_num_layers_in_last_pipeline_stage()) {
+    return NotBuilt(otc, "num_layers_in_first/last_pipeline_stage", "set",
+                    "pipeline parallelism");
+  }
+  MegatronSettings s;
+  s.sizes.tp = static_cast<int>(tp);
+  s.model.sequence_parallel = c.sequence_parallel();
+  s.model.make_vocab_size_divisible_by = c.make_vocab_size_divisible_by();
+  s.model.recompute_granularity = o.recompute_granularity();
+  s.model.recompute_method = o.recompute_method();
+  s.model.recompute_num_layers =
+      o.has_recompute_num_layers() ? o.recompute_num_layers() : 0;
+  s.model.recompute_modules.assign(o.recompute_modules().begin(),
+                                   o.recompute_modules().end());
+  if (s.model.recompute_modules.empty()) {
+    s.model.recompute_modules = {"core_attn"};  // verl's default
+  }
+  VERL_RETURN_IF_ERROR(ValidateRecomputeOptions(s.model, prefix));
+  s.seed = c.seed();
+  s.forward_only = c.forward_only();
+  s.dtype = c.dtype();
+  return s;
+}
+
+}  // namespace verl::models

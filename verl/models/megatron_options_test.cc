@@ -1,0 +1,136 @@
+// File: verl/models/megatron_options_test.cc
+//
+// verl's megatron.* keys -> parallel sizes and model options, and the one-
+// line errors for keys this backend does not serve yet.
+#include "verl/models/megatron_options.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "verl/core/test_util.h"
+
+namespace verl::models {
+namespace {
+
+using core::testing::StatusIs;
+using parallel::megatron::MegatronConfig;
+
+constexpr char kPrefix[] = "actor_rollout_ref.actor.megatron";
+
+// verl's defaults, less the distributed optimizer (not built yet).
+MegatronConfig Served() {
+  MegatronConfig c;
+  c.set_use_distributed_optimizer(false);
+  return c;
+}
+
+TEST(MegatronOptionsTest, VerlDefaultsNameTheDistributedOptimizer) {
+  EXPECT_THAT(MegatronSettingsFromConfig(MegatronConfig(), kPrefix),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       "actor_rollout_ref.actor.megatron.use_distributed_"
+                       "optimizer=true: use_distributed_optimizer is not "
+                       "built yet"));
+}
+
+TEST(MegatronOptionsTest, ServedKeysMap) {
+  absl::StatusOr<MegatronSettings> s =
+      MegatronSettingsFromConfig(Served(), kPrefix);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->sizes.tp, 1);
+  EXPECT_TRUE(s->model.sequence_parallel);  // verl's default
+  EXPECT_EQ(s->model.recompute_granularity, "");
+  EXPECT_EQ(s->model.recompute_modules, std::vector<std::string>{"core_attn"});
+  EXPECT_EQ(s->model.make_vocab_size_divisible_by, 128);
+  EXPECT_EQ(s->seed, 42);
+  EXPECT_EQ(s->dtype, "bfloat16");
+
+  MegatronConfig c = Served();
+  c.set_tensor_model_parallel_size(4);
+  c.set_expert_tensor_parallel_size(4);
+  c.set_sequence_parallel(false);
+  c.set_seed(7);
+  auto* o = c.mutable_override_transformer_config();
+  o->set_recompute_granularity("full");
+  o->set_recompute_method("block");
+  o->set_recompute_num_layers(2);
+  s = MegatronSettingsFromConfig(c, kPrefix);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->sizes.tp, 4);
+  EXPECT_FALSE(s->model.sequence_parallel);
+  EXPECT_EQ(s->model.recompute_granularity, "full");
+  EXPECT_EQ(s->model.recompute_method, "block");
+  EXPECT_EQ(s->model.recompute_num_layers, 2);
+  EXPECT_EQ(s->seed, 7);
+
+  o->Clear();
+  o->set_recompute_granularity("selective");
+  o->add_recompute_modules("mlp");
+  s = MegatronSettingsFromConfig(c, kPrefix);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->model.recompute_modules, std::vector<std::string>{"mlp"});
+}
+
+TEST(MegatronOptionsTest, UnservedKeysFailNamingTheKey) {
+  struct Row {
+    void (*set)(MegatronConfig*);
+    absl::StatusCode code;
+    const char* message;
+  };
+  const Row rows[] = {
+      {[](MegatronConfig* c) { c->set_pipeline_model_parallel_size(2); },
+       absl::StatusCode::kUnimplemented,
+       "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=2: "
+       "pipeline parallelism is not built yet"},
+      {[](MegatronConfig* c) {
+         c->set_virtual_pipeline_model_parallel_size(2);
+       },
+       absl::StatusCode::kUnimplemented,
+       "virtual_pipeline_model_parallel_size=2"},
+      {[](MegatronConfig* c) { c->set_context_parallel_size(2); },
+       absl::StatusCode::kUnimplemented, "context_parallel_size=2"},
+      {[](MegatronConfig* c) { c->set_expert_model_parallel_size(2); },
+       absl::StatusCode::kUnimplemented, "expert_model_parallel_size=2"},
+      {[](MegatronConfig* c) { c->set_expert_tensor_parallel_size(2); },
+       absl::StatusCode::kUnimplemented, "expert_tensor_parallel_size=2"},
+      {[](MegatronConfig* c) { c->set_param_offload(true); },
+       absl::StatusCode::kUnimplemented, "megatron.param_offload=true"},
+      {[](MegatronConfig* c) { c->set_grad_offload(true); },
+       absl::StatusCode::kUnimplemented, "megatron.grad_offload=true"},
+      {[](MegatronConfig* c) { c->set_optimizer_offload(true); },
+       absl::StatusCode::kUnimplemented, "megatron.optimizer_offload=true"},
+      {[](MegatronConfig* c) { c->set_use_dist_checkpointing(true); },
+       absl::StatusCode::kUnimplemented, "use_dist_checkpointing=true"},
+      {[](MegatronConfig* c) {
+         (*c->mutable_override_ddp_config())["grad_reduce_in_fp32"] = "true";
+       },
+       absl::StatusCode::kUnimplemented, "override_ddp_config"},
+      {[](MegatronConfig* c) { c->set_tensor_model_parallel_size(0); },
+       absl::StatusCode::kInvalidArgument,
+       "megatron.tensor_model_parallel_size=0: must be >= 1"},
+      {[](MegatronConfig* c) { c->set_dtype("float32"); },
+       absl::StatusCode::kInvalidArgument, "megatron.dtype='float32'"},
+      {[](MegatronConfig* c) {
+         c->mutable_override_transformer_config()->set_recompute_granularity(
+             "full");  // Megatron needs a method with full recompute
+       },
+       absl::StatusCode::kInvalidArgument,
+       "actor_rollout_ref.actor.megatron.override_transformer_config."
+       "recompute_method=''"},
+      {[](MegatronConfig* c) {
+         auto* o = c->mutable_override_transformer_config();
+         o->set_recompute_granularity("selective");
+         o->add_recompute_modules("moe_act");
+       },
+       absl::StatusCode::kUnimplemented, "recompute_modules: 'moe_act'"},
+  };
+  for (const Row& row : rows) {
+    MegatronConfig c = Served();
+    row.set(&c);
+    EXPECT_THAT(MegatronSettingsFromConfig(c, kPrefix),
+                StatusIs(row.code, row.message));
+  }
+}
+
+}  // namespace
+}  // namespace verl::models
