@@ -9,7 +9,9 @@
 // logits, log-probs, entropy and every parameter gradient (against the
 // reference gradient's shard) with the reference (<= 1e-5 relative). The
 // first case also loads the model from an HF folder the reference was saved
-// to and checks every parameter equals the state-dict load.
+// to and checks every parameter equals the state-dict load. Every case also
+// gathers the shards back into HF tensors layer by layer and checks they
+// equal the reference's exactly.
 // Prints "rank R: CASE OK (max rel err E at NAME)" per case or
 // "rank R FAILED: ..." and exits non-zero on failure.
 #include <ATen/ATen.h>
@@ -169,6 +171,28 @@ absl::Status CheckFolderLoad(const CausalLM& ref, const MegatronGPTModel& got,
   return mpu->world()->Barrier();
 }
 
+// Gathering the shards back, layer by layer, gives the HF tensors exactly.
+absl::Status CheckGatherToHf(const MegatronGPTModel& model,
+                             const std::map<std::string, at::Tensor>& hf) {
+  size_t seen = 0;
+  for (int64_t l = kMegatronRootStage; l < model.config().num_hidden_layers;
+       ++l) {
+    for (const auto& [name, tensor] : GatherHfTensors(model, l)) {
+      auto it = hf.find(name);
+      if (it == hf.end() || !at::equal(it->second, tensor)) {
+        return absl::InternalError(
+            absl::StrCat("gathered HF tensor ", name, " differs"));
+      }
+      ++seen;
+    }
+  }
+  if (seen != hf.size()) {
+    return absl::InternalError(
+        absl::StrCat("gathered ", seen, " of ", hf.size(), " HF tensors"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunCase(const Case& c, bool check_folder,
                      const std::shared_ptr<mg::ParallelState>& mpu,
                      mg::Comparer& cmp) {
@@ -216,6 +240,7 @@ absl::Status RunCase(const Case& c, bool check_folder,
   }
   VERL_RETURN_IF_ERROR(LoadMegatronFromHf(HfSourceFromMap(ref_params), &model));
   if (check_folder) VERL_RETURN_IF_ERROR(CheckFolderLoad(*ref, model, mpu));
+  VERL_RETURN_IF_ERROR(CheckGatherToHf(model, ref_params));
 
   at::Tensor shard = model.Forward(ids, pos, cu);
   mg::VocabParallelOutput out = mg::VocabParallelLogProbsAndEntropy(

@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "verl/core/status.h"
 #include "verl/models/hf_checkpoint.h"
+#include "verl/parallel/megatron/mappings.h"
 
 namespace verl::models {
 namespace {
@@ -140,7 +141,90 @@ class ShardBuilder {
   TpHeadLayout heads_;
 };
 
+// Full tensor from every rank's shard along `dim` (no autograd).
+at::Tensor Gathered(const at::Tensor& shard, int64_t dim,
+                    parallel::Communicator& tp) {
+  return mg::AllGatherDim(shard.detach(), dim, tp);
+}
+
+// Splits the full fused q/k/v tensor (rows in per-query-group order) into
+// HF's q_proj / k_proj / v_proj tensors.
+void UnfuseQkv(const at::Tensor& fused, const TpHeadLayout& h,
+               const std::string& prefix, const std::string& kind,
+               std::map<std::string, at::Tensor>* out) {
+  const int64_t qpg = h.heads / h.groups, hn = h.head_dim;
+  std::vector<int64_t> shape = {h.groups, qpg + 2, hn};
+  for (int64_t d = 1; d < fused.dim(); ++d) shape.push_back(fused.size(d));
+  at::Tensor g = fused.reshape(shape);
+  auto flat = [&](const at::Tensor& t) {
+    std::vector<int64_t> s = {-1};
+    for (int64_t d = 1; d < fused.dim(); ++d) s.push_back(fused.size(d));
+    return t.reshape(s).contiguous();
+  };
+  (*out)[prefix + "q_proj." + kind] = flat(g.narrow(1, 0, qpg));
+  (*out)[prefix + "k_proj." + kind] = flat(g.select(1, qpg));
+  (*out)[prefix + "v_proj." + kind] = flat(g.select(1, qpg + 1));
+}
+
+void GatherLayer(const MegatronGPTModel& model, int64_t l,
+                 std::map<std::string, at::Tensor>* out) {
+  parallel::Communicator& tp = *model.tp();
+  const TpTransformerLayer& layer = *model.layers.at(l);
+  const TpSelfAttention& attn = *layer.self_attention;
+  const std::string hf = absl::StrCat("model.layers.", l, ".");
+  (*out)[hf + "input_layernorm.weight"] =
+      layer.input_layernorm->weight.detach().clone();
+  (*out)[hf + "post_attention_layernorm.weight"] =
+      layer.pre_mlp_layernorm->weight.detach().clone();
+  UnfuseQkv(Gathered(attn.linear_qkv->weight, 0, tp), attn.heads,
+            hf + "self_attn.", "weight", out);
+  if (attn.linear_qkv->bias.defined()) {
+    UnfuseQkv(Gathered(attn.linear_qkv->bias, 0, tp), attn.heads,
+              hf + "self_attn.", "bias", out);
+  }
+  if (attn.q_layernorm) {
+    (*out)[hf + "self_attn.q_norm.weight"] =
+        attn.q_layernorm->weight.detach().clone();
+    (*out)[hf + "self_attn.k_norm.weight"] =
+        attn.k_layernorm->weight.detach().clone();
+  }
+  (*out)[hf + "self_attn.o_proj.weight"] =
+      Gathered(attn.linear_proj->weight, 1, tp);
+  // fc1 shards are [gate_r; up_r]: gather both halves separately.
+  std::vector<at::Tensor> gate_up =
+      layer.mlp->linear_fc1->weight.detach().chunk(2, 0);
+  (*out)[hf + "mlp.gate_proj.weight"] = Gathered(gate_up[0], 0, tp);
+  (*out)[hf + "mlp.up_proj.weight"] = Gathered(gate_up[1], 0, tp);
+  (*out)[hf + "mlp.down_proj.weight"] =
+      Gathered(layer.mlp->linear_fc2->weight, 1, tp);
+}
+
+void GatherRoot(const MegatronGPTModel& model,
+                std::map<std::string, at::Tensor>* out) {
+  parallel::Communicator& tp = *model.tp();
+  const int64_t vocab = model.config().vocab_size;
+  (*out)["model.embed_tokens.weight"] =
+      Gathered(model.word_embeddings->weight, 0, tp).narrow(0, 0, vocab);
+  (*out)["model.norm.weight"] = model.final_layernorm->weight.detach().clone();
+  if (model.output_layer) {
+    (*out)["lm_head.weight"] =
+        Gathered(model.output_layer->weight, 0, tp).narrow(0, 0, vocab);
+  }
+}
+
 }  // namespace
+
+std::map<std::string, at::Tensor> GatherHfTensors(const MegatronGPTModel& model,
+                                                  int64_t layer) {
+  at::NoGradGuard no_grad;
+  std::map<std::string, at::Tensor> out;
+  if (layer == kMegatronRootStage) {
+    GatherRoot(model, &out);
+  } else {
+    GatherLayer(model, layer, &out);
+  }
+  return out;
+}
 
 HfTensorSource HfSourceFromMap(const std::map<std::string, at::Tensor>& map) {
   return [&map](const std::string& name) -> absl::StatusOr<at::Tensor> {

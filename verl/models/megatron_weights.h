@@ -17,6 +17,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -49,6 +50,15 @@ absl::Status LoadMegatronFromHf(const HfTensorSource& hf,
 // LoadHfCheckpoint(dir) (mapped, nothing read until sliced) + the above.
 absl::Status LoadMegatronFromHfFolder(const std::string& dir,
                                       MegatronGPTModel* model);
+
+// The inverse, for weight sync and HF export: the full HF-named tensors of
+// decoder layer `layer` (model.layers.<layer>.*), or of the embeddings,
+// final norm and lm_head for layer == kMegatronRootStage, all-gathered over
+// tp (collective: every tp rank calls it with the same layer; every rank
+// gets the full tensors). One layer at a time keeps the peak at one layer.
+inline constexpr int64_t kMegatronRootStage = -1;
+std::map<std::string, at::Tensor> GatherHfTensors(const MegatronGPTModel& model,
+                                                  int64_t layer);
 
 }  // namespace verl::models
 
