@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "verl/core/registry.h"
 #include "verl/core/status.h"
+#include "verl/rl/algos/flowrl.h"
 #include "verl/rl/algos/torch_functional.h"
 
 namespace verl::rl {
@@ -472,6 +473,12 @@ void RegisterBuiltins(std::map<std::string, AdvantageEstimatorFn>& fns) {
       return fn(in, c);
     };
   };
+  // verl's recipe/flowrl estimator: group-centred scores (FlowRL's r̂).
+  grouped("flowrl", [](const In& in, const Cfg&) -> Out {
+    at::Tensor adv = ComputeFlowRlOutcomeAdvantage(in.token_level_rewards,
+                                                   in.response_mask, in.index);
+    return AdvantageOutput{adv, adv};
+  });
   grouped("grpo", [](const In& in, const Cfg& c) -> Out {
     return ComputeGrpoOutcomeAdvantage(in.token_level_rewards, in.response_mask,
                                        in.index, c.norm_adv_by_std_in_grpo);

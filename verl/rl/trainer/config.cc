@@ -151,7 +151,9 @@ bool NeedCritic(const PpoTrainerConfig& config) {
 
 bool NeedReferencePolicy(const PpoTrainerConfig& config) {
   return config.actor_rollout_ref().actor().use_kl_loss() ||
-         config.algorithm().use_kl_in_reward();
+         config.algorithm().use_kl_in_reward() ||
+         config.actor_rollout_ref().actor().policy_loss().loss_mode() ==
+             "flowrl";
 }
 
 namespace {

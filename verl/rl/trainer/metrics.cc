@@ -243,6 +243,46 @@ MetricMap ComputeVarianceProxyMetrics(const VarianceProxyInputs& in) {
   };
 }
 
+MetricMap ComputeDiversityMetrics(const ValidationSamples& s) {
+  if (s.responses.size() != s.uids.size() || s.uids.empty()) return {};
+  const auto core =
+      s.numeric.count("acc") ? s.numeric.find("acc") : s.numeric.find("reward");
+  if (core == s.numeric.end() || core->second.size() != s.uids.size()) {
+    return {};
+  }
+  // source -> uid -> (samples, correct response -> count)
+  struct Prompt {
+    int64_t n = 0;
+    std::map<std::string, int64_t> correct;
+  };
+  std::map<std::string, std::map<std::string, Prompt>> by_source;
+  for (size_t i = 0; i < s.uids.size(); ++i) {
+    Prompt& p = by_source[s.data_sources[i]][s.uids[i]];
+    ++p.n;
+    if (core->second[i] > 0) ++p.correct[s.responses[i]];
+  }
+  MetricMap out;
+  for (const auto& [source, prompts] : by_source) {
+    double distinct = 0, entropy = 0;
+    int64_t n_max = 0;
+    for (const auto& [uid, p] : prompts) {
+      n_max = std::max(n_max, p.n);
+      distinct += p.correct.size();
+      int64_t total = 0;
+      for (const auto& [text, c] : p.correct) total += c;
+      for (const auto& [text, c] : p.correct) {
+        const double q = static_cast<double>(c) / total;
+        entropy -= q * std::log(q);
+      }
+    }
+    const double n = static_cast<double>(prompts.size());
+    const std::string prefix = absl::StrCat("val-aux/", source, "/diversity/");
+    out[absl::StrCat(prefix, "distinct_correct@", n_max)] = distinct / n;
+    out[absl::StrCat(prefix, "correct_entropy@", n_max)] = entropy / n;
+  }
+  return out;
+}
+
 MetricMap ReduceMetrics(
     const std::map<std::string, std::vector<double>>& lists) {
   MetricMap m;

@@ -99,6 +99,8 @@ struct ValidationSamples {
   std::map<std::string, std::vector<double>> numeric;
   // Optional predictions per sample (enables maj@k).
   std::vector<std::string> preds;
+  // Optional decoded responses per sample (enables the diversity metrics).
+  std::vector<std::string> responses;
 };
 
 // process_validation_metrics + the trainer's naming: for each data source,
@@ -112,6 +114,14 @@ struct ValidationSamples {
 // draws (not their distribution) differ from verl's.
 absl::StatusOr<MetricMap> ComputeValidationMetrics(const ValidationSamples& s,
                                                    uint32_t seed = 42);
+
+// Diversity of the correct answers (FlowRL's claim is that they stay many):
+// per prompt (uid), among its samples whose core variable ("acc" if present,
+// else "reward") is > 0, the number of distinct response texts and the
+// entropy (nats) of their empirical distribution; averaged over prompts as
+// val-aux/{source}/diversity/{distinct_correct,correct_entropy}@{n}. Empty
+// without responses.
+MetricMap ComputeDiversityMetrics(const ValidationSamples& s);
 
 }  // namespace verl::rl
 

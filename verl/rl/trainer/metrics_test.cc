@@ -133,6 +133,29 @@ TEST(VarianceProxyMetricsTest, MatchesVerl) {
   EXPECT_TRUE(ComputeVarianceProxyMetrics(in).empty());
 }
 
+TEST(DiversityMetricsTest, DistinctCorrectAnswersAndTheirEntropy) {
+  ValidationSamples s;
+  // Prompt a: 4 samples, correct "x", "x", "y" (one wrong "z").
+  // Prompt b: 4 samples, all correct and equal.
+  s.uids = {"a", "a", "a", "a", "b", "b", "b", "b"};
+  s.data_sources = std::vector<std::string>(8, "task");
+  s.responses = {"x", "x", "y", "z", "w", "w", "w", "w"};
+  s.numeric["reward"] = {1, 1, 1, 0, 1, 1, 1, 1};
+  MetricMap m = ComputeDiversityMetrics(s);
+  EXPECT_DOUBLE_EQ(m.at("val-aux/task/diversity/distinct_correct@4"),
+                   (2 + 1) / 2.0);
+  const double h_a =
+      -(2.0 / 3) * std::log(2.0 / 3) - (1.0 / 3) * std::log(1.0 / 3);
+  EXPECT_NEAR(m.at("val-aux/task/diversity/correct_entropy@4"), h_a / 2, 1e-12);
+  // "acc" wins over "reward" as the notion of correct.
+  s.numeric["acc"] = {0, 0, 0, 0, 1, 1, 1, 1};
+  EXPECT_DOUBLE_EQ(ComputeDiversityMetrics(s).at(
+                       "val-aux/task/diversity/distinct_correct@4"),
+                   0.5);
+  s.responses.clear();
+  EXPECT_TRUE(ComputeDiversityMetrics(s).empty());
+}
+
 TEST(ReduceMetricsTest, MaxMinMean) {
   MetricMap m = ReduceMetrics({{"actor/pg_clipfrac", {1, 2, 3}},
                                {"x/max_y", {1, 5}},

@@ -221,6 +221,8 @@ absl::Status PpoTrainer::InitRoles() {
         actor_state, MakeTrainState(*policy.model, actor_cfg().strategy(),
                                     actor_cfg().fsdp_config(), aopt, world_));
   }
+  ao.flowrl_log_z_optim = aopt;  // FlowRL's log-Z head: the actor's AdamW
+  ao.flowrl_log_z_seed = seed_ + 7;
   actor_ = std::make_unique<Actor>(policy.model, std::move(actor_state), ao,
                                    actor_par_.dp);
 

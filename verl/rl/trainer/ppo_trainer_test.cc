@@ -5,6 +5,7 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -316,6 +317,34 @@ TEST(PpoTrainerTest, OptimalTokenBaselineUsesTheActorsSumPiSquared) {
   // W(τ) = Σ_t (1 − 2π_t + Σπ²) ≥ 0 per token since Σπ² ≥ π_t².
   EXPECT_GT(m.at("variance_proxy/expected_w"), 0.0);
   EXPECT_TRUE(m.count("variance_proxy/proxy3_pure_noise"));
+}
+
+TEST(PpoTrainerTest, FlowRlTrainsWithTheLogZHead) {
+  // verl's recipe/flowrl: adv_estimator=flowrl (group-centred reward) and the
+  // trajectory-balance loss; the reference policy is created for it.
+  PpoTrainerConfig config = OneStep("flowrl", "flowrl", "NR % 3");
+  config.mutable_trainer()->set_total_training_steps(2);
+  auto* actor = config.mutable_actor_rollout_ref()->mutable_actor();
+  actor->mutable_policy_loss()->set_loss_mode("flowrl");
+  actor->set_use_kl_loss(false);
+  auto run = RunPpo(config, nullptr);
+  ASSERT_TRUE(run.ok()) << run.status();
+  const auto& m = run->last_step_metrics;
+  for (const char* key :
+       {"actor/log_z", "actor/tb_residual", "actor/tb_residual_abs",
+        "actor/importance_weight", "actor/ref_kl", "actor/final_loss",
+        "actor/pg_loss", "timing_s/ref"}) {
+    EXPECT_TRUE(m.count(key)) << key;
+  }
+  EXPECT_GT(m.at("actor/log_z_grad_norm"), 0.0);
+  EXPECT_TRUE(std::isfinite(m.at("actor/pg_loss")));
+  // The loss is a mean of w·δ² (w > 0): positive.
+  EXPECT_GT(m.at("actor/final_loss"), 0.0);
+
+  actor->mutable_policy_loss()->set_flowrl_variant("flowrl_gspo");
+  EXPECT_THAT(RunPpo(config, nullptr),
+              core::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                      "flowrl_variant"));
 }
 
 TEST(PpoTrainerTest, PfPpoResamplesTheBatchByScore) {

@@ -61,6 +61,7 @@ absl::StatusOr<MetricMap> PpoTrainer::Validate(int64_t step) {
       samples.data_sources.push_back(requests[i].sample.data_source);
       samples.uids.push_back(gen_uids[i]);
       samples.numeric["reward"].push_back(totals[i].item<double>());
+      samples.responses.push_back(requests[i].sample.solution);
     }
     for (const auto& [k, v] : scores.extra_numeric) {
       for (double x : v) samples.numeric[k].push_back(x);
@@ -76,7 +77,10 @@ absl::StatusOr<MetricMap> PpoTrainer::Validate(int64_t step) {
   }
   if (bar) bar->Finish();
   if (dump) VERL_RETURN_IF_ERROR(DumpGenerations(dump_dir, step, dumped));
-  return ComputeValidationMetrics(samples);
+  VERL_ASSIGN_OR_RETURN(MetricMap metrics, ComputeValidationMetrics(samples));
+  MetricMap diversity = ComputeDiversityMetrics(samples);
+  metrics.insert(diversity.begin(), diversity.end());
+  return metrics;
 }
 
 absl::StatusOr<GenerationRecords> PpoTrainer::Records(

@@ -2,12 +2,14 @@
 
 #include <ATen/ops/ones.h>
 #include <ATen/ops/zeros.h>
+#include <glog/logging.h>
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
 #include "verl/infer/rollout_options.h"
+#include "verl/rl/algos/flowrl.h"
 
 namespace verl::rl {
 
@@ -106,6 +108,25 @@ absl::StatusOr<ActorOptions> ActorOptionsFromConfig(
   ao.use_kl_loss = actor.use_kl_loss();
   ao.kl_loss_coef = actor.kl_loss_coef();
   ao.kl_loss_type = actor.kl_loss_type();
+  if (ao.loss_mode == "flowrl") {
+    // verl's recipe/flowrl: the trajectory-balance loss replaces the PPO loss.
+    ao.flowrl.tb_coef = config.algorithm().tb_coef();
+    ao.flowrl.variant = pls.flowrl_variant();
+    ao.flowrl.tis_imp_ratio_cap = actor.tis_imp_ratio_cap();
+    VERL_RETURN_IF_ERROR(ValidateFlowRlVariant(ao.flowrl.variant));
+    if (groups.sp && groups.sp->size() > 1) {
+      return absl::InvalidArgumentError(
+          "actor_rollout_ref.actor.policy_loss.loss_mode=flowrl: "
+          "ulysses_sequence_parallel_size > 1 is not supported (the log-Z "
+          "head reads each prompt's hidden states whole)");
+    }
+    if (ao.use_kl_loss || ao.entropy_coeff != 0) {
+      LOG(WARNING) << "flowrl: the loss is the trajectory-balance loss alone, "
+                      "as in verl's recipe; actor.use_kl_loss only provides "
+                      "the reference log-probs and entropy_coeff is not "
+                      "applied";
+    }
+  }
   VERL_ASSIGN_OR_RETURN(RolloutCorrectionConfig rc,
                         RolloutCorrectionFromConfig(config));
   if (rc.bypass_mode) {

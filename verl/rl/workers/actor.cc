@@ -1,5 +1,7 @@
 #include "verl/rl/workers/actor.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
 
@@ -23,7 +25,19 @@ Actor::Actor(std::shared_ptr<models::CausalLM> model,
       train_state_(std::move(train_state)),
       options_(std::move(options)),
       dp_group_(dp_group ? std::move(dp_group)
-                         : parallel::SingleProcessCommunicator()) {}
+                         : parallel::SingleProcessCommunicator()) {
+  if (options_.loss_mode == "flowrl" && train_state_) {
+    // A seeded init that leaves the global generator as it was.
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    at::Tensor saved = gen.get_state();
+    at::manual_seed(options_.flowrl_log_z_seed);
+    log_z_head_ = LogZHead(model_->config().hidden_size,
+                           options_.flowrl_log_z_layers, /*dropout=*/0.1);
+    gen.set_state(saved);
+    log_z_state_ = std::make_unique<ReplicatedTrainState>(
+        NamedParameters(*log_z_head_), options_.flowrl_log_z_optim, dp_group_);
+  }
+}
 
 absl::StatusOr<LogProbResult> Actor::ComputeLogProb(const core::Batch& batch,
                                                     bool with_entropy) {
@@ -41,8 +55,13 @@ absl::StatusOr<LogProbResult> Actor::ComputeLogProb(const core::Batch& batch,
 absl::StatusOr<MetricMap> Actor::UpdatePolicy(const core::Batch& batch) {
   if (!train_state_)
     return absl::FailedPreconditionError("this role has no optimizer");
-  VERL_ASSIGN_OR_RETURN(PolicyLossFn loss_fn,
-                        GetPolicyLoss(options_.loss_mode));
+  const bool flowrl = options_.loss_mode == "flowrl";
+  PolicyLossFn loss_fn;
+  if (!flowrl) {
+    VERL_ASSIGN_OR_RETURN(loss_fn, GetPolicyLoss(options_.loss_mode));
+  } else if (!log_z_head_) {
+    return absl::FailedPreconditionError("flowrl: the actor has no log-Z head");
+  }
   for (const char* key :
        {"input_ids", "attention_mask", "position_ids", "responses",
         "response_mask", "old_log_probs", "advantages"}) {
@@ -51,9 +70,10 @@ absl::StatusOr<MetricMap> Actor::UpdatePolicy(const core::Batch& batch) {
           absl::StrCat("update_actor: batch lacks \"", key, "\""));
     }
   }
-  if (options_.use_kl_loss && !batch.HasTensor("ref_log_prob")) {
+  if ((options_.use_kl_loss || flowrl) && !batch.HasTensor("ref_log_prob")) {
     return absl::InvalidArgumentError(
-        "update_actor: use_kl_loss needs \"ref_log_prob\"");
+        absl::StrCat("update_actor: ", flowrl ? "flowrl" : "use_kl_loss",
+                     " needs \"ref_log_prob\""));
   }
   const int64_t R = batch.tensor("responses").size(1);
   const bool want_entropy =
@@ -61,6 +81,35 @@ absl::StatusOr<MetricMap> Actor::UpdatePolicy(const core::Batch& batch) {
   const double dp = dp_group_->size();
   model_->train();
 
+  if (flowrl) log_z_head_->train();
+  // FlowRL (recipe/flowrl): the trajectory-balance loss alone.
+  auto flowrl_fn =
+      [&](const core::Batch& mb,
+          const AggOptions& agg) -> absl::StatusOr<MicroBatchResult> {
+    ForwardExtras extras;
+    extras.prompt_hidden = true;
+    ResponseForward f = ForwardResponses(
+        *model_, mb.tensor("input_ids"), mb.tensor("attention_mask"),
+        mb.tensor("position_ids"), R, options_.temperature,
+        /*with_entropy=*/false, SequenceParallel{options_.sp_group}, extras);
+    FlowRlInputs in;
+    in.log_prob = f.log_probs;
+    in.old_log_prob = mb.tensor("old_log_probs");
+    in.ref_log_prob = mb.tensor("ref_log_prob");
+    in.log_z = log_z_head_->forward(f.prompt_hidden);
+    in.advantages = mb.tensor("advantages");
+    in.response_mask = mb.tensor("response_mask");
+    if (mb.HasTensor("rollout_log_probs"))
+      in.rollout_log_probs = mb.tensor("rollout_log_probs");
+    VERL_ASSIGN_OR_RETURN(FlowRlOutput out,
+                          ComputeFlowRlLoss(in, options_.flowrl, agg));
+    MicroBatchResult r;
+    r.loss = out.loss;
+    r.keep_alive = f.attention;
+    r.token_means = out.metrics;
+    r.summed["actor/pg_loss"] = out.loss.item<double>() / dp;
+    return r;
+  };
   auto micro_fn =
       [&](const core::Batch& mb,
           const AggOptions& agg) -> absl::StatusOr<MicroBatchResult> {
@@ -118,9 +167,17 @@ absl::StatusOr<MetricMap> Actor::UpdatePolicy(const core::Batch& batch) {
   update.epochs = options_.ppo_epochs;
   update.micro = options_.update_micro;
   update.grad_norm_key = "actor/grad_norm";
-  VERL_ASSIGN_OR_RETURN(
-      MetricMap metrics,
-      RunPpoUpdate(batch, update, *dp_group_, *train_state_, micro_fn));
+  MetricMap metrics;
+  if (flowrl) {
+    JointTrainState joint(*train_state_, *log_z_state_);
+    VERL_ASSIGN_OR_RETURN(
+        metrics, RunPpoUpdate(batch, update, *dp_group_, joint, flowrl_fn));
+    metrics["actor/log_z_grad_norm"] = joint.head_grad_norm();
+    log_z_state_->StepSchedule();
+  } else {
+    VERL_ASSIGN_OR_RETURN(metrics, RunPpoUpdate(batch, update, *dp_group_,
+                                                *train_state_, micro_fn));
+  }
   // actor/entropy is a mean over optimizer steps, not a sum.
   if (metrics.count("actor/entropy")) {
     metrics["actor/entropy"] /=

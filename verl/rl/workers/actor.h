@@ -19,6 +19,11 @@
 // With rollout_log_probs in the batch (and loss_mode != bypass_mode), each
 // micro-batch also reports the current policy's drift from the rollout
 // policy as rollout_corr/* off-policy metrics, as verl's dp_actor does.
+//
+// loss_mode "flowrl" (verl's recipe/flowrl): the update's loss is FlowRL's
+// trajectory-balance loss alone (rl/algos/flowrl.h) with log Z from the
+// actor's LogZHead on the prompt's mean hidden state; needs ref_log_prob.
+// The head has its own optimizer, stepped with the policy's.
 #ifndef VERL_RL_WORKERS_ACTOR_H_
 #define VERL_RL_WORKERS_ACTOR_H_
 
@@ -32,7 +37,9 @@
 #include "verl/core/batch.h"
 #include "verl/models/decoder.h"
 #include "verl/parallel/process_group.h"
+#include "verl/rl/algos/flowrl.h"
 #include "verl/rl/algos/policy_loss.h"
+#include "verl/rl/workers/flowrl_log_z.h"
 #include "verl/rl/workers/ppo_update.h"
 #include "verl/rl/workers/train_state.h"
 
@@ -49,6 +56,12 @@ struct ActorOptions {
   PolicyLossConfig policy_loss;
   double entropy_coeff = 0.0;
   bool calculate_entropy = false;
+  // loss_mode == "flowrl": the loss settings, the log-Z head's depth, its
+  // optimizer (the actor's AdamW settings) and init seed.
+  FlowRlConfig flowrl;
+  int64_t flowrl_log_z_layers = 3;
+  OptimizerOptions flowrl_log_z_optim;
+  uint64_t flowrl_log_z_seed = 0;
   // actor.calculate_sum_pi_squared: ComputeLogProb also returns Σπ² per
   // response position (the optimal-token-baseline estimators need it).
   bool calculate_sum_pi_squared = false;
@@ -84,12 +97,17 @@ class Actor {
   std::shared_ptr<models::CausalLM> shared_model() { return model_; }
   TrainState* train_state() { return train_state_.get(); }
   const ActorOptions& options() const { return options_; }
+  // FlowRL's log-Z head and its train state (null unless loss_mode flowrl).
+  LogZHead log_z_head() const { return log_z_head_; }
+  TrainState* log_z_train_state() { return log_z_state_.get(); }
 
  private:
   std::shared_ptr<models::CausalLM> model_;
   std::unique_ptr<TrainState> train_state_;
   ActorOptions options_;
   std::shared_ptr<parallel::Communicator> dp_group_;
+  LogZHead log_z_head_{nullptr};
+  std::unique_ptr<TrainState> log_z_state_;
 };
 
 }  // namespace verl::rl

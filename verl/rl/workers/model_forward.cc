@@ -64,7 +64,9 @@ ResponseForward ForwardResponses(models::CausalLM& model,
                                  const at::Tensor& position_ids,
                                  int64_t response_length, double temperature,
                                  bool with_entropy, const SequenceParallel& sp,
-                                 bool with_sum_pi_squared) {
+                                 const ForwardExtras& extras) {
+  CHECK(!(extras.prompt_hidden && sp.enabled()))
+      << "prompt_hidden is not available with sequence parallelism";
   const int64_t batch = input_ids.size(0);
   const int64_t length = input_ids.size(1);
   const int64_t prompt_length = length - response_length;
@@ -92,7 +94,23 @@ ResponseForward ForwardResponses(models::CausalLM& model,
   if (!sp.enabled()) {
     out.attention = std::make_shared<models::VarlenCausalAttention>(
         info.cu_seqlens, model.LayerWindows());
-    selected = model.Forward(ids, pos, *out.attention).index_select(0, rows);
+    const at::Tensor hidden = model.Forward(ids, pos, *out.attention);
+    selected = hidden.index_select(0, rows);
+    if (extras.prompt_hidden) {
+      const at::Tensor row_of = at::div(info.indices, length, "floor");
+      const at::Tensor col_of = info.indices - row_of * length;
+      const at::Tensor keep =
+          (col_of < prompt_length - 1).nonzero().reshape(-1);
+      const at::Tensor keep_rows = row_of.index_select(0, keep);
+      const at::Tensor sums =
+          at::zeros({batch, hidden.size(1)}, hidden.options())
+              .index_add(0, keep_rows, hidden.index_select(0, keep));
+      const at::Tensor counts =
+          at::zeros({batch}, hidden.options())
+              .index_add(0, keep_rows,
+                         at::ones({keep_rows.size(0)}, hidden.options()));
+      out.prompt_hidden = sums / (counts + 1e-8).unsqueeze(1);
+    }
   } else {
     // Pad the stream to sp slices (the padding is one extra sequence, so no
     // real token attends to it) and run this rank's slice.
@@ -134,7 +152,7 @@ ResponseForward ForwardResponses(models::CausalLM& model,
     return out;
   }
   const at::Tensor logits = model.Logits(selected);
-  if (with_sum_pi_squared) {
+  if (extras.sum_pi_squared) {
     out.sum_pi_squared = scatter(gather(
         models::SumPiSquaredFromLogits(logits, temperature).to(at::kFloat)));
   }
@@ -178,9 +196,10 @@ absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
     auto take = [&](const char* key) {
       return batch.tensor(key).index_select(0, idx);
     };
-    ResponseForward f = ForwardResponses(
-        model, take("input_ids"), take("attention_mask"), take("position_ids"),
-        R, temperature, with_entropy, sp, with_sum_pi_squared);
+    ResponseForward f =
+        ForwardResponses(model, take("input_ids"), take("attention_mask"),
+                         take("position_ids"), R, temperature, with_entropy, sp,
+                         ForwardExtras{/*sum_pi_squared=*/with_sum_pi_squared});
     if (value_model) {
       out.values.index_copy_(0, idx, f.values);
       continue;

@@ -43,21 +43,31 @@ struct ResponseForward {
   at::Tensor entropy;    // [B, R] fp32 when requested
   at::Tensor values;     // [B, R] for value models (verl: positions [-R-1:-1])
   at::Tensor sum_pi_squared;  // [B, R] Σπ² of softmax(logits / T), when asked
+  at::Tensor prompt_hidden;   // [B, H] when asked (see ForwardExtras)
   // Keeps the attention backend alive until backward() (gradient checkpointing
   // recomputes layers with it).
   std::shared_ptr<models::AttentionBackend> attention;
 };
 
+// Outputs beyond log-probs/entropy/values.
+struct ForwardExtras {
+  // Σπ² (verl's calculate_sum_pi_squared, for the optimal-token-baseline
+  // estimators; no gradient flows through it).
+  bool sum_pi_squared = false;
+  // FlowRL's log Z input as the recipe takes it: the mean final hidden state
+  // over each row's real prompt tokens except the last prompt position
+  // (differentiable). Not with sequence parallelism.
+  bool prompt_hidden = false;
+};
+
 // input_ids/attention_mask/position_ids [B, L]; `response_length` = R.
 // Log-probs and entropy come from logits / temperature (verl scales before
-// both). Value models return `values` instead. `with_sum_pi_squared` adds
-// Σπ² (verl's calculate_sum_pi_squared, for the optimal-token-baseline
-// estimators; no gradient flows through it).
+// both). Value models return `values` instead.
 ResponseForward ForwardResponses(
     models::CausalLM& model, const at::Tensor& input_ids,
     const at::Tensor& attention_mask, const at::Tensor& position_ids,
     int64_t response_length, double temperature, bool with_entropy,
-    const SequenceParallel& sp = {}, bool with_sum_pi_squared = false);
+    const SequenceParallel& sp = {}, const ForwardExtras& extras = {});
 
 // Forward-only pass over a whole batch (input_ids, attention_mask,
 // position_ids, responses) in micro-batches, in eval mode without autograd:
