@@ -34,6 +34,7 @@
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "verl/core/file_util.h"
+#include "verl/core/main_guard.h"
 #include "verl/core/status.h"
 #include "verl/infer/engine.h"
 #include "verl/models/chat_template.h"
@@ -298,7 +299,7 @@ absl::Status Run() {
 }  // namespace
 }  // namespace verl
 
-int main(int argc, char** argv) {
+static int Main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
@@ -308,4 +309,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return verl::core::GuardMain("generate", [&] { return Main(argc, argv); });
 }

@@ -15,11 +15,12 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "verl/core/main_guard.h"
 #include "verl/core/pickle.h"
 
 ABSL_FLAG(int, top, 10, "How many allocation sites to list.");
 
-int main(int argc, char** argv) {
+static int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "memory_report [--top=N] SNAPSHOT.pickle [SNAPSHOT.pickle ...]");
   std::vector<char*> files = absl::ParseCommandLine(argc, argv);
@@ -48,4 +49,9 @@ int main(int argc, char** argv) {
               << verl::profiler::FormatMemoryReport(*report);
   }
   return rc;
+}
+
+int main(int argc, char** argv) {
+  return verl::core::GuardMain("memory_report",
+                               [&] { return Main(argc, argv); });
 }

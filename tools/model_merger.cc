@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "verl/ckpt/checkpoint_merger.h"
+#include "verl/core/main_guard.h"
 #include "verl/models/hf_checkpoint.h"
 
 ABSL_FLAG(std::string, backend, "", "fsdp or megatron (required).");
@@ -80,7 +81,7 @@ int Fail(const std::string& message, int code = 1) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "model_merger merge|test --backend fsdp --local_dir DIR "
       "[--target_dir DIR | --test_hf_dir DIR] [flags]");
@@ -165,4 +166,9 @@ int main(int argc, char** argv) {
             << " mismatches, max abs diff " << report->max_abs_diff
             << std::endl;
   return report->ok() ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  return verl::core::GuardMain("model_merger",
+                               [&] { return Main(argc, argv); });
 }

@@ -20,6 +20,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "verl/core/file_util.h"
+#include "verl/core/main_guard.h"
 #include "verl/core/status.h"
 #include "verl/rl/data/parquet/dataset_file.h"
 #include "verl/rl/data/preprocess.h"
@@ -125,7 +126,7 @@ absl::Status Run() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Writes verl-format datasets (--format=jsonl or parquet).");
   absl::ParseCommandLine(argc, argv);
@@ -135,4 +136,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return verl::core::GuardMain("prepare_data",
+                               [&] { return Main(argc, argv); });
 }

@@ -12,6 +12,7 @@
 #include "absl/flags/flag.h"
 #include "verl/core/cli.h"
 #include "verl/core/config_loader.h"
+#include "verl/core/main_guard.h"
 #include "verl/parallel/distributed.h"
 #include "verl/parallel/launcher.h"
 #include "verl/parallel/launcher_flags.h"
@@ -33,10 +34,14 @@ int Fail(const absl::Status& status) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int Main(int argc, char** argv) {
   absl::StatusOr<verl::core::CommandLine> cl =
       verl::core::ParseCommandLine(argc, argv);
   if (!cl.ok()) return Fail(cl.status());
+  if (absl::Status s = verl::core::CheckHydraConfigName(*cl, "sft_trainer");
+      !s.ok()) {
+    return Fail(s);
+  }
   absl::StatusOr<verl::rl::SftTrainerConfig> config =
       verl::rl::LoadSftTrainerConfig(cl->config_file, cl->overrides);
   if (!config.ok()) return Fail(config.status());
@@ -44,10 +49,27 @@ int main(int argc, char** argv) {
     std::cout << verl::core::PrintConfig(*config);
     return 0;
   }
+  // --nproc_per_node / --nnodes and trainer.n_gpus_per_node / nnodes are one
+  // value (see ReconcileProcessCounts).
+  absl::StatusOr<verl::rl::SftTrainerConfig> built_in =
+      verl::rl::LoadSftTrainerConfig("", {});
+  if (!built_in.ok()) return Fail(built_in.status());
+  verl::parallel::TrainerProcessCounts counts;
+  counts.n_gpus_per_node = config->trainer().n_gpus_per_node();
+  counts.n_gpus_per_node_set =
+      counts.n_gpus_per_node != built_in->trainer().n_gpus_per_node();
+  counts.nnodes = config->trainer().nnodes();
+  counts.nnodes_set = counts.nnodes != built_in->trainer().nnodes();
+  counts.on_cpu = config->trainer().device() == "cpu";
+  if (absl::Status s = verl::parallel::ReconcileWithLaunchFlags(&counts);
+      !s.ok()) {
+    return Fail(s);
+  }
+  config->mutable_trainer()->set_n_gpus_per_node(counts.n_gpus_per_node);
+  config->mutable_trainer()->set_nnodes(counts.nnodes);
   verl::parallel::LaunchFlagDefaults defaults;
-  defaults.nproc_per_node =
-      static_cast<int>(config->trainer().n_gpus_per_node());
-  defaults.nnodes = static_cast<int>(config->trainer().nnodes());
+  defaults.nproc_per_node = static_cast<int>(counts.n_gpus_per_node);
+  defaults.nnodes = static_cast<int>(counts.nnodes);
   defaults.free_port_on_one_node = true;
   verl::parallel::LaunchOptions launch =
       verl::parallel::LaunchOptionsFromFlags(defaults);
@@ -75,4 +97,8 @@ int main(int argc, char** argv) {
     std::cout << std::endl;
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return verl::core::GuardMain("sft", [&] { return Main(argc, argv); });
 }

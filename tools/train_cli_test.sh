@@ -57,6 +57,56 @@ expect_error "cannot read flagfile" --flagfile="$TMP/missing.flags"
 printf 'trainer {\n  bogus: 1\n}\n' >"$TMP/bad.textproto"
 expect_error "bad.textproto:2:" --config="$TMP/bad.textproto" --print_config
 expect_error "unexpected argument 'stray'" stray
-# verl's defaults leave the micro-batch size to the user: checked before training.
-expect_error "set 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu'"
+# expect_lines <count> <needle>... -- <args...>: exit code 2, <count> stderr
+# lines, each needle present (every problem of a run is reported at once).
+expect_lines() {
+  local count="$1"; shift
+  local needles=()
+  while [[ "$1" != "--" ]]; do needles+=("$1"); shift; done
+  shift
+  "$TRAIN" "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  [[ $rc -eq 2 ]] || fail "'$*' exited $rc, want 2"
+  [[ $(wc -l <"$TMP/err") -eq $count ]] || fail "'$*' stderr is not $count lines: $(cat "$TMP/err")"
+  for n in "${needles[@]}"; do
+    grep -qF -- "$n" "$TMP/err" || fail "'$*' stderr lacks '$n': $(cat "$TMP/err")"
+  done
+}
+
+# verl's defaults leave the micro-batch sizes to the user: checked before
+# training, every role at once.
+expect_lines 3 "set 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu'" \
+  "set 'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu'" \
+  "set 'critic.ppo_micro_batch_size_per_gpu'" -- trainer.n_gpus_per_node=1
+# Bad values of §4 (issue 21): each named, all in one run, nothing started.
+GOOD=(--config=examples/grpo_tiny.textproto trainer.n_gpus_per_node=1)
+expect_lines 4 "'actor_rollout_ref.actor.ppo_epochs' (-1) must be > 0" \
+  "'trainer.total_training_steps' (-2) must be > 0" \
+  "'actor_rollout_ref.actor.optim.lr' (nan) must be finite" \
+  "'data.train_batch_size' (-16) must be > 0" -- "${GOOD[@]}" \
+  actor_rollout_ref.actor.ppo_epochs=-1 trainer.total_training_steps=-2 \
+  actor_rollout_ref.actor.optim.lr=nan data.train_batch_size=-16 \
+  actor_rollout_ref.actor.use_dynamic_bsz=true
+expect_error "'actor_rollout_ref.actor.optim.lr' (-0.001) must be >= 0" \
+  "${GOOD[@]}" actor_rollout_ref.actor.optim.lr=-1e-3
+expect_lines 3 "unknown config key 'trainer.total_epoch'" "bad value 'x'" \
+  "Megatron backend's settings are not available" -- --print_config \
+  trainer.total_epoch=1 trainer.save_freq=x actor_rollout_ref.actor.megatron.use_mbridge=True
+expect_error "expected one of: native, vllm, sglang" "${GOOD[@]}" \
+  actor_rollout_ref.rollout.name=hf
+# One source of truth for the process count.
+expect_error "--nproc_per_node=2 disagrees with trainer.n_gpus_per_node=1" \
+  "${GOOD[@]}" --nproc_per_node=2
+# verl's Hydra forms.
+expect_error "Hydra YAML configs are not read here" --config-name=ppo_megatron_trainer
+expect_error "is a section, not a Hydra config group" --print_config \
+  actor_rollout_ref.actor.optim=fsdp
+"$TRAIN" --config-name ppo_trainer --print_config \
+  global_profiler.global_tool_config.nsys.worker_nsight_options.capture-range=cudaProfilerApi \
+  >"$TMP/hydra.txt" || fail "Hydra forms exited $?"
+grep -q 'key: "capture-range"' "$TMP/hydra.txt" || fail "dashed map key not applied"
+# --help prints a usage text.
+"$TRAIN" --help >"$TMP/help" 2>&1
+grep -q "Usage:" "$TMP/help" || fail "--help lacks the usage text: $(head -3 "$TMP/help")"
+grep -q "docs/config.md" "$TMP/help" || fail "--help lacks the docs pointer"
 echo PASS

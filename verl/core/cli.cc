@@ -37,8 +37,9 @@ bool FlagName(const std::string& arg, std::string* name, std::string* value,
   return true;
 }
 
-// Whether `key` looks like a config key: [A-Za-z_][A-Za-z0-9_.]*, after an
-// optional Hydra prefix (+, ++ or ~).
+// Whether `key` looks like a config key: [A-Za-z_][A-Za-z0-9_.-]*, after an
+// optional Hydra prefix (+, ++ or ~). Hydra allows '-' inside keys (map
+// entries such as `worker_nsight_options.capture-range`).
 bool IsConfigKey(absl::string_view key) {
   if (!absl::ConsumePrefix(&key, "++") && !absl::ConsumePrefix(&key, "+")) {
     absl::ConsumePrefix(&key, "~");
@@ -47,9 +48,23 @@ bool IsConfigKey(absl::string_view key) {
     return false;
   }
   for (char c : key) {
-    if (!absl::ascii_isalnum(c) && c != '_' && c != '.') return false;
+    if (!absl::ascii_isalnum(c) && c != '_' && c != '.' && c != '-') {
+      return false;
+    }
   }
   return true;
+}
+
+// Hydra's --config-name / --config-path / --config-dir (either spelling).
+std::string* HydraFlag(const std::string& name, SplitArgs* split) {
+  if (name == "config-name" || name == "config_name") {
+    return &split->hydra_config_name;
+  }
+  if (name == "config-path" || name == "config_path" || name == "config-dir" ||
+      name == "config_dir") {
+    return &split->hydra_config_path;
+  }
+  return nullptr;
 }
 
 absl::Status ExpandFile(const std::string& path, int depth,
@@ -160,6 +175,17 @@ absl::StatusOr<SplitArgs> SplitCommandLine(
       continue;
     }
     if (!positional_only && FlagName(arg, &name, &value, &has_value)) {
+      if (std::string* hydra = HydraFlag(name, &split); hydra != nullptr) {
+        if (!has_value) {
+          if (i + 1 >= expanded.size()) {
+            return absl::InvalidArgumentError(
+                absl::StrCat("--", name, " needs a value"));
+          }
+          value = expanded[++i];
+        }
+        *hydra = value;
+        continue;
+      }
       if (absl::StrContains(name, '.')) {
         if (!has_value) {
           return absl::InvalidArgumentError(
@@ -187,6 +213,27 @@ absl::StatusOr<SplitArgs> SplitCommandLine(
   return split;
 }
 
+absl::Status CheckHydraConfigName(const CommandLine& cl,
+                                  absl::string_view builtin_name) {
+  if (cl.hydra_config_name.empty() && cl.hydra_config_path.empty()) {
+    return absl::OkStatus();
+  }
+  absl::string_view name = cl.hydra_config_name;
+  absl::ConsumeSuffix(&name, ".yaml");
+  if (cl.hydra_config_path.empty() && (name.empty() || name == builtin_name)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--config-name=", cl.hydra_config_name,
+      cl.hydra_config_path.empty()
+          ? ""
+          : absl::StrCat(" --config-path=", cl.hydra_config_path),
+      ": Hydra YAML configs are not read here; the built-in config is '",
+      builtin_name,
+      "' (verl's defaults); put your own keys in a text proto "
+      "(--config=FILE.textproto) or a flagfile (see docs/config.md)"));
+}
+
 absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
   if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY");
       dir != nullptr && *dir != '\0' && chdir(dir) != 0) {
@@ -208,6 +255,8 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
   CommandLine cl;
   cl.config_file = absl::GetFlag(FLAGS_config);
   cl.overrides = std::move(split.overrides);
+  cl.hydra_config_name = std::move(split.hydra_config_name);
+  cl.hydra_config_path = std::move(split.hydra_config_path);
   return cl;
 }
 

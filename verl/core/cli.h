@@ -11,6 +11,8 @@
 //   comment, or one argument starting with `-` (trailing whitespace dropped).
 // * A flag whose name contains a dot (`--a.b.c=value`) and a positional
 //   `key=value` argument are config overrides, kept in command-line order.
+// * Hydra's `--config-name X` / `--config-path P` are collected (see
+//   CheckHydraConfigName); keys may contain '-' as in Hydra.
 // * Everything else goes to absl::ParseCommandLine; `--config=<file>` (a flag
 //   defined here) names the base text-proto file.
 #ifndef VERL_CORE_CLI_H_
@@ -19,7 +21,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace verl::core {
 
@@ -30,6 +34,10 @@ absl::StatusOr<std::vector<std::string>> ExpandFlagfiles(
 struct SplitArgs {
   std::vector<std::string> overrides;  // "a.b.c=value"
   std::vector<std::string> absl_args;  // program name first
+  // Hydra's --config-name / --config-path (also --config-dir), verl scripts'
+  // way to pick a YAML file; see CheckHydraConfigName.
+  std::string hydra_config_name;
+  std::string hydra_config_path;
 };
 
 // Expands flagfiles and separates config overrides from absl arguments.
@@ -39,7 +47,16 @@ absl::StatusOr<SplitArgs> SplitCommandLine(
 struct CommandLine {
   std::string config_file;             // --config; empty: none
   std::vector<std::string> overrides;  // in command-line order
+  std::string hydra_config_name;       // --config-name; empty: none
+  std::string hydra_config_path;       // --config-path; empty: none
 };
+
+// OK when Hydra's --config-name is absent or names the binary's built-in
+// config (`builtin_name`, e.g. "ppo_trainer", optionally with ".yaml") and
+// no --config-path is given; else InvalidArgument explaining that YAML
+// configs are not read and what to use instead.
+absl::Status CheckHydraConfigName(const CommandLine& cl,
+                                  absl::string_view builtin_name);
 
 // SplitCommandLine, then absl::ParseCommandLine on the rest (which handles
 // --help and exits on unknown flags, as absl does). Leftover positional

@@ -108,6 +108,35 @@ TEST(SplitCommandLineTest, OverridesFromFlagsPositionalsAndFlagfiles) {
               HasSubstr("needs a value"));
 }
 
+// Forms verl scripts type: keys with '-' (Hydra allows them, e.g. a map
+// entry `capture-range`) and --config-name / --config-path.
+TEST(SplitCommandLineTest, HydraFormsFromVerlScripts) {
+  auto split = SplitCommandLine(
+      {"prog", "a.nsight.capture-range=cudaProfilerApi", "--b.capture-range=x",
+       "--config-name=ppo_trainer", "--config-path", "config", "-bad-start=1"});
+  ASSERT_TRUE(split.ok()) << split.status();
+  EXPECT_THAT(split->overrides,
+              ElementsAre("a.nsight.capture-range=cudaProfilerApi",
+                          "b.capture-range=x"));
+  EXPECT_EQ(split->hydra_config_name, "ppo_trainer");
+  EXPECT_EQ(split->hydra_config_path, "config");
+  EXPECT_THAT(split->absl_args, ElementsAre("prog", "-bad-start=1"));
+
+  CommandLine cl;
+  EXPECT_TRUE(CheckHydraConfigName(cl, "ppo_trainer").ok());
+  cl.hydra_config_name = "ppo_trainer.yaml";
+  EXPECT_TRUE(CheckHydraConfigName(cl, "ppo_trainer").ok());
+  cl.hydra_config_name = "ppo_megatron_trainer";
+  absl::Status s = CheckHydraConfigName(cl, "ppo_trainer");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("Hydra YAML configs are not read here; the built-in "
+                        "config is 'ppo_trainer'"));
+  cl.hydra_config_name = "ppo_trainer";
+  cl.hydra_config_path = "my_configs";
+  EXPECT_FALSE(CheckHydraConfigName(cl, "ppo_trainer").ok());
+}
+
 TEST(ParseCommandLineTest, ConfigFlagOverridesAndAbslFlags) {
   const std::string flags =
       WriteFile("parse.flags", "--config=base.textproto\n--a.b=2\n");

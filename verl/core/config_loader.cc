@@ -140,6 +140,18 @@ void SectionPaths(const Descriptor& d, const Descriptor& target,
   }
 }
 
+constexpr absl::string_view kMegatronNote =
+    "the Megatron backend's settings are not available in this build (FSDP "
+    "only; see docs/config.md)";
+
+// Whether a dotted key (or one segment) names a Megatron setting.
+bool IsMegatronKey(absl::string_view key) {
+  for (absl::string_view part : absl::StrSplit(key, '.')) {
+    if (part == "megatron" || absl::StartsWith(part, "megatron_")) return true;
+  }
+  return false;
+}
+
 // For protobuf's 'Message type "T" has no field named "x".' returns a
 // "; did you mean 'y'?" hint with T's field name nearest to x.
 std::string UnknownFieldHint(const Message& root, const std::string& error) {
@@ -156,12 +168,16 @@ std::string UnknownFieldHint(const Message& root, const std::string& error) {
           error.substr(t, t_end - t));
   if (d == nullptr || d->field_count() == 0) return "";
   const std::string unknown = error.substr(f, f_end - f);
+  if (IsMegatronKey(unknown)) return absl::StrCat("; ", kMegatronNote);
   const FieldDescriptor* best = d->field(0);
   for (int i = 1; i < d->field_count(); ++i) {
     if (EditDistance(unknown, d->field(i)->name()) <
         EditDistance(unknown, best->name())) {
       best = d->field(i);
     }
+  }
+  if (EditDistance(unknown, best->name()) > MaxSuggestionDistance(unknown)) {
+    return "";
   }
   // Name the full dotted key when the message type sits at one place only.
   std::vector<std::string> paths;
@@ -364,9 +380,12 @@ absl::Status SetField(Message* msg, const FieldDescriptor* f,
                      ".<name>=value') or clear it with null or {}"));
   }
   if (IsSection(f)) {
+    // `optim=fsdp`: Hydra selects a YAML file of a config group; here the
+    // section's fields are set directly.
     return absl::InvalidArgumentError(absl::StrCat(
-        "config key '", key, "' is a section; set one of its fields ('", key,
-        ".", f->message_type()->field(0)->name(), "=...') or null"));
+        "config key '", key, "' is a section, not a Hydra config group ('",
+        value, "' selects nothing here); set one of its fields ('", key, ".",
+        f->message_type()->field(0)->name(), "=...') or null"));
   }
   if (f->is_repeated()) {
     if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
@@ -405,9 +424,18 @@ absl::Status SetField(Message* msg, const FieldDescriptor* f,
 }
 
 absl::Status UnknownKey(const Descriptor& root, absl::string_view key) {
-  return absl::InvalidArgumentError(absl::StrCat("unknown config key '", key,
-                                                 "'; did you mean '",
-                                                 NearestKey(root, key), "'?"));
+  if (IsMegatronKey(key)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown config key '", key, "': ", kMegatronNote));
+  }
+  const std::string nearest = NearestKey(root, key);
+  if (nearest.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown config key '", key,
+                     "' (no similar key; --print_config lists them all)"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown config key '", key, "'; did you mean '", nearest, "'?"));
 }
 
 void CollectKeys(const Descriptor& d, const std::string& prefix, int depth,
@@ -610,10 +638,13 @@ absl::Status ApplyOverride(absl::string_view override_arg, Message* msg) {
 
 absl::Status ApplyOverrides(const std::vector<std::string>& overrides,
                             Message* msg) {
+  std::vector<std::string> errors;
   for (const std::string& o : overrides) {
-    VERL_RETURN_IF_ERROR(ApplyOverride(o, msg));
+    absl::Status s = ApplyOverride(o, msg);
+    if (!s.ok()) errors.emplace_back(s.message());
   }
-  return absl::OkStatus();
+  if (errors.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
 }
 
 std::vector<std::string> DottedKeys(const Descriptor& d) {
@@ -648,15 +679,19 @@ std::string NearestKey(const Descriptor& d, absl::string_view key) {
     }
   }
   if (!best.empty()) return best;
-  int best_distance = -1;
+  int best_distance = MaxSuggestionDistance(key) + 1;
   for (const std::string& k : keys) {
     const int distance = EditDistance(key, k);
-    if (best_distance < 0 || distance < best_distance) {
+    if (distance < best_distance) {
       best_distance = distance;
       best = k;
     }
   }
   return best;
+}
+
+int MaxSuggestionDistance(absl::string_view key) {
+  return std::max<int>(2, static_cast<int>(key.size()) / 10);
 }
 
 absl::Status LoadConfig(const ConfigSources& sources, Message* msg) {

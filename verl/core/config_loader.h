@@ -61,7 +61,8 @@ absl::Status MergeTextProtoFile(const std::string& path,
 absl::Status ApplyOverride(absl::string_view override_arg,
                            google::protobuf::Message* msg);
 
-// Applies overrides in order; stops at the first error.
+// Applies overrides in order. Every bad override is reported: the error
+// holds one line per bad override (the good ones are applied).
 absl::Status ApplyOverrides(const std::vector<std::string>& overrides,
                             google::protobuf::Message* msg);
 
@@ -70,9 +71,15 @@ absl::Status ApplyOverrides(const std::vector<std::string>& overrides,
 std::vector<std::string> DottedKeys(const google::protobuf::Descriptor& d);
 
 // The valid dotted key closest to `key`: a key ending in ".<key>" (the user
-// left out leading sections) if any, else the smallest edit distance.
+// left out leading sections) if any, else the one at the smallest edit
+// distance if that is at most MaxSuggestionDistance(key); else "" (no
+// suggestion beats a misleading one).
 std::string NearestKey(const google::protobuf::Descriptor& d,
                        absl::string_view key);
+
+// The largest edit distance a suggestion for `key` may have: 2, or a tenth
+// of the key's length for long keys.
+int MaxSuggestionDistance(absl::string_view key);
 
 // Levenshtein distance (insert, delete, substitute; all cost 1).
 int EditDistance(absl::string_view a, absl::string_view b);

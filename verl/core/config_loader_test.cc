@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
@@ -375,6 +376,30 @@ TEST(KeysTest, DottedKeysAndEditDistance) {
   EXPECT_EQ(EditDistance("", "abc"), 3);
   EXPECT_EQ(EditDistance("same", "same"), 0);
   EXPECT_EQ(NearestKey(*TestConfig::descriptor(), "titel"), "title");
+  // Nothing close: no suggestion rather than a misleading one.
+  EXPECT_EQ(NearestKey(*TestConfig::descriptor(), "use_mbridge"), "");
+  EXPECT_EQ(MaxSuggestionDistance("abc"), 2);
+  EXPECT_EQ(MaxSuggestionDistance(std::string(45, 'x')), 4);
+}
+
+// All bad overrides of a command line are reported at once; the good ones
+// still apply.
+TEST(OverrideTest, EveryBadOverrideIsReported) {
+  TestConfig c;
+  absl::Status s = ApplyOverrides({"titel=a", "title=ok", "inner.leaf.count=x",
+                                   "inner.megatron.tp=2", "zzzzzzzz=1"},
+                                  &c);
+  ASSERT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  const std::vector<std::string> lines = absl::StrSplit(s.message(), '\n');
+  ASSERT_EQ(lines.size(), 4u) << s;
+  EXPECT_EQ(lines[0], "unknown config key 'titel'; did you mean 'title'?");
+  EXPECT_THAT(lines[1], HasSubstr("bad value 'x' for config key"));
+  EXPECT_THAT(lines[2], HasSubstr("Megatron backend's settings are not "
+                                  "available"));
+  EXPECT_EQ(lines[3],
+            "unknown config key 'zzzzzzzz' (no similar key; --print_config "
+            "lists them all)");
+  EXPECT_EQ(c.title(), "ok");
 }
 
 }  // namespace

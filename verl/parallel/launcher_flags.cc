@@ -3,8 +3,10 @@
 
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 
 // Optional flags: unset (std::nullopt) is told apart from a typed default
@@ -45,6 +47,51 @@ LaunchOptions LaunchOptionsFromFlags(const LaunchFlagDefaults& defaults) {
   options.grace_period = std::chrono::milliseconds(
       absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_launcher_grace_period)));
   return options;
+}
+
+namespace {
+
+// `flag` (a launcher flag) and `key` (its config key) describe one count.
+absl::Status Reconcile(const char* flag, std::optional<int> flag_value,
+                       const char* key, bool key_set, int64_t* value) {
+  if (!flag_value.has_value()) return absl::OkStatus();
+  if (key_set && *value != *flag_value) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, "=", *flag_value, " disagrees with ", key, "=",
+                     *value, ": give one of them (or the same value to both)"));
+  }
+  *value = *flag_value;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ReconcileProcessCounts(std::optional<int> nproc_per_node_flag,
+                                    std::optional<int> nnodes_flag,
+                                    int cpu_cores,
+                                    TrainerProcessCounts* counts) {
+  absl::Status s = Reconcile(
+      "nproc_per_node", nproc_per_node_flag, "trainer.n_gpus_per_node",
+      counts->n_gpus_per_node_set, &counts->n_gpus_per_node);
+  if (!s.ok()) return s;
+  s = Reconcile("nnodes", nnodes_flag, "trainer.nnodes", counts->nnodes_set,
+                &counts->nnodes);
+  if (!s.ok()) return s;
+  if (counts->on_cpu && !nproc_per_node_flag.has_value() &&
+      !counts->n_gpus_per_node_set && cpu_cores > 0 &&
+      counts->n_gpus_per_node > cpu_cores) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "trainer.n_gpus_per_node is verl's default ", counts->n_gpus_per_node,
+        " (processes per node), but this CPU run has ", cpu_cores,
+        " cores: set trainer.n_gpus_per_node=N (or --nproc_per_node=N)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReconcileWithLaunchFlags(TrainerProcessCounts* counts) {
+  return ReconcileProcessCounts(
+      absl::GetFlag(FLAGS_nproc_per_node), absl::GetFlag(FLAGS_nnodes),
+      static_cast<int>(std::thread::hardware_concurrency()), counts);
 }
 
 }  // namespace verl::parallel

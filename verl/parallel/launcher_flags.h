@@ -6,8 +6,10 @@
 #ifndef VERL_PARALLEL_LAUNCHER_FLAGS_H_
 #define VERL_PARALLEL_LAUNCHER_FLAGS_H_
 
+#include <cstdint>
 #include <optional>
 
+#include "absl/status/status.h"
 #include "verl/parallel/launcher.h"
 
 namespace verl::parallel {
@@ -28,6 +30,31 @@ struct LaunchFlagDefaults {
 // LaunchOptions from the parsed flags (call after absl::ParseCommandLine),
 // with `defaults` for the flags that were not set.
 LaunchOptions LaunchOptionsFromFlags(const LaunchFlagDefaults& defaults = {});
+
+// A trainer's process counts as its config states them
+// (trainer.n_gpus_per_node, trainer.nnodes); `*_set`: the user gave the key
+// (its value differs from the built-in default, verl's 8 and 1).
+struct TrainerProcessCounts {
+  int64_t n_gpus_per_node = 8;
+  bool n_gpus_per_node_set = false;
+  int64_t nnodes = 1;
+  bool nnodes_set = false;
+  bool on_cpu = true;  // trainer.device == cpu
+};
+
+// One source of truth for the launcher and the config's validation: a
+// launcher flag (--nproc_per_node, --nnodes) given and its config key left at
+// the default: the flag's value is written into `counts`; both given and
+// different: InvalidArgument naming both. On CPU, n_gpus_per_node left at
+// verl's default 8 with fewer than 8 cores (`cpu_cores`) is refused rather
+// than oversubscribing the machine (an explicit value is respected).
+absl::Status ReconcileProcessCounts(std::optional<int> nproc_per_node_flag,
+                                    std::optional<int> nnodes_flag,
+                                    int cpu_cores,
+                                    TrainerProcessCounts* counts);
+
+// ReconcileProcessCounts with the parsed flags and this machine's cores.
+absl::Status ReconcileWithLaunchFlags(TrainerProcessCounts* counts);
 
 }  // namespace verl::parallel
 

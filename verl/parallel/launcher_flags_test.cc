@@ -48,5 +48,48 @@ TEST(LaunchFlagsTest, DefaultsFillOnlyFlagsNotTyped) {
   EXPECT_EQ(typed.nnodes, 3);  // not typed: the caller's value
 }
 
+// --nproc_per_node and trainer.n_gpus_per_node are one value: a flag fills
+// a key left at its default, a disagreement is an error, and verl's default
+// of 8 processes is not started on a smaller CPU machine.
+TEST(LaunchFlagsTest, ProcessCountsHaveOneSourceOfTruth) {
+  TrainerProcessCounts counts;  // nothing set: verl's 8 x 1
+  absl::Status s =
+      ReconcileProcessCounts(std::nullopt, std::nullopt, 2, &counts);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("set trainer.n_gpus_per_node=N"),
+            std::string::npos)
+      << s;
+  EXPECT_TRUE(
+      ReconcileProcessCounts(std::nullopt, std::nullopt, 16, &counts).ok());
+  EXPECT_EQ(counts.n_gpus_per_node, 8);
+
+  TrainerProcessCounts flag_only;
+  ASSERT_TRUE(ReconcileProcessCounts(1, 2, 2, &flag_only).ok());
+  EXPECT_EQ(flag_only.n_gpus_per_node, 1);  // --nproc_per_node=1 is used
+  EXPECT_EQ(flag_only.nnodes, 2);
+
+  TrainerProcessCounts both;
+  both.n_gpus_per_node = 4;
+  both.n_gpus_per_node_set = true;
+  ASSERT_TRUE(ReconcileProcessCounts(4, std::nullopt, 2, &both).ok());
+  s = ReconcileProcessCounts(2, std::nullopt, 2, &both);
+  EXPECT_EQ(s.message(),
+            "--nproc_per_node=2 disagrees with trainer.n_gpus_per_node=4: give "
+            "one of them (or the same value to both)");
+  TrainerProcessCounts nodes;
+  nodes.nnodes = 2;
+  nodes.nnodes_set = true;
+  nodes.n_gpus_per_node = 1;
+  nodes.n_gpus_per_node_set = true;
+  EXPECT_FALSE(ReconcileProcessCounts(std::nullopt, 3, 2, &nodes).ok());
+  // An explicit config value is respected even beyond the core count.
+  TrainerProcessCounts explicit_four;
+  explicit_four.n_gpus_per_node = 4;
+  explicit_four.n_gpus_per_node_set = true;
+  EXPECT_TRUE(
+      ReconcileProcessCounts(std::nullopt, std::nullopt, 2, &explicit_four)
+          .ok());
+}
+
 }  // namespace
 }  // namespace verl::parallel

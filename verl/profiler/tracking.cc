@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -12,6 +13,17 @@
 
 namespace verl::profiler {
 namespace {
+
+// verl's loggers that report to a remote service (no network here).
+constexpr const char* kNetworkBackends[] = {
+    "wandb", "mlflow", "swanlab", "vemlp_wandb", "clearml", "trackio"};
+
+bool IsNetworkBackend(const std::string& name) {
+  for (const char* n : kNetworkBackends) {
+    if (name == n) return true;
+  }
+  return false;
+}
 
 std::string EnvOr(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
@@ -168,10 +180,19 @@ absl::StatusOr<std::unique_ptr<Tracker>> Tracker::Create(
       tracker->tensorboard_dir_ = dir;
       tracker->backends_.push_back(
           std::make_unique<TensorBoardBackend>(*std::move(writer)));
+    } else if (IsNetworkBackend(name)) {
+      // verl's default logger list has wandb: warn once, keep the others.
+      tracker->skipped_.push_back(name);
+      std::cerr << "warning: trainer.logger: \"" << name
+                << "\" needs a network service that is not available here; "
+                   "skipped (available: console, file, tensorboard)"
+                << std::endl;
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("trainer.logger: unsupported backend \"", name,
-                       "\" (supported: console, file, tensorboard)"));
+                       "\" (supported: console, file, tensorboard; ",
+                       absl::StrJoin(kNetworkBackends, ", "),
+                       " are skipped with a warning)"));
     }
   }
   return tracker;

@@ -44,7 +44,9 @@ class Tracker {
     virtual absl::Status Log(const Metrics& metrics, int64_t step) = 0;
   };
 
-  // Unknown backend names are an error listing the supported ones.
+  // Unknown backend names are an error listing the supported ones. verl's
+  // network loggers (wandb, mlflow, swanlab, vemlp_wandb, clearml, trackio)
+  // print one warning each and are skipped (see skipped()).
   static absl::StatusOr<std::unique_ptr<Tracker>> Create(
       const TrackingOptions& options);
 
@@ -53,11 +55,14 @@ class Tracker {
   // Where the file / tensorboard backends write ("" when not enabled).
   const std::string& file_path() const { return file_path_; }
   const std::string& tensorboard_dir() const { return tensorboard_dir_; }
+  // The network loggers left out (warned about once, at Create).
+  const std::vector<std::string>& skipped() const { return skipped_; }
 
  private:
   std::vector<std::unique_ptr<Backend>> backends_;
   std::string file_path_;
   std::string tensorboard_dir_;
+  std::vector<std::string> skipped_;
 };
 
 // Formats the console block for one step (exposed for tests).

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 
@@ -83,12 +84,35 @@ TEST(TrackingTest, TensorBoardBackendUsesEnvDir) {
 
 TEST(TrackingTest, UnknownBackendIsAnError) {
   TrackingOptions o;
-  o.backends = {"console", "wandb"};
+  o.backends = {"console", "bogus"};
   auto tracker = Tracker::Create(o);
   ASSERT_FALSE(tracker.ok());
-  EXPECT_NE(tracker.status().message().find("\"wandb\""), std::string::npos);
+  EXPECT_NE(tracker.status().message().find("\"bogus\""), std::string::npos);
   EXPECT_NE(tracker.status().message().find("console, file, tensorboard"),
             std::string::npos);
+}
+
+// verl's default [console, wandb]: wandb (no network) is skipped with one
+// warning and the console logger still runs.
+TEST(TrackingTest, NetworkLoggersWarnOnceAndAreSkipped) {
+  const std::string path = TempDir() + "/console_wandb.txt";
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  TrackingOptions o;
+  o.console = f;
+  o.backends = {"console", "wandb"};
+  ::testing::internal::CaptureStderr();
+  auto tracker = Tracker::Create(o);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(tracker.ok()) << tracker.status();
+  EXPECT_EQ((*tracker)->skipped(), std::vector<std::string>{"wandb"});
+  EXPECT_NE(err.find("\"wandb\" needs a network service"), std::string::npos)
+      << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_TRUE((*tracker)->Log({{"a/b", 1.0}}, 1).ok());
+  std::fclose(f);
+  std::ifstream in(path);
+  std::string all((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(all.find("step 1"), std::string::npos) << all;
 }
 
 TEST(TrackingTest, ConsoleFormatGroupsByPrefix) {

@@ -1,8 +1,18 @@
 // File: verl/rl/trainer/config.cc
 #include "verl/rl/trainer/config.h"
 
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "glog/logging.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
 #include "verl/core/config_loader.h"
 #include "verl/core/status.h"
 
@@ -158,8 +168,273 @@ bool NeedReferencePolicy(const PpoTrainerConfig& config) {
 
 namespace {
 
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
+
+// Every violation found, one line each (ValidatePpoTrainerConfig reports them
+// all at once).
+class Problems {
+ public:
+  void Add(std::string line) { lines_.push_back(std::move(line)); }
+  void Add(const absl::Status& s) {
+    if (!s.ok()) lines_.emplace_back(s.message());
+  }
+  absl::Status ToStatus() const {
+    if (lines_.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrJoin(lines_, "\n"));
+  }
+
+ private:
+  std::vector<std::string> lines_;
+};
+
 absl::Status Invalid(absl::string_view message) {
   return absl::InvalidArgumentError(message);
+}
+
+// What a numeric key may hold.
+enum class Range {
+  kPositive,            // > 0
+  kNonNegative,         // >= 0
+  kProbability,         // [0, 1]
+  kOpenProbability,     // (0, 1]
+  kPositiveOrMinusOne,  // > 0, or -1 (verl's "off" / "all")
+  kAtLeastMinusOne,     // >= -1
+};
+
+// Which runs a key matters to (keys of a role that is not used are not
+// checked: verl's defaults leave some of them meaningless then).
+enum class When { kAlways, kCritic, kRewardModel, kReference };
+
+struct RangeRule {
+  const char* key;
+  Range range;
+  When when = When::kAlways;
+};
+
+// Every size, count, length, rate and probability key of the tree (null keys
+// are skipped; list elements are checked one by one).
+constexpr RangeRule kRangeRules[] = {
+    {"data.train_batch_size", Range::kPositive},
+    {"data.gen_batch_size", Range::kPositive},
+    {"data.val_batch_size", Range::kPositive},
+    {"data.max_prompt_length", Range::kPositive},
+    {"data.max_response_length", Range::kPositive},
+    {"data.dataloader_num_workers", Range::kNonNegative},
+    {"data.filter_overlong_prompts_workers", Range::kPositive},
+    {"data.train_max_samples", Range::kPositiveOrMinusOne},
+    {"data.val_max_samples", Range::kPositiveOrMinusOne},
+    {"actor_rollout_ref.nccl_timeout", Range::kPositive},
+    {"actor_rollout_ref.model.lora_rank", Range::kNonNegative},
+    {"actor_rollout_ref.actor.ppo_mini_batch_size", Range::kPositive},
+    {"actor_rollout_ref.actor.ppo_micro_batch_size", Range::kPositive},
+    {"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", Range::kPositive},
+    {"actor_rollout_ref.actor.ppo_max_token_len_per_gpu", Range::kPositive},
+    {"actor_rollout_ref.actor.clip_ratio", Range::kNonNegative},
+    {"actor_rollout_ref.actor.clip_ratio_low", Range::kNonNegative},
+    {"actor_rollout_ref.actor.clip_ratio_high", Range::kNonNegative},
+    {"actor_rollout_ref.actor.kl_loss_coef", Range::kNonNegative},
+    {"actor_rollout_ref.actor.ppo_epochs", Range::kPositive},
+    {"actor_rollout_ref.actor.grad_clip", Range::kNonNegative},
+    {"actor_rollout_ref.actor.ulysses_sequence_parallel_size",
+     Range::kPositive},
+    {"actor_rollout_ref.actor.optim.lr", Range::kNonNegative},
+    {"actor_rollout_ref.actor.optim.lr_warmup_steps_ratio",
+     Range::kProbability},
+    {"actor_rollout_ref.actor.optim.lr_warmup_steps", Range::kAtLeastMinusOne},
+    {"actor_rollout_ref.actor.optim.weight_decay", Range::kNonNegative},
+    {"actor_rollout_ref.actor.optim.betas", Range::kProbability},
+    {"actor_rollout_ref.actor.optim.clip_grad", Range::kNonNegative},
+    {"actor_rollout_ref.actor.optim.min_lr_ratio", Range::kProbability},
+    {"actor_rollout_ref.ref.log_prob_micro_batch_size", Range::kPositive,
+     When::kReference},
+    {"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+     Range::kPositive, When::kReference},
+    {"actor_rollout_ref.ref.log_prob_max_token_len_per_gpu", Range::kPositive,
+     When::kReference},
+    {"actor_rollout_ref.ref.ulysses_sequence_parallel_size", Range::kPositive,
+     When::kReference},
+    {"actor_rollout_ref.rollout.temperature", Range::kNonNegative},
+    {"actor_rollout_ref.rollout.top_k", Range::kAtLeastMinusOne},
+    {"actor_rollout_ref.rollout.top_p", Range::kOpenProbability},
+    {"actor_rollout_ref.rollout.n", Range::kPositive},
+    {"actor_rollout_ref.rollout.repetition_penalty", Range::kPositive},
+    {"actor_rollout_ref.rollout.val_kwargs.temperature", Range::kNonNegative},
+    {"actor_rollout_ref.rollout.val_kwargs.top_k", Range::kAtLeastMinusOne},
+    {"actor_rollout_ref.rollout.val_kwargs.top_p", Range::kOpenProbability},
+    {"actor_rollout_ref.rollout.val_kwargs.n", Range::kPositive},
+    {"actor_rollout_ref.rollout.prompt_length", Range::kPositive},
+    {"actor_rollout_ref.rollout.response_length", Range::kPositive},
+    {"actor_rollout_ref.rollout.max_model_len", Range::kPositive},
+    {"actor_rollout_ref.rollout.gpu_memory_utilization",
+     Range::kOpenProbability},
+    {"actor_rollout_ref.rollout.tensor_model_parallel_size", Range::kPositive},
+    {"actor_rollout_ref.rollout.data_parallel_size", Range::kPositive},
+    {"actor_rollout_ref.rollout.expert_parallel_size", Range::kPositive},
+    {"actor_rollout_ref.rollout.pipeline_model_parallel_size",
+     Range::kPositive},
+    {"actor_rollout_ref.rollout.max_num_batched_tokens", Range::kPositive},
+    {"actor_rollout_ref.rollout.max_num_seqs", Range::kPositive},
+    {"actor_rollout_ref.rollout.over_sample_rate", Range::kNonNegative},
+    {"actor_rollout_ref.rollout.log_prob_micro_batch_size", Range::kPositive},
+    {"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+     Range::kPositive},
+    {"actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
+     Range::kPositive},
+    {"actor_rollout_ref.sft_warmup.steps", Range::kNonNegative},
+    {"actor_rollout_ref.sft_warmup.batch_size", Range::kPositive},
+    {"actor_rollout_ref.sft_warmup.lr", Range::kNonNegative},
+    {"critic.model.lora_rank", Range::kNonNegative, When::kCritic},
+    {"critic.ppo_mini_batch_size", Range::kPositive, When::kCritic},
+    {"critic.ppo_micro_batch_size", Range::kPositive, When::kCritic},
+    {"critic.ppo_micro_batch_size_per_gpu", Range::kPositive, When::kCritic},
+    {"critic.ppo_max_token_len_per_gpu", Range::kPositive, When::kCritic},
+    {"critic.forward_max_token_len_per_gpu", Range::kPositive, When::kCritic},
+    {"critic.forward_micro_batch_size", Range::kPositive, When::kCritic},
+    {"critic.forward_micro_batch_size_per_gpu", Range::kPositive,
+     When::kCritic},
+    {"critic.ppo_epochs", Range::kPositive, When::kCritic},
+    {"critic.cliprange_value", Range::kNonNegative, When::kCritic},
+    {"critic.grad_clip", Range::kNonNegative, When::kCritic},
+    {"critic.ulysses_sequence_parallel_size", Range::kPositive, When::kCritic},
+    {"critic.optim.lr", Range::kNonNegative, When::kCritic},
+    {"critic.optim.lr_warmup_steps_ratio", Range::kProbability, When::kCritic},
+    {"critic.optim.lr_warmup_steps", Range::kAtLeastMinusOne, When::kCritic},
+    {"critic.optim.weight_decay", Range::kNonNegative, When::kCritic},
+    {"critic.optim.betas", Range::kProbability, When::kCritic},
+    {"critic.optim.clip_grad", Range::kNonNegative, When::kCritic},
+    {"critic.optim.min_lr_ratio", Range::kProbability, When::kCritic},
+    {"reward_model.micro_batch_size", Range::kPositive, When::kRewardModel},
+    {"reward_model.micro_batch_size_per_gpu", Range::kPositive,
+     When::kRewardModel},
+    {"reward_model.max_length", Range::kPositive, When::kRewardModel},
+    {"reward_model.forward_max_token_len_per_gpu", Range::kPositive,
+     When::kRewardModel},
+    {"reward_model.ulysses_sequence_parallel_size", Range::kPositive,
+     When::kRewardModel},
+    {"reward_model.reward_kwargs.overlong_buffer_cfg.len", Range::kNonNegative},
+    {"reward_model.reward_kwargs.overlong_buffer_cfg.penalty_factor",
+     Range::kNonNegative},
+    {"reward_model.reward_kwargs.max_resp_len", Range::kPositive},
+    {"algorithm.gamma", Range::kProbability},
+    {"algorithm.lam", Range::kProbability},
+    {"algorithm.kl_ctrl.kl_coef", Range::kNonNegative},
+    {"algorithm.kl_ctrl.target_kl", Range::kNonNegative},
+    {"algorithm.rollout_correction.rollout_is_threshold", Range::kPositive},
+    {"trainer.total_epochs", Range::kPositive},
+    {"trainer.total_training_steps", Range::kPositive},
+    {"trainer.nnodes", Range::kPositive},
+    {"trainer.n_gpus_per_node", Range::kPositive},
+    {"trainer.save_freq", Range::kPositiveOrMinusOne},
+    {"trainer.test_freq", Range::kPositiveOrMinusOne},
+    {"trainer.log_val_generations", Range::kNonNegative},
+    {"trainer.critic_warmup", Range::kNonNegative},
+    {"trainer.max_actor_ckpt_to_keep", Range::kPositive},
+    {"trainer.max_critic_ckpt_to_keep", Range::kPositive},
+};
+
+const char* RangeText(Range range) {
+  switch (range) {
+    case Range::kPositive:
+      return "> 0";
+    case Range::kNonNegative:
+      return ">= 0";
+    case Range::kProbability:
+      return "in [0, 1]";
+    case Range::kOpenProbability:
+      return "in (0, 1]";
+    case Range::kPositiveOrMinusOne:
+      return "> 0 or -1";
+    case Range::kAtLeastMinusOne:
+      return ">= -1";
+  }
+  return "?";
+}
+
+bool InRange(double v, Range range) {
+  switch (range) {
+    case Range::kPositive:
+      return v > 0;
+    case Range::kNonNegative:
+      return v >= 0;
+    case Range::kProbability:
+      return v >= 0 && v <= 1;
+    case Range::kOpenProbability:
+      return v > 0 && v <= 1;
+    case Range::kPositiveOrMinusOne:
+      return v > 0 || v == -1;
+    case Range::kAtLeastMinusOne:
+      return v >= -1;
+  }
+  return false;
+}
+
+// The numbers stored at dotted `key` (a list: every element; null: none).
+std::vector<double> NumbersAt(const Message& root, absl::string_view key) {
+  const Message* msg = &root;
+  std::vector<std::string> parts = absl::StrSplit(key, '.');
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const FieldDescriptor* f = msg->GetDescriptor()->FindFieldByName(parts[i]);
+    CHECK(f != nullptr) << "kRangeRules: no key " << key;
+    const Reflection* r = msg->GetReflection();
+    if (i + 1 < parts.size()) {
+      msg = &r->GetMessage(*msg, f);
+      continue;
+    }
+    std::vector<double> out;
+    const int n = f->is_repeated() ? r->FieldSize(*msg, f)
+                                   : (r->HasField(*msg, f) ? 1 : 0);
+    for (int j = 0; j < n; ++j) {
+      const bool rep = f->is_repeated();
+      switch (f->cpp_type()) {
+        case FieldDescriptor::CPPTYPE_INT64:
+          out.push_back(static_cast<double>(
+              rep ? r->GetRepeatedInt64(*msg, f, j) : r->GetInt64(*msg, f)));
+          break;
+        case FieldDescriptor::CPPTYPE_INT32:
+          out.push_back(rep ? r->GetRepeatedInt32(*msg, f, j)
+                            : r->GetInt32(*msg, f));
+          break;
+        case FieldDescriptor::CPPTYPE_DOUBLE:
+          out.push_back(rep ? r->GetRepeatedDouble(*msg, f, j)
+                            : r->GetDouble(*msg, f));
+          break;
+        default:
+          LOG(FATAL) << "kRangeRules: " << key << " is not a number";
+      }
+    }
+    return out;
+  }
+  return {};
+}
+
+// Every floating-point key holding NaN or an infinity, anywhere in the tree.
+void CollectNonFinite(const Message& msg, const std::string& prefix,
+                      Problems* problems) {
+  const google::protobuf::Descriptor* d = msg.GetDescriptor();
+  const Reflection* r = msg.GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FieldDescriptor* f = d->field(i);
+    const std::string key = absl::StrCat(prefix, f->name());
+    if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+      if (!f->is_repeated() && r->HasField(msg, f)) {
+        CollectNonFinite(r->GetMessage(msg, f), key + ".", problems);
+      }
+      continue;
+    }
+    if (f->cpp_type() != FieldDescriptor::CPPTYPE_DOUBLE) continue;
+    const int n =
+        f->is_repeated() ? r->FieldSize(msg, f) : (r->HasField(msg, f) ? 1 : 0);
+    for (int j = 0; j < n; ++j) {
+      const double v = f->is_repeated() ? r->GetRepeatedDouble(msg, f, j)
+                                        : r->GetDouble(msg, f);
+      if (!std::isfinite(v)) {
+        problems->Add(absl::StrCat("'", key, "' (", v, ") must be finite"));
+        break;
+      }
+    }
+  }
 }
 
 // verl's check_mutually_exclusive: exactly one of `<role>.<global>` (the
@@ -194,13 +469,12 @@ absl::Status CheckLossAggMode(absl::string_view key, const std::string& mode) {
 
 // Mini-batch `mini` prompts (x n trajectories) over the data-parallel ranks
 // and into micro-batches of `micro_per_gpu` (when set), as verl's workers
-// normalise them.
+// normalise them. Non-positive sizes are reported by the range checks.
 absl::Status CheckMiniBatch(absl::string_view role, int64_t train_batch_size,
                             int64_t mini, int64_t n, int64_t dp, bool has_micro,
                             int64_t micro_per_gpu) {
-  if (mini <= 0) {
-    return Invalid(absl::StrCat("'", role, ".ppo_mini_batch_size' (", mini,
-                                ") must be > 0"));
+  if (mini <= 0 || n <= 0 || dp <= 0 || train_batch_size <= 0) {
+    return absl::OkStatus();
   }
   if (train_batch_size < mini) {
     return Invalid(absl::StrCat("'data.train_batch_size' (", train_batch_size,
@@ -212,21 +486,44 @@ absl::Status CheckMiniBatch(absl::string_view role, int64_t train_batch_size,
         "'", role, ".ppo_mini_batch_size' x rollout.n (", mini * n,
         ") must be divisible by the ", dp, " data-parallel ranks"));
   }
-  if (has_micro) {
-    if (micro_per_gpu <= 0 || ((mini * n) / dp) % micro_per_gpu != 0) {
-      return Invalid(
-          absl::StrCat("the per-rank mini-batch (", (mini * n) / dp, " = ",
-                       role, ".ppo_mini_batch_size x rollout.n / ", dp,
-                       " ranks) must be divisible by '", role,
-                       ".ppo_micro_batch_size_per_gpu' (", micro_per_gpu, ")"));
-    }
+  if (has_micro && micro_per_gpu > 0 &&
+      ((mini * n) / dp) % micro_per_gpu != 0) {
+    return Invalid(
+        absl::StrCat("the per-rank mini-batch (", (mini * n) / dp, " = ", role,
+                     ".ppo_mini_batch_size x rollout.n / ", dp,
+                     " ranks) must be divisible by '", role,
+                     ".ppo_micro_batch_size_per_gpu' (", micro_per_gpu, ")"));
   }
   return absl::OkStatus();
+}
+
+// `<role>.ulysses_sequence_parallel_size` must divide the ranks.
+absl::Status CheckSequenceParallel(absl::string_view key, int64_t sp,
+                                   int64_t n_gpus) {
+  if (sp <= 0 || n_gpus <= 0 || n_gpus % sp == 0) return absl::OkStatus();
+  return Invalid(absl::StrCat("'", key, "' (", sp, ") must divide the ", n_gpus,
+                              " ranks"));
 }
 
 }  // namespace
 
 absl::Status ValidatePpoTrainerConfig(const PpoTrainerConfig& config) {
+  Problems problems;
+  for (const RangeRule& rule : kRangeRules) {
+    if ((rule.when == When::kCritic && !NeedCritic(config)) ||
+        (rule.when == When::kRewardModel && !config.reward_model().enable()) ||
+        (rule.when == When::kReference && !NeedReferencePolicy(config))) {
+      continue;
+    }
+    for (double v : NumbersAt(config, rule.key)) {
+      if (std::isnan(v) || InRange(v, rule.range)) continue;
+      problems.Add(absl::StrCat("'", rule.key, "' (", v, ") must be ",
+                                RangeText(rule.range)));
+      break;
+    }
+  }
+  CollectNonFinite(config, "", &problems);
+
   const ActorRolloutRefConfig& arr = config.actor_rollout_ref();
   const ActorConfig& actor = arr.actor();
   const RefConfig& ref = arr.ref();
@@ -234,104 +531,118 @@ absl::Status ValidatePpoTrainerConfig(const PpoTrainerConfig& config) {
   const CriticConfig& critic = config.critic();
   const TrainerConfig& trainer = config.trainer();
   const int64_t n_gpus = trainer.nnodes() * trainer.n_gpus_per_node();
-  if (n_gpus <= 0) {
-    return Invalid("'trainer.nnodes' x 'trainer.n_gpus_per_node' must be > 0");
-  }
   const int64_t n = rollout.n();
-  if (n <= 0) return Invalid("'actor_rollout_ref.rollout.n' must be > 0");
-  if ((config.data().train_batch_size() * n) % n_gpus != 0) {
-    return Invalid(absl::StrCat(
+  const int64_t train_batch_size = config.data().train_batch_size();
+  if (n_gpus > 0 && n > 0 && train_batch_size > 0 &&
+      (train_batch_size * n) % n_gpus != 0) {
+    problems.Add(absl::StrCat(
         "'data.train_batch_size' x 'actor_rollout_ref.rollout.n' (",
-        config.data().train_batch_size() * n, ") must be divisible by the ",
-        n_gpus, " ranks (trainer.nnodes x trainer.n_gpus_per_node)"));
+        train_batch_size * n, ") must be divisible by the ", n_gpus,
+        " ranks (trainer.nnodes x trainer.n_gpus_per_node)"));
+  }
+  if (absl::c_find_if(kRolloutNames, [&](const char* name) {
+        return rollout.name() == name;
+      }) == std::end(kRolloutNames)) {
+    problems.Add(absl::StrCat(
+        "bad value '", rollout.name(),
+        "' for config key 'actor_rollout_ref.rollout.name': expected one of: ",
+        absl::StrJoin(kRolloutNames, ", "),
+        " (vllm and sglang name the built-in engine)"));
   }
   if (rollout.mode() != "async") {
-    return Invalid(absl::StrCat("bad value '", rollout.mode(),
-                                "' for config key 'actor_rollout_ref.rollout."
-                                "mode': only async is supported"));
+    problems.Add(absl::StrCat("bad value '", rollout.mode(),
+                              "' for config key 'actor_rollout_ref.rollout."
+                              "mode': only async is supported"));
   }
 
-  VERL_RETURN_IF_ERROR(CheckMicroBatch(
+  problems.Add(CheckMicroBatch(
       "actor_rollout_ref.actor", "ppo_micro_batch_size",
       actor.has_ppo_micro_batch_size(),
       actor.has_ppo_micro_batch_size_per_gpu(), actor.use_dynamic_bsz()));
-  VERL_RETURN_IF_ERROR(
-      CheckMicroBatch("actor_rollout_ref.rollout", "log_prob_micro_batch_size",
-                      rollout.has_log_prob_micro_batch_size(),
-                      rollout.has_log_prob_micro_batch_size_per_gpu(),
-                      rollout.log_prob_use_dynamic_bsz()));
+  problems.Add(CheckMicroBatch("actor_rollout_ref.rollout",
+                               "log_prob_micro_batch_size",
+                               rollout.has_log_prob_micro_batch_size(),
+                               rollout.has_log_prob_micro_batch_size_per_gpu(),
+                               rollout.log_prob_use_dynamic_bsz()));
   if (NeedReferencePolicy(config)) {
-    VERL_RETURN_IF_ERROR(
-        CheckMicroBatch("actor_rollout_ref.ref", "log_prob_micro_batch_size",
-                        ref.has_log_prob_micro_batch_size(),
-                        ref.has_log_prob_micro_batch_size_per_gpu(),
-                        ref.log_prob_use_dynamic_bsz()));
+    problems.Add(CheckMicroBatch("actor_rollout_ref.ref",
+                                 "log_prob_micro_batch_size",
+                                 ref.has_log_prob_micro_batch_size(),
+                                 ref.has_log_prob_micro_batch_size_per_gpu(),
+                                 ref.log_prob_use_dynamic_bsz()));
   }
   const int64_t actor_sp = actor.ulysses_sequence_parallel_size();
-  if (actor_sp <= 0 || n_gpus % actor_sp != 0) {
-    return Invalid(absl::StrCat(
-        "'actor_rollout_ref.actor.ulysses_sequence_parallel_size' (", actor_sp,
-        ") must divide the ", n_gpus, " ranks"));
+  problems.Add(CheckSequenceParallel(
+      "actor_rollout_ref.actor.ulysses_sequence_parallel_size", actor_sp,
+      n_gpus));
+  if (!actor.use_dynamic_bsz() && actor_sp > 0) {
+    problems.Add(CheckMiniBatch("actor_rollout_ref.actor", train_batch_size,
+                                actor.ppo_mini_batch_size(), n,
+                                n_gpus / actor_sp,
+                                actor.has_ppo_micro_batch_size_per_gpu(),
+                                actor.ppo_micro_batch_size_per_gpu()));
   }
-  if (!actor.use_dynamic_bsz()) {
-    VERL_RETURN_IF_ERROR(CheckMiniBatch(
-        "actor_rollout_ref.actor", config.data().train_batch_size(),
-        actor.ppo_mini_batch_size(), n, n_gpus / actor_sp,
-        actor.has_ppo_micro_batch_size_per_gpu(),
-        actor.ppo_micro_batch_size_per_gpu()));
-  }
-  VERL_RETURN_IF_ERROR(CheckLossAggMode("actor_rollout_ref.actor.loss_agg_mode",
-                                        actor.loss_agg_mode()));
+  problems.Add(CheckLossAggMode("actor_rollout_ref.actor.loss_agg_mode",
+                                actor.loss_agg_mode()));
   if (!(actor.clip_ratio_c() > 1.0)) {
-    return Invalid(absl::StrCat("'actor_rollout_ref.actor.clip_ratio_c' (",
-                                actor.clip_ratio_c(),
-                                ") must be > 1 (dual-clip lower bound)"));
+    problems.Add(absl::StrCat("'actor_rollout_ref.actor.clip_ratio_c' (",
+                              actor.clip_ratio_c(),
+                              ") must be > 1 (dual-clip lower bound)"));
   }
   if ((actor_sp > 1 || ref.ulysses_sequence_parallel_size() > 1) &&
       !actor.use_remove_padding()) {
-    return Invalid(
+    problems.Add(
         "sequence parallelism (ulysses_sequence_parallel_size > 1) needs "
         "'actor_rollout_ref.model.use_remove_padding=true'");
   }
   if (NeedCritic(config)) {
-    VERL_RETURN_IF_ERROR(CheckMicroBatch(
+    problems.Add(CheckMicroBatch(
         "critic", "ppo_micro_batch_size", critic.has_ppo_micro_batch_size(),
         critic.has_ppo_micro_batch_size_per_gpu(), critic.use_dynamic_bsz()));
     const int64_t critic_sp = critic.ulysses_sequence_parallel_size();
-    if (critic_sp <= 0 || n_gpus % critic_sp != 0) {
-      return Invalid(absl::StrCat("'critic.ulysses_sequence_parallel_size' (",
-                                  critic_sp, ") must divide the ", n_gpus,
-                                  " ranks"));
+    problems.Add(CheckSequenceParallel("critic.ulysses_sequence_parallel_size",
+                                       critic_sp, n_gpus));
+    if (!critic.use_dynamic_bsz() && critic_sp > 0) {
+      problems.Add(CheckMiniBatch(
+          "critic", train_batch_size, critic.ppo_mini_batch_size(), n,
+          n_gpus / critic_sp, critic.has_ppo_micro_batch_size_per_gpu(),
+          critic.ppo_micro_batch_size_per_gpu()));
     }
-    if (!critic.use_dynamic_bsz()) {
-      VERL_RETURN_IF_ERROR(
-          CheckMiniBatch("critic", config.data().train_batch_size(),
-                         critic.ppo_mini_batch_size(), n, n_gpus / critic_sp,
-                         critic.has_ppo_micro_batch_size_per_gpu(),
-                         critic.ppo_micro_batch_size_per_gpu()));
-    }
-    VERL_RETURN_IF_ERROR(
+    problems.Add(
         CheckLossAggMode("critic.loss_agg_mode", critic.loss_agg_mode()));
   }
   const RewardModelConfig& rm = config.reward_model();
   if (rm.enable()) {
-    VERL_RETURN_IF_ERROR(CheckMicroBatch(
+    problems.Add(CheckMicroBatch(
         "reward_model", "micro_batch_size", rm.has_micro_batch_size(),
         rm.has_micro_batch_size_per_gpu(), rm.use_dynamic_bsz()));
   }
   const infer::SamplingConfig& val = rollout.val_kwargs();
   if (val.do_sample() && !(val.temperature() > 0)) {
-    return Invalid(
+    problems.Add(
         "'actor_rollout_ref.rollout.val_kwargs.temperature' must be > 0 when "
         "val_kwargs.do_sample is true");
   }
   const KlControlConfig& kl_ctrl = config.algorithm().kl_ctrl();
   if (kl_ctrl.type() == KlControllerType::adaptive && kl_ctrl.horizon() <= 0) {
-    return Invalid(absl::StrCat("'algorithm.kl_ctrl.horizon' (",
-                                kl_ctrl.horizon(),
-                                ") must be > 0 for the adaptive controller"));
+    problems.Add(absl::StrCat("'algorithm.kl_ctrl.horizon' (",
+                              kl_ctrl.horizon(),
+                              ") must be > 0 for the adaptive controller"));
   }
-  return absl::OkStatus();
+  return problems.ToStatus();
+}
+
+std::vector<std::string> PpoTrainerConfigNotices(
+    const PpoTrainerConfig& config) {
+  std::vector<std::string> notices;
+  const std::string& name = config.actor_rollout_ref().rollout().name();
+  if (name == "vllm" || name == "sglang") {
+    notices.push_back(absl::StrCat(
+        "actor_rollout_ref.rollout.name=", name,
+        ": served by the built-in engine (verl/infer: paged KV cache, "
+        "continuous batching, prefix caching)"));
+  }
+  return notices;
 }
 
 }  // namespace verl::rl

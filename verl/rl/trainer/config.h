@@ -46,13 +46,28 @@ bool NeedCritic(const PpoTrainerConfig& config);
 bool NeedReferencePolicy(const PpoTrainerConfig& config);
 
 // verl's consistency checks on a resolved config (trainer start-up, not
-// --print_config): micro-batch sizes set exactly once per role unless dynamic
-// batching (ref/critic/reward model only when used), train_batch_size >=
+// --print_config): the range of every size, count, length, rate and
+// probability key (> 0, >= 0, [0, 1], ...), finite floating-point values,
+// micro-batch sizes set exactly once per role unless dynamic batching
+// (ref/critic/reward model only when used), train_batch_size >=
 // ppo_mini_batch_size, mini-batches divisible over data-parallel ranks and
 // into micro-batches, loss_agg_mode and rollout.mode values, clip_ratio_c > 1,
 // remove-padding for Ulysses, validation sampling temperature, adaptive KL
-// horizon. The first violation: InvalidArgument naming the key(s).
+// horizon. Every violation is reported: InvalidArgument with one line per
+// violation, each naming the key(s).
 absl::Status ValidatePpoTrainerConfig(const PpoTrainerConfig& config);
+
+// The rollout engine names verl scripts use that this build serves:
+// `native` (the built-in engine, verl/infer) and `vllm`/`sglang`, names of
+// the same engine (a vLLM-class engine: paged KV cache, continuous batching,
+// prefix caching).
+inline constexpr const char* kRolloutNames[] = {"native", "vllm", "sglang"};
+
+// One-line notices a run prints once before training about keys whose value
+// is served differently here (e.g. rollout.name=vllm runs the built-in
+// engine).
+std::vector<std::string> PpoTrainerConfigNotices(
+    const PpoTrainerConfig& config);
 
 }  // namespace verl::rl
 

@@ -1,12 +1,14 @@
 // File: verl/rl/trainer/config_test.cc
 #include "verl/rl/trainer/config.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
@@ -396,6 +398,14 @@ TEST(PpoTrainerConfigTest, UnknownKeysSuggestNearest) {
   for (const auto& [arg, expected] : cases) {
     EXPECT_THAT(LoadError({arg}), HasSubstr(expected)) << arg;
   }
+  // An unrelated key is not suggested; Megatron keys say why they fail.
+  EXPECT_EQ(LoadError({"actor_rollout_ref.actor.megatron.use_mbridge=true"}),
+            "unknown config key "
+            "'actor_rollout_ref.actor.megatron.use_mbridge': the Megatron "
+            "backend's settings are not available in this build (FSDP only; "
+            "see docs/config.md)");
+  EXPECT_THAT(LoadError({"actor_rollout_ref.actor.use_mbridge=true"}),
+              Not(HasSubstr("did you mean")));
 }
 
 TEST(PpoTrainerConfigTest, BadValuesNameKeyAndType) {
@@ -584,6 +594,63 @@ TEST(ValidatePpoTrainerConfigTest, ExampleIsValidAndViolationsNameKeys) {
            example));
   EXPECT_THAT(std::string(kl.message()),
               HasSubstr("'algorithm.kl_ctrl.horizon'"));
+}
+
+// Every bad size/count/probability key of a command line is reported in one
+// run, one line each (verl ran negative epochs, batch sizes or step counts
+// with exit 0, and aborted on a NaN learning rate).
+TEST(ValidatePpoTrainerConfigTest, EveryBadKeyIsReportedAtOnce) {
+  const std::string example = "examples/grpo_tiny.textproto";
+  absl::Status s = ValidatePpoTrainerConfig(
+      Load({"data.train_batch_size=-4",
+            "actor_rollout_ref.actor.use_dynamic_bsz=true",
+            "actor_rollout_ref.actor.ppo_epochs=-1",
+            "trainer.total_training_steps=-3", "trainer.total_epochs=0",
+            "actor_rollout_ref.actor.optim.lr=nan", "algorithm.gamma=1.5",
+            "actor_rollout_ref.rollout.top_p=0",
+            "actor_rollout_ref.actor.optim.betas=[0.9,1.5]",
+            "actor_rollout_ref.rollout.name=hf"},
+           example));
+  ASSERT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  const std::string m(s.message());
+  for (const char* line :
+       {"'data.train_batch_size' (-4) must be > 0",
+        "'actor_rollout_ref.actor.ppo_epochs' (-1) must be > 0",
+        "'trainer.total_training_steps' (-3) must be > 0",
+        "'trainer.total_epochs' (0) must be > 0",
+        "'actor_rollout_ref.actor.optim.lr' (nan) must be finite",
+        "'algorithm.gamma' (1.5) must be in [0, 1]",
+        "'actor_rollout_ref.rollout.top_p' (0) must be in (0, 1]",
+        "'actor_rollout_ref.actor.optim.betas' (1.5) must be in [0, 1]",
+        "bad value 'hf' for config key 'actor_rollout_ref.rollout.name': "
+        "expected one of: native, vllm, sglang"}) {
+    EXPECT_THAT(m, HasSubstr(line));
+  }
+  // One line per problem.
+  EXPECT_GE(std::count(m.begin(), m.end(), '\n'), 8) << m;
+  EXPECT_THAT(
+      std::string(ValidatePpoTrainerConfig(
+                      Load({"actor_rollout_ref.actor.optim.lr=inf"}, example))
+                      .message()),
+      HasSubstr("must be finite"));
+}
+
+// verl scripts name vLLM or SGLang: both run the built-in engine, with one
+// notice line.
+TEST(ValidatePpoTrainerConfigTest, VllmAndSglangNameTheBuiltInEngine) {
+  const std::string example = "examples/grpo_tiny.textproto";
+  for (const char* name : {"vllm", "sglang", "native"}) {
+    PpoTrainerConfig c =
+        Load({absl::StrCat("actor_rollout_ref.rollout.name=", name)}, example);
+    EXPECT_TRUE(ValidatePpoTrainerConfig(c).ok()) << name;
+    const std::vector<std::string> notices = PpoTrainerConfigNotices(c);
+    if (std::string(name) == "native") {
+      EXPECT_TRUE(notices.empty());
+    } else {
+      ASSERT_EQ(notices.size(), 1u) << name;
+      EXPECT_THAT(notices[0], HasSubstr("served by the built-in engine"));
+    }
+  }
 }
 
 TEST(SftTrainerConfigTest, DefaultsAndOverrides) {

@@ -57,7 +57,9 @@ absl::StatusOr<ActorOptions> ActorOptionsFromConfig(
   const int64_t dp = groups.dp->size();
   const int64_t global_mini = actor.ppo_mini_batch_size() * rollout.n();
   ActorOptions ao;
-  ao.temperature = rollout.temperature();
+  // temperature 0 means greedy sampling (vLLM, verl); the log-probs of a
+  // greedy rollout are those of the unscaled logits, as vLLM computes them.
+  ao.temperature = rollout.temperature() > 0 ? rollout.temperature() : 1.0;
   ao.update_micro.micro_batch_size = actor.has_ppo_micro_batch_size_per_gpu()
                                          ? actor.ppo_micro_batch_size_per_gpu()
                                          : global_mini / dp;

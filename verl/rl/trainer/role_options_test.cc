@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "verl/core/test_util.h"
+#include "verl/infer/rollout_options.h"
 #include "verl/parallel/process_group.h"
 #include "verl/rl/trainer/config.h"
 
@@ -49,6 +50,22 @@ TEST(RoleOptionsTest, ActorKeysMapToActorOptions) {
   EXPECT_EQ(ao->kl_loss_type, "k3");
   EXPECT_DOUBLE_EQ(ao->temperature, 0.7);
   EXPECT_EQ(ao->loss_mode, "vanilla");
+}
+
+// rollout.temperature=0 is greedy decoding (vLLM/verl): the actor scores
+// the unscaled logits instead of dividing by zero.
+TEST(RoleOptionsTest, TemperatureZeroIsGreedyWithUnscaledLogProbs) {
+  PpoTrainerConfig config = Load({
+      "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
+      "actor_rollout_ref.rollout.temperature=0",
+  });
+  auto ao = ActorOptionsFromConfig(config, OneRank(), /*seed=*/1);
+  ASSERT_TRUE(ao.ok()) << ao.status();
+  EXPECT_DOUBLE_EQ(ao->temperature, 1.0);
+  auto params = infer::SamplingParamsFromRolloutConfig(
+      config.actor_rollout_ref().rollout(), /*validation=*/false);
+  ASSERT_TRUE(params.ok()) << params.status();
+  EXPECT_TRUE(params->greedy());
 }
 
 // The critic's batching comes from the actor's keys through config

@@ -1,0 +1,30 @@
+// File: verl/core/main_guard.cc
+#include "verl/core/main_guard.h"
+
+#include <iostream>
+
+#include "c10/util/Exception.h"
+
+namespace verl::core {
+
+std::string ExceptionLine(const std::exception& e) {
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+  std::string message =
+      c10_error != nullptr ? c10_error->what_without_backtrace() : e.what();
+  const size_t newline = message.find('\n');
+  if (newline != std::string::npos) message.resize(newline);
+  return message;
+}
+
+int GuardMain(absl::string_view program, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    std::cerr << program << ": error: " << ExceptionLine(e) << std::endl;
+  } catch (...) {
+    std::cerr << program << ": error: unknown exception" << std::endl;
+  }
+  return kUncaughtExceptionExitCode;
+}
+
+}  // namespace verl::core

@@ -1,0 +1,35 @@
+// File: verl/core/main_guard.h
+//
+// The boundary of every binary's main: an exception that escapes library code
+// (a c10::Error from LibTorch, std::bad_alloc, ...) becomes one line on
+// stderr and a non-zero exit instead of std::terminate's abort with a stack
+// trace (exit 134).
+//
+//   int main(int argc, char** argv) {
+//     return verl::core::GuardMain("train", [&] { return Main(argc, argv); });
+//   }
+#ifndef VERL_CORE_MAIN_GUARD_H_
+#define VERL_CORE_MAIN_GUARD_H_
+
+#include <exception>
+#include <functional>
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace verl::core {
+
+// The exit code GuardMain returns for an escaped exception.
+inline constexpr int kUncaughtExceptionExitCode = 1;
+
+// Runs `body` and returns its exit code; an escaped exception prints
+// "<program>: error: <first line of the message>" and returns
+// kUncaughtExceptionExitCode.
+int GuardMain(absl::string_view program, const std::function<int()>& body);
+
+// The message of `e` without LibTorch's backtrace: its first line.
+std::string ExceptionLine(const std::exception& e);
+
+}  // namespace verl::core
+
+#endif  // VERL_CORE_MAIN_GUARD_H_
