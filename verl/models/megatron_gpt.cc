@@ -81,10 +81,6 @@ absl::Status ValidateMegatronModel(const ModelConfig& c,
           "megatron: sliding-window attention is not built yet");
     }
   }
-  if (c.is_value_model) {
-    return absl::UnimplementedError(
-        "megatron: the critic's value head is not built yet");
-  }
   if (c.hidden_act != "silu") {
     return absl::InvalidArgumentError(absl::StrCat(
         "megatron: hidden_act '", c.hidden_act, "' (only silu/SwiGLU)"));
@@ -277,7 +273,10 @@ MegatronGPTModel::MegatronGPTModel(
   }
   final_layernorm = Norm(decoder.get(), "final_layernorm", config_.hidden_size,
                          config_.rms_norm_eps);
-  if (!config_.tie_word_embeddings) {
+  if (config_.is_value_model) {
+    value_head = register_module(
+        "output_layer", std::make_shared<Linear>(config_.hidden_size, 1, true));
+  } else if (!config_.tie_word_embeddings) {
     output_layer = register_module(
         "output_layer", std::make_shared<mg::ColumnParallelLinear>(
                             config_.hidden_size, padded_vocab_, false, false,
@@ -335,18 +334,30 @@ at::Tensor MegatronGPTModel::Forward(const at::Tensor& input_ids,
   at::Tensor h = word_embeddings->Forward(ids);
   auto [cos, sin] = RopeCosSin(inv_freq_, pos, h.scalar_type());
   h = final_layernorm->Forward(RunLayers(h, cos, sin, backend));
-  at::Tensor logits =
-      output_layer
-          ? output_layer->Forward(h)
-          : mg::ColumnParallelForward(h, word_embeddings->weight, {}, false,
-                                      options_.sequence_parallel, mpu_->tp());
-  return pad > 0 ? logits.narrow(0, 0, t) : logits;
+  at::Tensor out;
+  if (value_head) {
+    out = value_head->Forward(h).squeeze(-1);
+    if (options_.sequence_parallel) {
+      out = mg::GatherFromSequenceParallelRegion(
+          out, mpu_->tp(), /*tensor_parallel_output_grad=*/false);
+    }
+  } else if (output_layer) {
+    out = output_layer->Forward(h);
+  } else {
+    out = mg::ColumnParallelForward(h, word_embeddings->weight, {}, false,
+                                    options_.sequence_parallel, mpu_->tp());
+  }
+  return pad > 0 ? out.narrow(0, 0, t) : out;
 }
 
 void MegatronGPTModel::FinalizeGrads() {
   std::vector<at::Tensor> partial;
   const bool sp = options_.sequence_parallel;
   if (sp) partial.push_back(final_layernorm->weight);
+  if (sp && value_head) {
+    partial.push_back(value_head->weight);
+    partial.push_back(value_head->bias);
+  }
   for (const auto& layer : layers) {
     if (sp) {
       partial.push_back(layer->input_layernorm->weight);

@@ -12,6 +12,7 @@
 //   decoder.layers.L.mlp.linear_fc1.weight        [2F/tp, H]  [gate_r; up_r]
 //   decoder.layers.L.mlp.linear_fc2.weight        [H, F/tp]   row
 //   decoder.final_layernorm.weight, output_layer.weight [Vp/tp, H]
+//   (value model: output_layer.{weight [1, H], bias [1]}, replicated)
 //
 // linear_qkv is fused in Megatron's per-query-group layout: for each of the
 // ng KV groups, its np/ng query heads, then its key head, then its value
@@ -67,7 +68,7 @@ struct MegatronModelOptions {
 
 // One line naming the key when the model cannot be split over `sizes.tp`
 // or uses what this backend does not serve yet (pipeline or context
-// parallelism, MoE, sliding window, value head).
+// parallelism, MoE, sliding window).
 absl::Status ValidateMegatronModel(
     const ModelConfig& config, const MegatronModelOptions& options,
     const parallel::megatron::ModelParallelSizes& sizes);
@@ -144,14 +145,15 @@ class MegatronGPTModel : public torch::nn::Module {
   MegatronGPTModel(const ModelConfig& config, MegatronModelOptions options,
                    std::shared_ptr<parallel::megatron::ParallelState> mpu);
 
-  // Packed tokens -> this rank's logits shard [T, Vp/tp].
+  // Packed tokens -> this rank's logits shard [T, Vp/tp] (language model)
+  // or the values [T] (value model: the critic), the same on every rank.
   at::Tensor Forward(const at::Tensor& input_ids,
                      const at::Tensor& position_ids,
                      const std::vector<int64_t>& cu_seqlens);
 
   // Sums over tp the gradients of replicated parameters that got partial
-  // ones: every norm weight under sequence parallelism, q/k norm weights
-  // always. Collective over tp.
+  // ones: every norm weight and the value head under sequence parallelism,
+  // q/k norm weights always. Collective over tp.
   void FinalizeGrads();
 
   const ModelConfig& config() const { return config_; }
@@ -162,8 +164,13 @@ class MegatronGPTModel : public torch::nn::Module {
   std::shared_ptr<parallel::megatron::VocabParallelEmbedding> word_embeddings;
   std::vector<std::shared_ptr<TpTransformerLayer>> layers;
   std::shared_ptr<RMSNorm> final_layernorm;
-  // Null when tie_word_embeddings (the embedding table is used).
+  // Null when tie_word_embeddings (the embedding table is used) or for a
+  // value model.
   std::shared_ptr<parallel::megatron::ColumnParallelLinear> output_layer;
+  // Value model only (registered as "output_layer", weight [1, H] and bias
+  // [1], replicated; verl's LinearForLastLayer): values of this rank's tokens,
+  // all-gathered along the sequence under sequence parallelism.
+  std::shared_ptr<Linear> value_head;
 
  private:
   at::Tensor RunLayers(at::Tensor h, const at::Tensor& cos,

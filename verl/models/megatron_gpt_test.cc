@@ -4,8 +4,9 @@
 // :megatron_gpt_worker as tp = 2 and tp = 4 processes over loopback, each
 // with a few cases (Qwen2 q/k/v bias, Qwen3 q/k norm, Llama; KV heads
 // >= tp and < tp; sequence parallel on/off; no, full (uniform/block) and
-// selective recompute; tied embeddings). The worker checks logits,
-// log-probs, entropy and every parameter gradient to 1e-5 relative and
+// selective recompute; tied embeddings; value heads). The worker checks
+// logits, log-probs, entropy (values for the critic cases) and every
+// parameter gradient to 1e-5 relative and
 // exits non-zero on a mismatch. Option validation is checked in-process.
 #include "verl/models/megatron_gpt.h"
 
@@ -29,13 +30,14 @@ int RunWorker(int nproc, const std::vector<std::string>& args) {
 
 TEST(MegatronGptTest, Tp2MatchesSingleProcess) {
   EXPECT_EQ(RunWorker(2, {"--cases=qwen2,qwen3_sp_full_uniform_tied,"
-                          "llama_kv1_sp_selective"}),
+                          "llama_kv1_sp_selective,qwen2_value_sp_selective"}),
             0);
 }
 
 TEST(MegatronGptTest, Tp4WithFewerKvHeadsMatchesSingleProcess) {
   EXPECT_EQ(RunWorker(4, {"--cases=qwen2_kv2_sp_core_attn,"
-                          "qwen3_kv4_full_block_tied,qwen3_kv1_sp_full"}),
+                          "qwen3_kv4_full_block_tied,qwen3_kv1_sp_full,"
+                          "llama_kv2_value_full"}),
             0);
 }
 
@@ -80,10 +82,6 @@ TEST(MegatronGptTest, ValidationNamesTheKey) {
   c.num_experts = 4;
   EXPECT_THAT(ValidateMegatronModel(c, o, Tp(2)),
               StatusIs(absl::StatusCode::kUnimplemented, "MoE"));
-  c = Config();
-  c.is_value_model = true;
-  EXPECT_THAT(ValidateMegatronModel(c, o, Tp(2)),
-              StatusIs(absl::StatusCode::kUnimplemented, "value head"));
   EXPECT_THAT(ValidateMegatronModel(Config(), o, Tp(2, 2)),
               StatusIs(absl::StatusCode::kUnimplemented,
                        "megatron.pipeline_model_parallel_size=2"));

@@ -7,7 +7,9 @@
 // MegatronGPTModel, runs forward + vocab-parallel log-probs and entropy +
 // backward on a packed batch of 3 sequences, and compares the gathered
 // logits, log-probs, entropy and every parameter gradient (against the
-// reference gradient's shard) with the reference (<= 1e-5 relative). The
+// reference gradient's shard) with the reference (<= 1e-5 relative); value
+// cases (the critic) compare the values and the gradients of sum(a*values).
+// The
 // first case also loads the model from an HF folder the reference was saved
 // to and checks every parameter equals the state-dict load. Every case also
 // gathers the shards back into HF tensors layer by layer and checks they
@@ -58,6 +60,7 @@ struct Case {
   const char* method;
   int64_t num_layers;
   std::vector<std::string> modules;
+  bool value = false;  // critic: value head, loss on the values
 };
 
 // Qwen2 (bias), Qwen3 (qk norm), Llama (neither); kv_heads 1 and 2 with
@@ -115,6 +118,28 @@ const std::vector<Case>& Cases() {
        "uniform",
        1,
        {}},
+      {"qwen2_value_sp_selective",
+       2,
+       true,
+       false,
+       false,
+       true,
+       "selective",
+       "uniform",
+       1,
+       {"core_attn"},
+       true},
+      {"llama_kv2_value_full",
+       2,
+       false,
+       false,
+       false,
+       false,
+       "full",
+       "uniform",
+       1,
+       {},
+       true},
   };
   return *cases;
 }
@@ -134,6 +159,7 @@ ModelConfig TinyConfig(const Case& c) {
   config.qk_norm = c.qk_norm;
   config.tie_word_embeddings = c.tie;
   config.rope_theta = 10000.0;
+  config.is_value_model = c.value;
   return config;
 }
 
@@ -228,9 +254,14 @@ absl::Status RunCase(const Case& c, bool check_folder,
   at::Tensor pos = at::cat(pos_parts);
   at::Tensor a = at::randn({t}, gen), b = at::randn({t}, gen);
 
-  at::Tensor ref_logits = ref->ForwardPacked(ids, pos, cu).logits;
-  LogProbEntropy ref_out = LogProbsAndEntropy(ref_logits, labels, kTemperature);
-  (ref_out.log_probs * a + ref_out.entropy * b).sum().backward();
+  ForwardOutput ref_fwd = ref->ForwardPacked(ids, pos, cu);
+  LogProbEntropy ref_out;
+  if (c.value) {
+    (ref_fwd.values * a).sum().backward();
+  } else {
+    ref_out = LogProbsAndEntropy(ref_fwd.logits, labels, kTemperature);
+    (ref_out.log_probs * a + ref_out.entropy * b).sum().backward();
+  }
   const std::map<std::string, at::Tensor> ref_grads = NamedGrads(*ref);
 
   MegatronGPTModel model(config, options, mpu);
@@ -242,22 +273,27 @@ absl::Status RunCase(const Case& c, bool check_folder,
   if (check_folder) VERL_RETURN_IF_ERROR(CheckFolderLoad(*ref, model, mpu));
   VERL_RETURN_IF_ERROR(CheckGatherToHf(model, ref_params));
 
-  at::Tensor shard = model.Forward(ids, pos, cu);
-  mg::VocabParallelOutput out = mg::VocabParallelLogProbsAndEntropy(
-      shard, labels, config.vocab_size, mpu->tp(), kTemperature);
-  (out.log_probs * a + out.entropy * b).sum().backward();
-  model.FinalizeGrads();
-
   const std::string tag = absl::StrCat(c.name, ": ");
-  VERL_RETURN_IF_ERROR(
-      cmp.Expect(tag + "logits",
-                 mg::GatherVocabParallelLogits(shard.detach(),
-                                               config.vocab_size, mpu->tp()),
-                 ref_logits));
-  VERL_RETURN_IF_ERROR(
-      cmp.Expect(tag + "log_probs", out.log_probs, ref_out.log_probs));
-  VERL_RETURN_IF_ERROR(
-      cmp.Expect(tag + "entropy", out.entropy, ref_out.entropy));
+  at::Tensor shard = model.Forward(ids, pos, cu);
+  if (c.value) {
+    (shard * a).sum().backward();
+    model.FinalizeGrads();
+    VERL_RETURN_IF_ERROR(cmp.Expect(tag + "values", shard, ref_fwd.values));
+  } else {
+    mg::VocabParallelOutput out = mg::VocabParallelLogProbsAndEntropy(
+        shard, labels, config.vocab_size, mpu->tp(), kTemperature);
+    (out.log_probs * a + out.entropy * b).sum().backward();
+    model.FinalizeGrads();
+    VERL_RETURN_IF_ERROR(
+        cmp.Expect(tag + "logits",
+                   mg::GatherVocabParallelLogits(shard.detach(),
+                                                 config.vocab_size, mpu->tp()),
+                   ref_fwd.logits));
+    VERL_RETURN_IF_ERROR(
+        cmp.Expect(tag + "log_probs", out.log_probs, ref_out.log_probs));
+    VERL_RETURN_IF_ERROR(
+        cmp.Expect(tag + "entropy", out.entropy, ref_out.entropy));
+  }
   const HfTensorSource grads = HfSourceFromMap(ref_grads);
   int checked = 0;
   for (const auto& item : model.named_parameters()) {

@@ -67,6 +67,10 @@ class ShardBuilder {
     if (name == "embedding.word_embeddings.weight") {
       return VocabRows("model.embed_tokens.weight");
     }
+    if (model_.config().is_value_model) {
+      if (name == "output_layer.weight") return Get("score.weight");
+      if (name == "output_layer.bias") return Get("score.bias");
+    }
     if (name == "output_layer.weight") return VocabRows("lm_head.weight");
     if (name == "decoder.final_layernorm.weight")
       return Get("model.norm.weight");
@@ -206,6 +210,10 @@ void GatherRoot(const MegatronGPTModel& model,
   (*out)["model.embed_tokens.weight"] =
       Gathered(model.word_embeddings->weight, 0, tp).narrow(0, 0, vocab);
   (*out)["model.norm.weight"] = model.final_layernorm->weight.detach().clone();
+  if (model.value_head) {
+    (*out)["score.weight"] = model.value_head->weight.detach().clone();
+    (*out)["score.bias"] = model.value_head->bias.detach().clone();
+  }
   if (model.output_layer) {
     (*out)["lm_head.weight"] =
         Gathered(model.output_layer->weight, 0, tp).narrow(0, 0, vocab);
