@@ -384,6 +384,17 @@ std::vector<CheckpointRole> PpoTrainer::CheckpointRoles() {
     }
     roles[0].lora_alpha = config_.actor_rollout_ref().model().lora_alpha();
   }
+  if (TrainState* log_z = actor_->log_z_train_state()) {
+    // FlowRL's log-Z head (parameters, AdamW state, schedule) beside the
+    // actor, with the actor's contents; it has no HF form.
+    CheckpointRole head;
+    head.name = "actor_log_z";
+    head.state = log_z;
+    head.save_contents = roles[0].save_contents;
+    head.save_contents.erase("hf_model");
+    head.load_contents = roles[0].load_contents;
+    roles.push_back(std::move(head));
+  }
   if (critic_) {
     roles.push_back(MakeCheckpointRole("critic", critic_->train_state(),
                                        critic_->model().config(),

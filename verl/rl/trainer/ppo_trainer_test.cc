@@ -327,8 +327,22 @@ TEST(PpoTrainerTest, FlowRlTrainsWithTheLogZHead) {
   auto* actor = config.mutable_actor_rollout_ref()->mutable_actor();
   actor->mutable_policy_loss()->set_loss_mode("flowrl");
   actor->set_use_kl_loss(false);
+  const std::string ckpt_dir =
+      std::string(std::getenv("TEST_TMPDIR")) + "/flowrl_ckpt";
+  config.mutable_trainer()->set_default_local_dir(ckpt_dir);
+  config.mutable_trainer()->set_save_freq(2);
   auto run = RunPpo(config, nullptr);
   ASSERT_TRUE(run.ok()) << run.status();
+  // The head is checkpointed beside the actor (model and optimizer shard)
+  // and a resumed run loads it.
+  const std::string head_dir = ckpt_dir + "/global_step_2/actor_log_z";
+  EXPECT_TRUE(std::ifstream(head_dir + "/model_world_size_1_rank_0.pt").good())
+      << head_dir;
+  EXPECT_TRUE(std::ifstream(head_dir + "/optim_world_size_1_rank_0.pt").good());
+  config.mutable_trainer()->set_total_training_steps(3);
+  auto resumed = RunPpo(config, nullptr);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->steps, 3);  // resumed at 2, ran step 3
   const auto& m = run->last_step_metrics;
   for (const char* key :
        {"actor/log_z", "actor/tb_residual", "actor/tb_residual_abs",
