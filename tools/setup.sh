@@ -13,6 +13,7 @@ DEB_PACKAGES=(
   libprotobuf-dev protobuf-compiler
   libgoogle-glog-dev libgflags-dev libunwind-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libyaml-cpp-dev                                # verl's tool config YAML
   libgloo-dev                                    # c10d ProcessGroupGloo headers
   nlohmann-json3-dev
   libpcre2-dev                                   # HF pre-tokenizer regexes
