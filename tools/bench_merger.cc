@@ -28,7 +28,7 @@
 #include "absl/strings/str_format.h"
 #include "glog/logging.h"
 #include "verl/ckpt/checkpoint_manager.h"
-#include "verl/ckpt/checkpoint_merger.h"
+#include "verl/ckpt/merger/checkpoint_merger.h"
 #include "verl/core/status.h"
 
 ABSL_FLAG(std::string, dir, "/tmp/bench_merger", "Scratch folder.");

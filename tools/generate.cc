@@ -37,12 +37,12 @@
 #include "verl/core/main_guard.h"
 #include "verl/core/status.h"
 #include "verl/infer/engine.h"
-#include "verl/models/chat_template.h"
 #include "verl/models/decoder.h"
 #include "verl/models/hf_checkpoint.h"
 #include "verl/models/presets.h"
-#include "verl/models/tokenizer.h"
-#include "verl/models/tokenizer_builtin.h"
+#include "verl/models/tokenizer/chat_template.h"
+#include "verl/models/tokenizer/tokenizer.h"
+#include "verl/models/tokenizer/tokenizer_builtin.h"
 
 ABSL_FLAG(std::string, model, "", "HF model folder (config.json, safetensors)");
 ABSL_FLAG(std::string, preset, "",

@@ -17,7 +17,7 @@
 #include "verl/models/decoder.h"
 #include "verl/models/hf_checkpoint.h"
 #include "verl/models/presets.h"
-#include "verl/models/tokenizer_builtin.h"
+#include "verl/models/tokenizer/tokenizer_builtin.h"
 
 ABSL_FLAG(std::string, preset, "tiny-qwen2", "model preset");
 ABSL_FLAG(uint64_t, seed, 0, "weight init seed");

@@ -11,7 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "verl/models/jinja/builtins.h"
 #include "verl/models/jinja/error.h"
-#include "verl/models/tokenizer_utf8.h"
+#include "verl/models/tokenizer/tokenizer_utf8.h"
 
 namespace verl::models::jinja {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "verl/models/jinja/error.h"
-#include "verl/models/tokenizer_utf8.h"
+#include "verl/models/tokenizer/tokenizer_utf8.h"
 
 namespace verl::models::jinja {
 

@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
 #include "verl/models/jinja/error.h"
-#include "verl/models/tokenizer_utf8.h"
+#include "verl/models/tokenizer/tokenizer_utf8.h"
 
 namespace verl::models::jinja {
 

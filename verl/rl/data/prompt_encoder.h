@@ -17,8 +17,8 @@
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "verl/core/batch.h"
-#include "verl/models/chat_template.h"
-#include "verl/models/tokenizer.h"
+#include "verl/models/tokenizer/chat_template.h"
+#include "verl/models/tokenizer/tokenizer.h"
 
 namespace verl::rl {
 

@@ -4,7 +4,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "gtest/gtest.h"
-#include "verl/models/tokenizer_builtin.h"
+#include "verl/models/tokenizer/tokenizer_builtin.h"
 
 namespace verl::rl {
 namespace {

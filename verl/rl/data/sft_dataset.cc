@@ -8,7 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "verl/core/status.h"
-#include "verl/models/chat_template.h"
+#include "verl/models/tokenizer/chat_template.h"
 #include "verl/rl/data/parquet/dataset_file.h"
 
 namespace verl::rl {

@@ -8,8 +8,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "verl/models/chat_template.h"
-#include "verl/models/tokenizer_builtin.h"
+#include "verl/models/tokenizer/chat_template.h"
+#include "verl/models/tokenizer/tokenizer_builtin.h"
 #include "verl/rl/data/parquet/dataset_file.h"
 
 namespace verl::rl {

@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "verl/models/decoder.h"
 #include "verl/models/model_settings.pb.h"
-#include "verl/models/tokenizer.h"
+#include "verl/models/tokenizer/tokenizer.h"
 #include "verl/parallel/fsdp_config.pb.h"
 #include "verl/parallel/process_group.h"
 #include "verl/rl/trainer/config.pb.h"

@@ -17,7 +17,7 @@
 #include "verl/models/decoder.h"
 #include "verl/models/hf_checkpoint.h"
 #include "verl/models/presets.h"
-#include "verl/models/tokenizer_builtin.h"
+#include "verl/models/tokenizer/tokenizer_builtin.h"
 #include "verl/rl/trainer/config.h"
 #include "verl/rl/trainer/testing/ppo_trainer_testutil.h"
 

@@ -26,7 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "verl/models/decoder.h"
-#include "verl/models/tokenizer.h"
+#include "verl/models/tokenizer/tokenizer.h"
 #include "verl/parallel/process_group.h"
 #include "verl/profiler/tracking.h"
 #include "verl/rl/data/sft_dataset.h"

@@ -15,7 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "verl/models/presets.h"
-#include "verl/models/tokenizer_builtin.h"
+#include "verl/models/tokenizer/tokenizer_builtin.h"
 #include "verl/rl/data/synthetic_tasks.h"
 
 namespace verl::rl {

@@ -13,7 +13,7 @@
 #include "verl/core/status.h"
 #include "verl/models/hf_config.h"
 #include "verl/models/model_config.h"
-#include "verl/models/tokenizer.h"
+#include "verl/models/tokenizer/tokenizer.h"
 
 namespace verl::rl {
 namespace fs = std::filesystem;

@@ -18,8 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "verl/ckpt/checkpoint_manager.h"
-#include "verl/ckpt/checkpoint_merger.h"
 #include "verl/ckpt/checkpoint_pt.h"
+#include "verl/ckpt/merger/checkpoint_merger.h"
 #include "verl/parallel/launcher.h"
 
 namespace verl::rl {

@@ -1,4 +1,4 @@
-// File: verl/models/chat_template.h
+// File: verl/models/tokenizer/chat_template.h
 //
 // Chat templates as HuggingFace models ship them: Jinja source in
 // tokenizer_config.json (or chat_template.jinja), rendered the way

@@ -1,4 +1,4 @@
-// File: verl/models/tokenizer.h
+// File: verl/models/tokenizer/tokenizer.h
 //
 // Byte-level BPE tokenizer loaded from a HuggingFace `tokenizer.json` (+
 // `tokenizer_config.json`, optional `chat_template.jinja`), as used by
@@ -43,7 +43,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "verl/models/tokenizer_vocab.h"  // AddedToken
+#include "verl/models/tokenizer/tokenizer_vocab.h"  // AddedToken
 
 namespace verl::models {
 

@@ -1,12 +1,12 @@
-#include "verl/models/tokenizer.h"
+#include "verl/models/tokenizer/tokenizer.h"
 
 #include <utility>
 
 #include "absl/strings/str_replace.h"
 #include "verl/core/file_util.h"
 #include "verl/core/status.h"
-#include "verl/models/tokenizer_json.h"
-#include "verl/models/tokenizer_utf8.h"
+#include "verl/models/tokenizer/tokenizer_json.h"
+#include "verl/models/tokenizer/tokenizer_utf8.h"
 
 namespace verl::models {
 

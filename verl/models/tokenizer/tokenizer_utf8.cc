@@ -1,4 +1,4 @@
-#include "verl/models/tokenizer_utf8.h"
+#include "verl/models/tokenizer/tokenizer_utf8.h"
 
 #include <cstdint>
 

@@ -1,5 +1,5 @@
-// File: verl/ckpt/checkpoint_merger.cc
-#include "verl/ckpt/checkpoint_merger.h"
+// File: verl/ckpt/merger/checkpoint_merger.cc
+#include "verl/ckpt/merger/checkpoint_merger.h"
 
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>

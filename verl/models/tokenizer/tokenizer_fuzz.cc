@@ -1,4 +1,4 @@
-// File: verl/models/tokenizer_fuzz.cc
+// File: verl/models/tokenizer/tokenizer_fuzz.cc
 //
 // libFuzzer entry for the tokenizer-side parsers of outside input. The first
 // byte picks the target, the rest is the input:
@@ -16,9 +16,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "verl/models/chat_template.h"
-#include "verl/models/tokenizer.h"
-#include "verl/models/tokenizer_builtin.h"
+#include "verl/models/tokenizer/chat_template.h"
+#include "verl/models/tokenizer/tokenizer.h"
+#include "verl/models/tokenizer/tokenizer_builtin.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using verl::models::Tokenizer;

@@ -1,10 +1,10 @@
-// File: verl/ckpt/checkpoint_merger_test.cc
+// File: verl/ckpt/merger/checkpoint_merger_test.cc
 //
 // The streaming merge: its peak memory (VmHWM growth of a forked child) stays
 // a small fraction of the model, and its output equals the full tensors;
 // checkpoints written by PyTorch (OrderedDict state dicts, views of a flat
 // storage, no shard layout) merge too.
-#include "verl/ckpt/checkpoint_merger.h"
+#include "verl/ckpt/merger/checkpoint_merger.h"
 
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>

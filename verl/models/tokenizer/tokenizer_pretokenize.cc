@@ -1,4 +1,4 @@
-#include "verl/models/tokenizer_pretokenize.h"
+#include "verl/models/tokenizer/tokenizer_pretokenize.h"
 
 #include <unicode/locid.h>
 #include <unicode/normalizer2.h>

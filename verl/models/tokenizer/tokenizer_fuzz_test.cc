@@ -7,7 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "verl/core/file_util.h"
-#include "verl/models/tokenizer_builtin.h"
+#include "verl/models/tokenizer/tokenizer_builtin.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
@@ -41,7 +41,7 @@ std::string Mutate(std::string s, std::mt19937* rng) {
 }
 
 TEST(TokenizerFuzzTest, SeedsAndMutationsRunCleanly) {
-  const std::string testdata = "verl/models/testdata/";
+  const std::string testdata = "verl/models/tokenizer/testdata/";
   std::vector<std::pair<char, std::string>> seeds = {
       {0, BuiltinTokenizerJson()},
       {1, BuiltinTokenizerConfigJson()},

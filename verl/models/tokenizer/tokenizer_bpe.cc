@@ -1,9 +1,9 @@
-#include "verl/models/tokenizer_bpe.h"
+#include "verl/models/tokenizer/tokenizer_bpe.h"
 
 #include <functional>
 #include <queue>
 
-#include "verl/models/tokenizer_utf8.h"
+#include "verl/models/tokenizer/tokenizer_utf8.h"
 
 namespace verl::models::tokenizer_internal {
 

@@ -1,4 +1,4 @@
-#include "verl/models/tokenizer_vocab.h"
+#include "verl/models/tokenizer/tokenizer_vocab.h"
 
 #include <algorithm>
 #include <cctype>

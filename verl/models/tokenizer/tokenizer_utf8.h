@@ -1,4 +1,4 @@
-// File: verl/models/tokenizer_utf8.h
+// File: verl/models/tokenizer/tokenizer_utf8.h
 //
 // UTF-8 helpers shared by the tokenizer and the chat-template renderer.
 // Lossy decoding follows the WHATWG / Rust `from_utf8_lossy` rule that HF

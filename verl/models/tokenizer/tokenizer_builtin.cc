@@ -1,4 +1,4 @@
-#include "verl/models/tokenizer_builtin.h"
+#include "verl/models/tokenizer/tokenizer_builtin.h"
 
 #include <vector>
 
@@ -6,7 +6,7 @@
 #include "glog/logging.h"
 #include "nlohmann/json.hpp"
 #include "verl/core/status.h"
-#include "verl/models/tokenizer_utf8.h"
+#include "verl/models/tokenizer/tokenizer_utf8.h"
 
 namespace verl::models {
 namespace {

@@ -8,9 +8,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "verl/core/regex.h"
-#include "verl/models/tokenizer_bpe.h"
-#include "verl/models/tokenizer_pretokenize.h"
-#include "verl/models/tokenizer_vocab.h"
+#include "verl/models/tokenizer/tokenizer_bpe.h"
+#include "verl/models/tokenizer/tokenizer_pretokenize.h"
+#include "verl/models/tokenizer/tokenizer_vocab.h"
 
 namespace verl::models::tokenizer_internal {
 namespace {

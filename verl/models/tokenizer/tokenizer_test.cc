@@ -1,4 +1,4 @@
-#include "verl/models/tokenizer.h"
+#include "verl/models/tokenizer/tokenizer.h"
 
 #include <climits>
 #include <cstdlib>
@@ -11,9 +11,9 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "verl/core/file_util.h"
-#include "verl/models/chat_template.h"
-#include "verl/models/tokenizer_builtin.h"
-#include "verl/models/tokenizer_utf8.h"
+#include "verl/models/tokenizer/chat_template.h"
+#include "verl/models/tokenizer/tokenizer_builtin.h"
+#include "verl/models/tokenizer/tokenizer_utf8.h"
 
 namespace verl::models {
 namespace {

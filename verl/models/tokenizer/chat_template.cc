@@ -1,4 +1,4 @@
-#include "verl/models/chat_template.h"
+#include "verl/models/tokenizer/chat_template.h"
 
 #include <utility>
 #include <vector>
@@ -9,7 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
 #include "verl/core/status.h"
-#include "verl/models/tokenizer.h"
+#include "verl/models/tokenizer/tokenizer.h"
 
 namespace verl::models {
 

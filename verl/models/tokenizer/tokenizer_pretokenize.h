@@ -1,4 +1,4 @@
-// File: verl/models/tokenizer_pretokenize.h
+// File: verl/models/tokenizer/tokenizer_pretokenize.h
 //
 // Steps 2 and 3 of encoding a text segment, as HF `tokenizers` does them:
 // normalizers (NFC, NFD, NFKC, NFKD through ICU; Lowercase) and

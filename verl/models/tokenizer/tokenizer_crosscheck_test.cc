@@ -14,9 +14,9 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "verl/core/file_util.h"
-#include "verl/models/chat_template.h"
-#include "verl/models/tokenizer.h"
-#include "verl/models/tokenizer_builtin.h"
+#include "verl/models/tokenizer/chat_template.h"
+#include "verl/models/tokenizer/tokenizer.h"
+#include "verl/models/tokenizer/tokenizer_builtin.h"
 
 namespace verl::models {
 namespace {
@@ -25,7 +25,7 @@ using Json = nlohmann::ordered_json;
 
 constexpr char kNode[] = "/usr/bin/node";
 constexpr char kModules[] = "/usr/local/lib/node_modules";
-constexpr char kTestdata[] = "verl/models/testdata/";
+constexpr char kTestdata[] = "verl/models/tokenizer/testdata/";
 
 bool Exists(const std::string& path) {
   struct stat st;

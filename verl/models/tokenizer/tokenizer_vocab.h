@@ -1,4 +1,4 @@
-// File: verl/models/tokenizer_vocab.h
+// File: verl/models/tokenizer/tokenizer_vocab.h
 //
 // A tokenizer's vocabulary: the BPE model's token <-> id map plus the added
 // tokens of tokenizer.json (`added_tokens`) and tokenizer_config.json

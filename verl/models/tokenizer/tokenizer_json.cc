@@ -1,4 +1,4 @@
-#include "verl/models/tokenizer_json.h"
+#include "verl/models/tokenizer/tokenizer_json.h"
 
 #include <utility>
 

@@ -1,4 +1,4 @@
-// File: verl/models/tokenizer_bpe.h
+// File: verl/models/tokenizer/tokenizer_bpe.h
 //
 // Byte-level BPE, the model of tokenizer.json (`"type": "BPE"`): a piece's
 // bytes map to GPT-2's byte-to-unicode alphabet, then merges apply by rank
@@ -17,7 +17,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "verl/models/tokenizer_vocab.h"
+#include "verl/models/tokenizer/tokenizer_vocab.h"
 
 namespace verl::models::tokenizer_internal {
 

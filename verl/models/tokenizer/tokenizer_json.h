@@ -1,4 +1,4 @@
-// File: verl/models/tokenizer_json.h
+// File: verl/models/tokenizer/tokenizer_json.h
 //
 // Reads HuggingFace tokenizer files into the parts a Tokenizer runs:
 // tokenizer.json (model vocab and merges, added tokens, normalizer,
@@ -16,9 +16,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "verl/models/tokenizer_bpe.h"
-#include "verl/models/tokenizer_pretokenize.h"
-#include "verl/models/tokenizer_vocab.h"
+#include "verl/models/tokenizer/tokenizer_bpe.h"
+#include "verl/models/tokenizer/tokenizer_pretokenize.h"
+#include "verl/models/tokenizer/tokenizer_vocab.h"
 
 namespace verl::models::tokenizer_internal {
 

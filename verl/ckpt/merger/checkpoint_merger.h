@@ -1,4 +1,4 @@
-// File: verl/ckpt/checkpoint_merger.h
+// File: verl/ckpt/merger/checkpoint_merger.h
 //
 // The model merger as a library: turns one role folder of a sharded
 // checkpoint (`.../global_step_N/actor`) into a HuggingFace folder, and

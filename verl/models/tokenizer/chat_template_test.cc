@@ -1,4 +1,4 @@
-#include "verl/models/chat_template.h"
+#include "verl/models/tokenizer/chat_template.h"
 
 #include <cstdlib>
 #include <ctime>
@@ -17,7 +17,7 @@ namespace {
 using ::testing::HasSubstr;
 using Json = nlohmann::ordered_json;
 
-constexpr char kTestdata[] = "verl/models/testdata/";
+constexpr char kTestdata[] = "verl/models/tokenizer/testdata/";
 
 // The engine itself is tested in //verl/models/jinja; these tests cover the
 // chat layer: error prefix, request -> context, template selection, goldens.
