@@ -10,10 +10,12 @@
 
 namespace verl::rl::reward {
 
-// The last `n` code points of UTF-8 `s` (Python's s[-n:]).
+// The last `n` code points of UTF-8 `s` (Python's s[-n:] for n > 0; n == 0
+// gives "").
 std::string LastChars(const std::string& s, size_t n);
 
-// Replaces every occurrence of `from` (non-empty) with `to`.
+// Replaces every non-overlapping occurrence of `from` with `to`, left to
+// right (Python's str.replace); an empty `from` changes nothing.
 std::string ReplaceAll(std::string s, const std::string& from,
                        const std::string& to);
 

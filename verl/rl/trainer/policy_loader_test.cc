@@ -1,0 +1,207 @@
+// Tests of the PPO trainer's policy loading: tokenizer choice, preset and HF
+// folder policies (weights and stop ids), clones, the train-state choice, and
+// the errors a wrong path or preset gives.
+#include "verl/rl/trainer/policy_loader.h"
+
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/equal.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "verl/core/test_util.h"
+#include "verl/models/hf_checkpoint.h"
+#include "verl/models/tokenizer/tokenizer_builtin.h"
+#include "verl/rl/workers/fsdp_train_state.h"
+
+namespace verl::rl {
+namespace {
+
+using core::testing::StatusIs;
+using ::testing::Contains;
+using ::testing::HasSubstr;
+
+std::string TempDir(const std::string& name) {
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::map<std::string, at::Tensor> Params(const models::CausalLM& model) {
+  std::map<std::string, at::Tensor> out;
+  for (const auto& item : model.named_parameters())
+    out[item.key()] = item.value();
+  return out;
+}
+
+models::ModelSettings Preset(const std::string& name) {
+  models::ModelSettings m;
+  m.set_preset(name);
+  return m;
+}
+
+TEST(LoadTokenizerTest, NoPathIsTheBuiltinTokenizer) {
+  auto tok = LoadTokenizer(models::ModelSettings());
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const models::Tokenizer builtin = models::MakeBuiltinTokenizer();
+  EXPECT_EQ(tok->vocab_size(), builtin.vocab_size());
+  EXPECT_EQ(tok->eos_token_id(), builtin.eos_token_id());
+  EXPECT_EQ(tok->Encode("hello world"), builtin.Encode("hello world"));
+}
+
+TEST(LoadTokenizerTest, TokenizerPathWinsOverModelPath) {
+  const std::string dir = TempDir("tok");
+  ASSERT_TRUE(models::MakeBuiltinTokenizer().SaveToDirectory(dir).ok());
+  models::ModelSettings m;
+  m.set_path("/nonexistent/model");
+  m.set_tokenizer_path(dir);
+  auto tok = LoadTokenizer(m);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_EQ(tok->vocab_size(), models::MakeBuiltinTokenizer().vocab_size());
+}
+
+TEST(LoadTokenizerTest, MissingFolderNamesThePath) {
+  models::ModelSettings m;
+  m.set_path("/nonexistent/model_dir");
+  EXPECT_THAT(LoadTokenizer(m),
+              StatusIs(absl::StatusCode::kNotFound, "/nonexistent/model_dir"));
+}
+
+TEST(LoadPolicyTest, PresetSizedToTheTokenizerWithItsStopIds) {
+  const models::Tokenizer tok = models::MakeBuiltinTokenizer();
+  auto p = LoadPolicy(Preset("tiny-qwen2"), tok, /*seed=*/1);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->config.vocab_size, tok.vocab_size());
+  EXPECT_THAT(p->config.eos_token_ids, Contains(tok.eos_token_id()));
+  EXPECT_EQ(p->config.pad_token_id, tok.pad_token_id());
+  EXPECT_TRUE(p->hf_dir.empty());
+  // The model holds the same config (it was rebuilt with the stop ids).
+  EXPECT_EQ(p->model->config().eos_token_ids, p->config.eos_token_ids);
+  EXPECT_EQ(p->model->config().pad_token_id, p->config.pad_token_id);
+
+  // Same seed, same weights; another seed, other weights.
+  auto again = LoadPolicy(Preset("tiny-qwen2"), tok, 1);
+  auto other = LoadPolicy(Preset("tiny-qwen2"), tok, 2);
+  ASSERT_TRUE(again.ok() && other.ok());
+  const auto a = Params(*p->model), b = Params(*again->model),
+             c = Params(*other->model);
+  ASSERT_EQ(a.size(), b.size());
+  bool any_differs = false;
+  for (const auto& [name, t] : a) {
+    EXPECT_TRUE(at::equal(t, b.at(name))) << name;
+    any_differs |= !at::equal(t, c.at(name));
+  }
+  EXPECT_TRUE(any_differs);
+}
+
+TEST(LoadPolicyTest, UnknownPresetIsInvalidArgument) {
+  EXPECT_THAT(
+      LoadPolicy(Preset("no-such-preset"), models::MakeBuiltinTokenizer(), 1),
+      StatusIs(absl::StatusCode::kInvalidArgument, "no-such-preset"));
+}
+
+TEST(LoadPolicyTest, HfFolderWeightsAndGenerationEosIds) {
+  const models::Tokenizer tok = models::MakeBuiltinTokenizer();
+  auto src = LoadPolicy(Preset("tiny-qwen2"), tok, /*seed=*/7);
+  ASSERT_TRUE(src.ok()) << src.status();
+  models::HfCheckpoint ckpt;
+  ckpt.config = src->config;
+  ckpt.config.eos_token_ids.clear();
+  ckpt.tensors = Params(*src->model);
+  models::GenerationConfig gen;
+  gen.eos_token_ids = {3, 5};
+  ckpt.generation = gen;
+  const std::string dir = TempDir("hf") + "/model";
+  ASSERT_TRUE(models::SaveHfCheckpoint(dir, ckpt).ok());
+
+  models::ModelSettings m;
+  m.set_path(dir);
+  auto p = LoadPolicy(m, tok, /*seed=*/99);  // the seed must not matter
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->hf_dir, dir);
+  EXPECT_THAT(p->config.eos_token_ids, Contains(3));
+  EXPECT_THAT(p->config.eos_token_ids, Contains(5));
+  EXPECT_THAT(p->config.eos_token_ids, Contains(tok.eos_token_id()));
+  const auto want = Params(*src->model), got = Params(*p->model);
+  ASSERT_EQ(want.size(), got.size());
+  for (const auto& [name, t] : want) {
+    ASSERT_TRUE(got.count(name)) << name;
+    EXPECT_TRUE(at::equal(t, got.at(name))) << name;
+  }
+}
+
+TEST(LoadPolicyTest, MissingModelFolderNamesThePath) {
+  models::ModelSettings m;
+  m.set_path("/nonexistent/policy_dir");
+  EXPECT_THAT(LoadPolicy(m, models::MakeBuiltinTokenizer(), 1),
+              StatusIs(absl::StatusCode::kNotFound, "/nonexistent/policy_dir"));
+}
+
+TEST(LoadPolicyTest, FolderWithoutWeightsNamesTheFolder) {
+  const models::Tokenizer tok = models::MakeBuiltinTokenizer();
+  auto src = LoadPolicy(Preset("tiny-qwen2"), tok, 1);
+  ASSERT_TRUE(src.ok());
+  models::HfCheckpoint ckpt;
+  ckpt.config = src->config;
+  ckpt.tensors = Params(*src->model);
+  const std::string dir = TempDir("noweights") + "/model";
+  ASSERT_TRUE(models::SaveHfCheckpoint(dir, ckpt).ok());
+  std::filesystem::remove(dir + "/model.safetensors");
+  models::ModelSettings m;
+  m.set_path(dir);
+  auto p = LoadPolicy(m, tok, 1);
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr(dir));
+}
+
+TEST(CloneModelTest, SameWeightsOwnStorage) {
+  auto p = LoadPolicy(Preset("tiny-qwen2"), models::MakeBuiltinTokenizer(), 3);
+  ASSERT_TRUE(p.ok());
+  auto clone = CloneModel(*p->model, /*value_head=*/false, /*seed=*/4);
+  const auto a = Params(*p->model), b = Params(*clone);
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, t] : a) {
+    EXPECT_TRUE(at::equal(t, b.at(name))) << name;
+    EXPECT_NE(t.data_ptr(), b.at(name).data_ptr()) << name;
+  }
+  EXPECT_FALSE(clone->config().is_value_model);
+}
+
+TEST(CloneModelTest, ValueHeadReplacesTheLmHead) {
+  auto p = LoadPolicy(Preset("tiny-qwen2"), models::MakeBuiltinTokenizer(), 3);
+  ASSERT_TRUE(p.ok());
+  auto critic = CloneModel(*p->model, /*value_head=*/true, /*seed=*/4);
+  EXPECT_TRUE(critic->config().is_value_model);
+  const auto a = Params(*p->model), b = Params(*critic);
+  EXPECT_FALSE(b.count("lm_head.weight"));
+  int shared = 0;
+  for (const auto& [name, t] : b) {
+    if (!a.count(name)) continue;  // the value head
+    EXPECT_TRUE(at::equal(t, a.at(name))) << name;
+    ++shared;
+  }
+  EXPECT_GT(shared, 0);
+  EXPECT_LT(shared, static_cast<int>(b.size()));  // there is a head of its own
+}
+
+TEST(MakeTrainStateTest, OneRankIsReplicatedEvenForFsdp) {
+  auto p = LoadPolicy(Preset("tiny-qwen2"), models::MakeBuiltinTokenizer(), 3);
+  ASSERT_TRUE(p.ok());
+  for (Strategy::Value s : {Strategy::fsdp, Strategy::fsdp2}) {
+    auto state =
+        MakeTrainState(*p->model, s, parallel::FsdpConfig(), OptimizerOptions(),
+                       parallel::SingleProcessCommunicator());
+    ASSERT_TRUE(state.ok()) << state.status();
+    EXPECT_NE(dynamic_cast<ReplicatedTrainState*>(state->get()), nullptr);
+    EXPECT_EQ(dynamic_cast<FsdpTrainState*>(state->get()), nullptr);
+  }
+}
+
+}  // namespace
+}  // namespace verl::rl
