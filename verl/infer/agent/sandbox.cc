@@ -42,12 +42,12 @@ void SetLimit(int resource, rlim_t value) {
                            const SandboxLimits& limits, const std::string& dir,
                            int in_fd, int out_fd, int err_fd, int status_fd) {
   ::setpgid(0, 0);
-  if (::unshare(CLONE_NEWNET) != 0 &&
+  if (limits.isolate_network && ::unshare(CLONE_NEWNET) != 0 &&
       ::unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0) {
     Fail(status_fd, "cannot isolate the network (unshare)");
   }
   if (::chdir(dir.c_str()) != 0) Fail(status_fd, "chdir");
-  if (::geteuid() == 0) {
+  if (limits.drop_privileges && ::geteuid() == 0) {
     // The process limit is per user and root is exempt: run as nobody.
     if (::setgroups(0, nullptr) != 0 || ::setgid(kNobody) != 0 ||
         ::setuid(kNobody) != 0) {
@@ -115,7 +115,8 @@ absl::StatusOr<SandboxResult> RunSandboxed(const std::vector<std::string>& argv,
         absl::StrCat("sandbox: mkdtemp: ", std::strerror(errno)));
   }
   const std::string dir = tmpl;
-  if (::geteuid() == 0 && ::chown(dir.c_str(), kNobody, kNobody) != 0) {
+  if (limits.drop_privileges && ::geteuid() == 0 &&
+      ::chown(dir.c_str(), kNobody, kNobody) != 0) {
     std::filesystem::remove_all(dir, ec);
     return absl::InternalError("sandbox: cannot hand the folder to nobody");
   }
@@ -181,10 +182,25 @@ absl::StatusOr<SandboxResult> RunSandboxed(const std::vector<std::string>& argv,
                        &result.output_truncated);
     }
   }
+  // The program closed its output: give it until the deadline to exit.
+  int wstatus = 0;
+  bool reaped = false;
+  while (!result.timed_out && setup_error.empty()) {
+    const pid_t w = ::waitpid(pid, &wstatus, WNOHANG);
+    if (w == pid) {
+      reaped = true;
+      break;
+    }
+    if (w < 0 && errno != EINTR) break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      result.timed_out = true;
+      break;
+    }
+    ::usleep(1000);
+  }
   // Whatever is left of the group (forks, a timed-out program) goes now.
   ::kill(-pid, SIGKILL);
-  int wstatus = 0;
-  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  while (!reaped && ::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
   }
   ::close(out[0]);
   ::close(err[0]);

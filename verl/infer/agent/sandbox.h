@@ -29,6 +29,11 @@ struct SandboxLimits {
   int64_t max_processes = 16;
   int64_t max_file_mb = 16;
   int64_t max_output_bytes = 64 * 1024;
+  // false: keep the host's network (user command tools, e.g. search).
+  bool isolate_network = true;
+  // false: keep the caller's user (trusted user command tools that read
+  // their own files); the process limit then does not bind root.
+  bool drop_privileges = true;
 };
 
 struct SandboxResult {
