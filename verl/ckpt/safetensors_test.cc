@@ -22,9 +22,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "verl/ckpt/safetensors_test_util.h"
+#include "verl/core/test_util.h"
 
 namespace verl::ckpt {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
@@ -191,7 +194,7 @@ TEST(SafetensorsTest, ErrorsNameTheFileAndTensor) {
   for (const MalformedStCase& c : MalformedStCases()) {
     WriteRaw(bad, c.bytes);
     auto r = SafetensorsReader::Open(bad);
-    ASSERT_FALSE(r.ok()) << c.name;
+    ASSERT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument)) << c.name;
     EXPECT_THAT(r.status().message(), HasSubstr(bad + ": ")) << c.name;
     EXPECT_THAT(r.status().message(), HasSubstr(c.error)) << c.name;
   }
@@ -205,7 +208,9 @@ TEST(SafetensorsTest, ErrorsNameTheFileAndTensor) {
   EXPECT_THAT(r->Get("u").status().message(),
               HasSubstr("tensor 'u': dtype U16"));
 
-  EXPECT_FALSE(SafetensorsReader::Open(dir).ok());  // a directory
+  EXPECT_THAT(SafetensorsReader::Open(dir),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "not a regular file"));  // a directory
 }
 
 TEST(SafetensorsTest, SaveRejectsBadInputAndLeavesNothingBehind) {
@@ -220,7 +225,9 @@ TEST(SafetensorsTest, SaveRejectsBadInputAndLeavesNothingBehind) {
               HasSubstr("'u' is undefined"));
   TensorMap ok;
   ok["x"] = at::ones({2});
-  EXPECT_FALSE(SaveSafetensors(dir + "/no/such/dir/x.safetensors", ok).ok());
+  EXPECT_THAT(SaveSafetensors(dir + "/no/such/dir/x.safetensors", ok),
+              StatusIs(absl::StatusCode::kInternal,
+                       "cannot create: No such file or directory"));
   EXPECT_TRUE(fs::is_empty(dir));
 }
 

@@ -10,10 +10,13 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "verl/core/test_util.h"
 
 namespace verl {
 namespace core {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 using Json = Batch::Json;
 using ::testing::ElementsAre;
@@ -86,8 +89,12 @@ TEST(BatchTest, ColumnsShareBatchSize) {
   EXPECT_EQ(b.size(), 2);
 
   auto bad = Batch::FromColumns({{"x", at::zeros({2})}, {"y", at::zeros({3})}});
-  EXPECT_FALSE(bad.ok());
-  EXPECT_FALSE(Batch::FromColumns({}, {}, Json::array()).ok());
+  EXPECT_THAT(bad,
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "Batch: tensor 'y' has 3 rows but the batch size is 2"));
+  EXPECT_THAT(Batch::FromColumns({}, {}, Json::array()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "Batch: meta_info must be a JSON object, got array"));
 }
 
 TEST(BatchTest, GetAndPopNameMissingKeys) {
@@ -103,7 +110,9 @@ TEST(BatchTest, GetAndPopNameMissingKeys) {
   EXPECT_EQ((*b.GetNonTensor("uid"))[3], "u3");
 
   // Pop checks all keys before removing anything.
-  EXPECT_FALSE(b.Pop({"a"}, {"missing"}).ok());
+  EXPECT_THAT(b.Pop({"a"}, {"missing"}),
+              StatusIs(absl::StatusCode::kNotFound,
+                       "Batch: no non-tensor column 'missing'"));
   EXPECT_TRUE(b.HasTensor("a"));
   auto popped = b.Pop({"a"}, {"uid"}, {"temperature"});
   ASSERT_TRUE(popped.ok()) << popped.status();
@@ -117,7 +126,10 @@ TEST(BatchTest, GetAndPopNameMissingKeys) {
   auto rm = b.PopNonTensor("rm");
   ASSERT_TRUE(rm.ok());
   EXPECT_EQ(rm->size(), 4u);
-  EXPECT_FALSE(b.PopNonTensor("rm").ok());
+  EXPECT_THAT(
+      b.PopNonTensor("rm"),
+      StatusIs(absl::StatusCode::kNotFound,
+               "Batch: no non-tensor column 'rm' (non-tensor columns: [])"));
 }
 
 TEST(BatchTest, Rename) {
@@ -126,7 +138,9 @@ TEST(BatchTest, Rename) {
   EXPECT_THAT(b.TensorKeys(), ElementsAre("a", "input_ids"));
   ASSERT_TRUE(b.Rename("uid", "group").ok());
   EXPECT_THAT(b.NonTensorKeys(), ElementsAre("group", "rm"));
-  EXPECT_FALSE(b.Rename("a", "input_ids").ok());
+  EXPECT_THAT(b.Rename("a", "input_ids"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "Batch::Rename: tensor 'input_ids' already exists"));
   EXPECT_EQ(b.Rename("zzz", "y").code(), absl::StatusCode::kNotFound);
 }
 
@@ -169,9 +183,18 @@ TEST(BatchTest, SliceIsAViewOfTheRange) {
   EXPECT_THAT(SourceRows(*stepped), ElementsAre(0, 2, 4));
   EXPECT_EQ(b.Slice(2, 2)->size(), 0);
   EXPECT_EQ(b.Slice(3, 2).status().code(), absl::StatusCode::kOutOfRange);
-  EXPECT_FALSE(b.Slice(0, 6).ok());
-  EXPECT_FALSE(b.Slice(-1, 2).ok());
-  EXPECT_FALSE(b.Slice(0, 2, 0).ok());
+  EXPECT_THAT(
+      b.Slice(0, 6),
+      StatusIs(absl::StatusCode::kOutOfRange,
+               "Batch::Slice: bad range [0, 6) step 1 for batch size 5"));
+  EXPECT_THAT(
+      b.Slice(-1, 2),
+      StatusIs(absl::StatusCode::kOutOfRange,
+               "Batch::Slice: bad range [-1, 2) step 1 for batch size 5"));
+  EXPECT_THAT(
+      b.Slice(0, 2, 0),
+      StatusIs(absl::StatusCode::kOutOfRange,
+               "Batch::Slice: bad range [0, 2) step 0 for batch size 5"));
 }
 
 TEST(BatchTest, IndexGathersRowsInOrder) {
@@ -189,10 +212,20 @@ TEST(BatchTest, IndexGathersRowsInOrder) {
 
   EXPECT_THAT(b.Index(std::vector<int64_t>{4}).status().ToString(),
               HasSubstr("index 4 out of range for batch size 4"));
-  EXPECT_FALSE(b.Index(std::vector<int64_t>{-5}).ok());
-  EXPECT_FALSE(b.Index(at::tensor({1.0f})).ok());
-  EXPECT_FALSE(b.Index(at::ones({2}, at::kBool)).ok());  // wrong mask length
-  EXPECT_FALSE(b.Index(at::zeros({2, 2}, at::kLong)).ok());
+  EXPECT_THAT(b.Index(std::vector<int64_t>{-5}),
+              StatusIs(absl::StatusCode::kOutOfRange,
+                       "Batch::Index: index -5 out of range for batch size 4"));
+  EXPECT_THAT(
+      b.Index(at::tensor({1.0f})),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "Batch::Index: indices must be integer or bool, got Float"));
+  EXPECT_THAT(b.Index(at::ones({2}, at::kBool)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "Batch::Index: bool mask has length 2 but the batch "
+                       "size is 4"));  // wrong mask length
+  EXPECT_THAT(b.Index(at::zeros({2, 2}, at::kLong)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "Batch::Index: indices must be a defined 1-D tensor"));
 
   ASSERT_TRUE(b.Reorder(at::tensor({1, 0, 3, 2}, at::kLong)).ok());
   EXPECT_THAT(SourceRows(b), ElementsAre(1, 0, 3, 2));
@@ -210,8 +243,14 @@ TEST(BatchTest, ChunkRequiresDivisibility) {
   EXPECT_EQ(b.Chunk(6)->size(), 6u);
   EXPECT_THAT(b.Chunk(4).status().ToString(),
               HasSubstr("cannot split a batch of 6 rows into 4 equal chunks"));
-  EXPECT_FALSE(b.Chunk(0).ok());
-  EXPECT_FALSE(b.Chunk(-2).ok());
+  EXPECT_THAT(
+      b.Chunk(0),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "Batch::Chunk: cannot split a batch of 6 rows into 0 equal"));
+  EXPECT_THAT(
+      b.Chunk(-2),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "Batch::Chunk: cannot split a batch of 6 rows into -2 equal"));
   // An empty batch splits into empty chunks.
   auto empty = MakeBatch(0).Chunk(2);
   ASSERT_TRUE(empty.ok());
@@ -226,9 +265,16 @@ TEST(BatchTest, SplitBySizes) {
   EXPECT_THAT(SourceRows((*parts)[0]), ElementsAre(0));
   EXPECT_EQ((*parts)[1].size(), 0);
   EXPECT_THAT(SourceRows((*parts)[2]), ElementsAre(1, 2, 3));
-  EXPECT_FALSE(b.Split({1, 2}).ok());
-  EXPECT_FALSE(b.Split({5, -1}).ok());
-  EXPECT_FALSE(b.Split({std::numeric_limits<int64_t>::max(), 1}).ok());
+  EXPECT_THAT(
+      b.Split({1, 2}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "Batch::Split: sizes [1, 2] add up to 3, not the batch size 4"));
+  EXPECT_THAT(
+      b.Split({5, -1}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "Batch::Split: sizes [5, -1] do not add up to the batch size"));
+  EXPECT_THAT(b.Split({std::numeric_limits<int64_t>::max(), 1}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "Batch::Split"));
 }
 
 TEST(BatchTest, SplitEveryLeavesARemainder) {
@@ -242,7 +288,9 @@ TEST(BatchTest, SplitEveryLeavesARemainder) {
   EXPECT_EQ(b.SplitEvery(5)->size(), 1u);
   EXPECT_EQ(b.SplitEvery(9)->size(), 1u);
   EXPECT_TRUE(MakeBatch(0).SplitEvery(3)->empty());
-  EXPECT_FALSE(b.SplitEvery(0).ok());
+  EXPECT_THAT(b.SplitEvery(0),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "Batch::SplitEvery: part size must be >= 1, got 0"));
 }
 
 TEST(BatchTest, RepeatInterleaveVersusTiled) {
@@ -259,7 +307,9 @@ TEST(BatchTest, RepeatInterleaveVersusTiled) {
       inter->tensor("a").equal(b.tensor("a").repeat_interleave(2, /*dim=*/0)));
   EXPECT_TRUE(tiled->tensor("a").equal(b.tensor("a").repeat({2, 1})));
   EXPECT_EQ(inter->meta_info(), b.meta_info());
-  EXPECT_FALSE(b.Repeat(0).ok());
+  EXPECT_THAT(b.Repeat(0),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "Batch::Repeat: bad repeat count 0 for batch size 3"));
 }
 
 TEST(BatchTest, PadToDivisorCyclesLeadingRows) {
@@ -284,9 +334,17 @@ TEST(BatchTest, PadToDivisorCyclesLeadingRows) {
   EXPECT_THAT(SourceRows(big->first), ElementsAre(0, 1, 0, 1, 0, 1, 0));
 
   EXPECT_EQ(MakeBatch(0).PadToDivisor(4)->second, 0);
-  EXPECT_FALSE(b.PadToDivisor(0).ok());
-  EXPECT_FALSE(b.Unpad(5).ok());
-  EXPECT_FALSE(b.Unpad(-1).ok());
+  EXPECT_THAT(b.PadToDivisor(0),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "Batch::PadToDivisor: divisor must be >= 1, got 0"));
+  EXPECT_THAT(
+      b.Unpad(5),
+      StatusIs(absl::StatusCode::kOutOfRange,
+               "Batch::Unpad: pad size 5 out of range for batch size 4"));
+  EXPECT_THAT(
+      b.Unpad(-1),
+      StatusIs(absl::StatusCode::kOutOfRange,
+               "Batch::Unpad: pad size -1 out of range for batch size 4"));
 }
 
 TEST(BatchTest, ConcatInvertsChunk) {
@@ -362,7 +420,10 @@ TEST(BatchTest, UnionMergesAndDetectsConflicts) {
   // Same values but another dtype is a conflict too.
   Batch dtype = MakeBatch(3);
   ASSERT_TRUE(dtype.SetTensor("ids", b.tensor("ids").to(at::kInt)).ok());
-  EXPECT_FALSE(b.Union(dtype).ok());
+  EXPECT_THAT(
+      b.Union(dtype),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "Batch::Union: tensor 'ids' exists in both batches with"));
 
   Batch json_conflict = MakeBatch(3);
   ASSERT_TRUE(json_conflict.SetNonTensor("uid", {"x", "y", "z"}).ok());

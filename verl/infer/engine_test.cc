@@ -18,10 +18,13 @@
 #include <random>
 #include <set>
 
+#include "verl/core/test_util.h"
 #include "verl/models/presets.h"
 
 namespace verl::infer {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 using models::CausalLM;
 
@@ -304,13 +307,19 @@ TEST(EngineTest, BadRequestsFailAloneAndOthersAreServed) {
   EXPECT_EQ(results[4]->outputs[0].token_ids, f.reference[1]);
   SamplingParams bad = Greedy();
   bad.n = 0;
-  EXPECT_FALSE(engine->AddRequest(f.prompts[0], bad).ok());
+  EXPECT_THAT(
+      engine->AddRequest(f.prompts[0], bad),
+      StatusIs(absl::StatusCode::kInvalidArgument, "n must be >= 1, got 0"));
   bad = Greedy();
   bad.temperature = -1;
-  EXPECT_FALSE(engine->AddRequest(f.prompts[0], bad).ok());
+  EXPECT_THAT(engine->AddRequest(f.prompts[0], bad),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "temperature must be >= 0, got -1"));
   bad = Greedy();
   bad.top_p = 1.5;
-  EXPECT_FALSE(engine->AddRequest(f.prompts[0], bad).ok());
+  EXPECT_THAT(engine->AddRequest(f.prompts[0], bad),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "top_p must be in (0, 1], got 1.5"));
   EXPECT_FALSE(engine->HasUnfinished());
 }
 
@@ -360,24 +369,33 @@ TEST(EngineTest, UpdateWeightsEqualsFreshEngine) {
   }
   auto g = SampleAll(*engine, Greedy(), 16);
   for (size_t i = 0; i < g.size(); ++i) EXPECT_EQ(g[i], f.reference[i]) << i;
-  EXPECT_FALSE(
-      engine->UpdateWeights({{"no.such.weight", at::zeros({1})}}).ok());
-  EXPECT_FALSE(
-      engine->UpdateWeights({{weights[0].first, at::zeros({3, 3})}}).ok());
+  EXPECT_THAT(engine->UpdateWeights({{"no.such.weight", at::zeros({1})}}),
+              StatusIs(absl::StatusCode::kNotFound,
+                       "UpdateWeights: no parameter named 'no.such.weight'"));
+  EXPECT_THAT(engine->UpdateWeights({{weights[0].first, at::zeros({3, 3})}}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "UpdateWeights: 'model.embed_tokens.weight' has shape"));
 }
 
 TEST(EngineTest, ConfigErrors) {
   Fixture& f = Shared();
   EngineOptions o = SmallOptions();
   o.num_kv_blocks = 4;  // < one max_model_len sequence
-  EXPECT_FALSE(LLMEngine::Create(f.model, o).ok());
+  EXPECT_THAT(LLMEngine::Create(f.model, o),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "KV cache too small: 4 blocks of 8 tokens"));
   o = SmallOptions();
   o.max_model_len = 100000;
-  EXPECT_FALSE(LLMEngine::Create(f.model, o).ok());
+  EXPECT_THAT(LLMEngine::Create(f.model, o),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "max_model_len 100000 exceeds the model's"));
   o = SmallOptions();
   o.enable_chunked_prefill = false;
   o.max_num_batched_tokens = 64;
-  EXPECT_FALSE(LLMEngine::Create(f.model, o).ok());
+  EXPECT_THAT(
+      LLMEngine::Create(f.model, o),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "max_num_batched_tokens (64) must be >= max_model_len (128)"));
   // Budget from memory: a fraction of MemAvailable, capped by the seats.
   o = SmallOptions();
   o.num_kv_blocks = 0;
@@ -388,7 +406,9 @@ TEST(EngineTest, ConfigErrors) {
   o = SmallOptions();
   o.dtype = "float16";
   auto bad = LLMEngine::Create(f.model, o);
-  ASSERT_FALSE(bad.ok());
+  ASSERT_THAT(
+      bad, StatusIs(absl::StatusCode::kInvalidArgument,
+                    "dtype must be float32 or bfloat16 for this engine, got"));
   EXPECT_NE(bad.status().message().find("dtype"), std::string::npos);
 }
 

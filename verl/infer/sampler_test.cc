@@ -14,8 +14,12 @@
 #include <cmath>
 #include <numeric>
 
+#include "verl/core/test_util.h"
+
 namespace verl::infer {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 const std::vector<float> kLogits = {2.0f, 1.0f, 0.5f, 0.0f, -1.0f, -3.0f};
 
@@ -223,7 +227,9 @@ TEST(SamplingParamsTest, ValidationNamesTheField) {
   EXPECT_NE(ValidateSamplingParams(p).message().find("top_p"),
             std::string::npos);
   p.top_p = 1.5;
-  EXPECT_FALSE(ValidateSamplingParams(p).ok());
+  EXPECT_THAT(ValidateSamplingParams(p),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "top_p must be in (0, 1], got 1.5"));
   p = {};
   p.repetition_penalty = 0.0;
   EXPECT_NE(ValidateSamplingParams(p).message().find("repetition_penalty"),

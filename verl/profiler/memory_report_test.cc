@@ -6,10 +6,13 @@
 
 #include "gtest/gtest.h"
 #include "verl/core/pickle.h"
+#include "verl/core/test_util.h"
 #include "verl/profiler/memory_snapshot.h"
 
 namespace verl::profiler {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 // A trace with live blocks A (100 B, site qsort) and B (50 B, site abort) and
 // a freed 1000 B block C (site abort) that made the peak in phase "gen/x".
@@ -81,8 +84,14 @@ TEST(MemoryReportTest, WithoutSummaryThePeakComesFromTheTrace) {
 }
 
 TEST(MemoryReportTest, RejectsNonSnapshots) {
-  EXPECT_FALSE(AnalyzeMemorySnapshot(nlohmann::json::array()).ok());
-  EXPECT_FALSE(AnalyzeMemorySnapshot(nlohmann::json::object()).ok());
+  EXPECT_THAT(
+      AnalyzeMemorySnapshot(nlohmann::json::array()),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "memory snapshot: expected a dict with a 'segments' list"));
+  EXPECT_THAT(
+      AnalyzeMemorySnapshot(nlohmann::json::object()),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "memory snapshot: expected a dict with a 'segments' list"));
 }
 
 }  // namespace

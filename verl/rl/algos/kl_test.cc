@@ -7,10 +7,13 @@
 
 #include <cmath>
 
+#include "verl/core/test_util.h"
 #include "verl/rl/algos/testing/rl_test_util.h"
 
 namespace verl::rl {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 using testing::ExpectTensorNear;
 using testing::Mat;
@@ -70,7 +73,8 @@ TEST(KlTest, UnknownAndFullAreErrors) {
   EXPECT_EQ(KlPenalty(Vec({0}), Vec({0}), "full").status().code(),
             absl::StatusCode::kUnimplemented);
   absl::StatusOr<at::Tensor> r = KlPenalty(Vec({0}), Vec({0}), "k4");
-  ASSERT_FALSE(r.ok());
+  ASSERT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument,
+                          "kl_penalty: unknown estimator 'k4'"));
   EXPECT_NE(r.status().message().find("k4"), std::string::npos);
 }
 
@@ -85,8 +89,13 @@ TEST(KlTest, FixedAndAdaptiveControllers) {
   adaptive->Update(0.09, 10);  // error −0.1 → ×(1 − 0.1·10/100)
   EXPECT_NEAR(adaptive->value(), 0.1 * 1.02 * 0.99, 1e-12);
 
-  EXPECT_FALSE(MakeKlController("adaptive", 0.1, 0.1, 0).ok());
-  EXPECT_FALSE(MakeKlController("pid", 0.1).ok());
+  EXPECT_THAT(
+      MakeKlController("adaptive", 0.1, 0.1, 0),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "algorithm.kl_ctrl.horizon must be > 0 for the adaptive"));
+  EXPECT_THAT(MakeKlController("pid", 0.1),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "algorithm.kl_ctrl.type: unknown value 'pid'"));
 }
 
 TEST(KlTest, ApplyKlPenaltyInReward) {

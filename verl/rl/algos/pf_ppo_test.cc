@@ -6,10 +6,13 @@
 #include <ATen/ops/equal.h>
 #include <gtest/gtest.h>
 
+#include "verl/core/test_util.h"
 #include "verl/rl/algos/testing/rl_test_util.h"
 
 namespace verl::rl {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 using testing::ExpectTensorNear;
 using testing::Vec;
@@ -22,7 +25,10 @@ TEST(PfPpoTest, Weights) {
                    1e-12);
   ExpectTensorNear(*PfPpoWeights(s, "max_random"), Vec({0.1, 0.4, 0.1, 0.1}),
                    1e-7);
-  EXPECT_FALSE(PfPpoWeights(s, "softmax").ok());
+  EXPECT_THAT(
+      PfPpoWeights(s, "softmax"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "algorithm.pf_ppo.reweight_method: unknown value 'softmax'"));
 }
 
 TEST(PfPpoTest, ResampleIsSeededAndFollowsWeights) {

@@ -8,10 +8,13 @@
 
 #include <cmath>
 
+#include "verl/core/test_util.h"
 #include "verl/rl/algos/testing/rl_test_util.h"
 
 namespace verl::rl {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 using testing::ExpectTensorNear;
 using testing::Mat;
@@ -49,12 +52,18 @@ TEST(TorchFunctionalTest, MaskedVarOfOneTokenIsAnErrorNotAnAbort) {
   at::Tensor x = Vec({1, 2, 3});
   at::Tensor one = Vec({0, 1, 0});
   absl::StatusOr<at::Tensor> var = MaskedVar(x, one);
-  ASSERT_FALSE(var.ok());
+  ASSERT_THAT(var,
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "masked_var: unbiased variance needs at least 2 valid"));
   EXPECT_EQ(var.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(var.status().message().find("at least 2 valid"), std::string::npos)
       << var.status();
-  EXPECT_FALSE(MaskedVar(x, Vec({0, 0, 0})).ok());
-  EXPECT_FALSE(MaskedWhiten(x, one).ok());
+  EXPECT_THAT(MaskedVar(x, Vec({0, 0, 0})),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "masked_var: unbiased variance needs at least 2 valid"));
+  EXPECT_THAT(MaskedWhiten(x, one),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "masked_var: unbiased variance needs at least 2 valid"));
   // The biased variance of one token is 0, as in verl.
   EXPECT_NEAR(MaskedVar(x, one, /*unbiased=*/false)->item<double>(), 0.0,
               1e-12);

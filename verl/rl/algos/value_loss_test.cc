@@ -6,10 +6,13 @@
 #include <ATen/ops/ones.h>
 #include <gtest/gtest.h>
 
+#include "verl/core/test_util.h"
 #include "verl/rl/algos/testing/rl_test_util.h"
 
 namespace verl::rl {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 using testing::Mat;
 
@@ -23,9 +26,10 @@ TEST(ValueLossTest, ClippedLossAndClipfrac) {
                         at::ones({1, 3}, at::kDouble), 0.5, kTokenMean);
   EXPECT_NEAR(out.loss.item<double>(), 0.5 * (0.04 + 4.0 + 2.25) / 3, 1e-12);
   EXPECT_NEAR(out.vf_clipfrac, 1.0 / 3, 1e-8);
-  EXPECT_FALSE(ComputeValueLoss(vpred, vpred, vpred,
-                                at::ones({1, 3}, at::kDouble), 0.5, "mean")
-                   .ok());
+  EXPECT_THAT(ComputeValueLoss(vpred, vpred, vpred,
+                               at::ones({1, 3}, at::kDouble), 0.5, "mean"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "loss_agg_mode: unknown value 'mean'"));
 }
 
 TEST(EntropyLossTest, AggregatesWithMode) {

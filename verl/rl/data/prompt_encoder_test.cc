@@ -4,10 +4,13 @@
 #include <ATen/core/Tensor.h>
 
 #include "gtest/gtest.h"
+#include "verl/core/test_util.h"
 #include "verl/models/tokenizer/tokenizer_builtin.h"
 
 namespace verl::rl {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 nlohmann::json Row(const std::string& content) {
   return {{"data_source", "arithmetic"},
@@ -70,7 +73,9 @@ TEST(PromptEncoderTest, TruncationModesKeepTheNamedSide) {
   o.truncation = "error";
   auto err = PromptEncoder(&tok, o).Encode(
       {Row("a long question that will not fit")}, {"u"});
-  ASSERT_FALSE(err.ok());
+  ASSERT_THAT(err,
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "prompt of 49 tokens exceeds data.max_prompt_length=8"));
   EXPECT_NE(err.status().message().find("max_prompt_length=8"),
             std::string::npos);
 }
@@ -85,7 +90,8 @@ TEST(PromptEncoderTest, DottedKeysAndMissingPrompt) {
             std::string::npos);
   models::Tokenizer tok = models::MakeBuiltinTokenizer();
   PromptEncoder enc(&tok, {});
-  EXPECT_FALSE(enc.EncodeRow(row).ok());
+  EXPECT_THAT(enc.EncodeRow(row), StatusIs(absl::StatusCode::kInvalidArgument,
+                                           "row has no \"prompt\""));
 }
 
 }  // namespace

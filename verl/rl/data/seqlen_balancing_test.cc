@@ -8,8 +8,12 @@
 #include <numeric>
 #include <random>
 
+#include "verl/core/test_util.h"
+
 namespace verl::rl {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 int64_t PartSum(const std::vector<int64_t>& v, const std::vector<int64_t>& p) {
   int64_t s = 0;
@@ -91,9 +95,19 @@ TEST(KarmarkarKarpTest, QualityAgainstBruteForce) {
 }
 
 TEST(KarmarkarKarpTest, Errors) {
-  EXPECT_FALSE(KarmarkarKarp({1, 2, 3}, 2, true).ok());  // 3 % 2 != 0
-  EXPECT_FALSE(KarmarkarKarp({1}, 2, false).ok());       // fewer items
-  EXPECT_FALSE(KarmarkarKarp({1, 2}, 0, false).ok());
+  EXPECT_THAT(KarmarkarKarp({1, 2, 3}, 2, true),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "seqlen balancing: 3 items do not split evenly into 2 "
+                       "parts"));  // 3 % 2 != 0
+  EXPECT_THAT(
+      KarmarkarKarp({1}, 2, false),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          "seqlen balancing: cannot split 1 items into 2 parts"));  // fewer
+                                                                    // items
+  EXPECT_THAT(KarmarkarKarp({1, 2}, 0, false),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "seqlen balancing: cannot split 2 items into 0 parts"));
 }
 
 TEST(BalanceBatchTest, EqualSizeReorderAndMetrics) {
@@ -119,7 +133,10 @@ TEST(BalanceBatchTest, EqualSizeReorderAndMetrics) {
   EXPECT_EQ(b.metrics.at("global_seqlen/mean"), 18);
   EXPECT_EQ(b.metrics.at("global_seqlen/balanced_min"), 18);
   EXPECT_EQ(b.metrics.at("global_seqlen/balanced_max"), 18);
-  EXPECT_FALSE(BalanceBatch({1, 2, 3}, 2).ok());
+  EXPECT_THAT(
+      BalanceBatch({1, 2, 3}, 2),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "seqlen balancing: 3 items do not split evenly into 2 parts"));
 }
 
 TEST(BalanceBatchTest, PerMiniBatchKeepsEveryMiniBatchsRows) {
@@ -151,7 +168,14 @@ TEST(BalanceBatchTest, PerMiniBatchKeepsEveryMiniBatchsRows) {
   // dp=2, mini-batch 0 = lens {9,1,8,2}: balanced halves {9,1} and {8,2}.
   BalancedOrder b = *BalanceBatch(lens, 2, mini);
   EXPECT_EQ(lens[b.order[0]] + lens[b.order[1]], 10);
-  EXPECT_FALSE(BalanceBatch(lens, 2, 5).ok());  // 12 rows, blocks of 5
+  EXPECT_THAT(
+      BalanceBatch(lens, 2, 5),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          "balance_batch: a batch of 12 rows does not split into"));  // 12
+                                                                      // rows,
+                                                                      // blocks
+                                                                      // of 5
 }
 
 TEST(WorkloadTest, Formula) {
@@ -175,7 +199,12 @@ TEST(DynamicBatchTest, TokenBudgetAndOrdering) {
   EXPECT_GE(w[1], w[2]);
   EXPECT_EQ(RearrangeMicroBatches(lens, 60, 4)->size(), 4u);
   EXPECT_EQ(RearrangeMicroBatches(lens, 60, 0, 2)->size(), 4u);
-  EXPECT_FALSE(RearrangeMicroBatches(lens, 40).ok());  // 50 > budget
+  EXPECT_THAT(
+      RearrangeMicroBatches(lens, 40),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          "ppo_max_token_len_per_gpu (40) must be >= the longest"));  // 50 >
+                                                                      // budget
 
   std::vector<int64_t> inv = RestoreOrderIndex(mbs);
   std::vector<int64_t> flat;

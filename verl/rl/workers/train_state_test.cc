@@ -5,9 +5,12 @@
 #include <cmath>
 
 #include "gtest/gtest.h"
+#include "verl/core/test_util.h"
 
 namespace verl::rl {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 TEST(TrainStateTest, ClipsToMaxNormAndReportsPreClipNorm) {
   at::Tensor w = torch::zeros({2}, torch::requires_grad());
@@ -92,12 +95,15 @@ TEST(TrainStateTest, OptionsFromConfigResolveWarmupAndValidate) {
   EXPECT_EQ(OptimizerOptionsFromConfig(optim, 1.0, 40)->warmup_steps, 3);
   optim.set_lr_scheduler_type("linear");
   auto bad = OptimizerOptionsFromConfig(optim, 1.0, 40);
-  ASSERT_FALSE(bad.ok());
+  ASSERT_THAT(bad, StatusIs(absl::StatusCode::kInvalidArgument,
+                            "optim.lr_scheduler_type: \"linear\""));
   EXPECT_NE(bad.status().message().find("lr_scheduler_type"),
             std::string::npos);
   optim.set_lr_scheduler_type("cosine");
   optim.add_betas(0.9);
-  EXPECT_FALSE(OptimizerOptionsFromConfig(optim, 1.0, 40).ok());
+  EXPECT_THAT(OptimizerOptionsFromConfig(optim, 1.0, 40),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "optim.betas: expected 2 values, got 1"));
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 namespace verl::rl::parquet {
 namespace {
 
+using ::verl::core::testing::StatusIs;
+
 using nlohmann::json;
 
 TEST(DatasetFileTest, ParquetAndJsonlRoundTripTheSameRows) {
@@ -43,7 +45,8 @@ TEST(DatasetFileTest, CorruptParquetNamesTheFile) {
   ASSERT_TRUE(
       core::WriteFileAtomic(dir + "/x.parquet", "PAR1 not really").ok());
   auto r = ReadDatasetFile(dir + "/x.parquet");
-  ASSERT_FALSE(r.ok());
+  ASSERT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument,
+                          "not a Parquet file: bad magic"));
   EXPECT_EQ(r.status().message().rfind(dir + "/x.parquet: ", 0), 0u)
       << r.status();
 }

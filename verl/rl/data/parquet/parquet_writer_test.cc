@@ -18,6 +18,8 @@
 namespace verl::rl::parquet {
 namespace {
 
+using ::verl::core::testing::StatusIs;
+
 using nlohmann::json;
 using testing::HexBinary;
 using testing::Testdata;
@@ -115,7 +117,9 @@ TEST(ParquetWriterTest, ManyPagesAndRowGroups) {
 TEST(ParquetWriterTest, BadRowsNameRowAndColumn) {
   auto mixed = SerializeParquet({json{{"extra_info", {{"index", 1}}}},
                                  json{{"extra_info", {{"index", "one"}}}}});
-  ASSERT_FALSE(mixed.ok());
+  ASSERT_THAT(
+      mixed, StatusIs(absl::StatusCode::kInvalidArgument,
+                      "row 1: column extra_info.index holds both integer and"));
   EXPECT_EQ(mixed.status().message(),
             "row 1: column extra_info.index holds both integer and string "
             "values");

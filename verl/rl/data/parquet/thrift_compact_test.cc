@@ -6,9 +6,12 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "verl/core/test_util.h"
 
 namespace verl::rl::parquet {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 using T = ThriftType;
 
@@ -111,14 +114,17 @@ TEST(ThriftCompactTest, MalformedInputFails) {
       Bytes({0x15, 0xfe, 0xff, 0xff, 0xff, 0x1f, 0x00}),  // i32 overflow
   };
   for (size_t i = 0; i < bad.size(); ++i) {
-    EXPECT_FALSE(DecodeThriftStruct(bad[i]).ok()) << i;
+    EXPECT_THAT(DecodeThriftStruct(bad[i]),
+                StatusIs(absl::StatusCode::kInvalidArgument, "thrift"))
+        << i;
   }
   // 40 nested structs exceed the depth limit.
   std::string deep;
   for (int i = 0; i < 40; ++i) deep.push_back(0x1c);
   deep += std::string(41, '\0');
   auto d = DecodeThriftStruct(deep);
-  ASSERT_FALSE(d.ok());
+  ASSERT_THAT(d, StatusIs(absl::StatusCode::kInvalidArgument,
+                          "thrift: nesting deeper than 32 at byte 33"));
   EXPECT_NE(d.status().message().find("deeper"), std::string::npos);
 }
 
