@@ -11,9 +11,12 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "verl/core/config_loader_test.pb.h"
+#include "verl/core/test_util.h"
 
 namespace verl::core {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 using ::google::protobuf::util::MessageDifferencer;
 using testing::Color;
@@ -341,7 +344,9 @@ TEST(GetConfigValueTest, SpellsValuesAsOverridesWould) {
   }
   EXPECT_THAT(std::string(GetConfigValue(c, "inner.rat").status().message()),
               HasSubstr("did you mean 'inner.rate'?"));
-  EXPECT_FALSE(GetConfigValue(c, "size.x").ok());
+  EXPECT_THAT(GetConfigValue(c, "size.x"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "unknown config key 'size.x'; did you mean 'size'?"));
 }
 
 TEST(FlattenConfigTest, LeavesInFieldOrder) {

@@ -3,8 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include "verl/core/test_util.h"
+
 namespace verl::infer {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 TEST(RolloutOptionsTest, DefaultsMapToVerlDefaults) {
   RolloutConfig c;
@@ -66,11 +70,16 @@ TEST(RolloutOptionsTest, ErrorsNameTheKey) {
             std::string::npos);
   c = RolloutConfig();
   (*c.mutable_engine_kwargs()->mutable_vllm())["block_size"] = "x";
-  EXPECT_FALSE(EngineOptionsFromRolloutConfig(c).ok());
+  EXPECT_THAT(
+      EngineOptionsFromRolloutConfig(c),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "actor_rollout_ref.rollout.engine_kwargs.vllm.block_size"));
   c = RolloutConfig();
   c.set_top_p(0);
   auto p = SamplingParamsFromRolloutConfig(c, false);
-  ASSERT_FALSE(p.ok());
+  ASSERT_THAT(
+      p, StatusIs(absl::StatusCode::kInvalidArgument,
+                  "actor_rollout_ref.rollout: top_p must be in (0, 1], got 0"));
   EXPECT_NE(p.status().message().find("top_p"), std::string::npos);
 }
 
@@ -86,12 +95,18 @@ TEST(RolloutOptionsTest, DtypeAndRepetitionPenalty) {
   EXPECT_DOUBLE_EQ(p->repetition_penalty, 1.2);
   c.set_dtype("float16");
   auto bad = EngineOptionsFromRolloutConfig(c);
-  ASSERT_FALSE(bad.ok());
+  ASSERT_THAT(
+      bad,
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "actor_rollout_ref.rollout.dtype: 'float16' is not supported"));
   EXPECT_NE(bad.status().message().find("actor_rollout_ref.rollout.dtype"),
             std::string::npos);
   c.set_dtype("float32");
   c.set_repetition_penalty(0.0);
-  EXPECT_FALSE(SamplingParamsFromRolloutConfig(c, false).ok());
+  EXPECT_THAT(
+      SamplingParamsFromRolloutConfig(c, false),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "actor_rollout_ref.rollout: repetition_penalty must be > 0"));
 }
 
 }  // namespace

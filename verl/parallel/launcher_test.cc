@@ -20,9 +20,12 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "verl/core/test_util.h"
 
 namespace verl::parallel {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -232,7 +235,9 @@ TEST(LauncherTest, ValidatesOptions) {
               HasSubstr("--master_port=0"));
   options = {};
   options.master_port = 70000;
-  EXPECT_FALSE(ValidateLaunchOptions(options).ok());
+  EXPECT_THAT(ValidateLaunchOptions(options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--master_port=70000 is outside [0, 65535]"));
   EXPECT_TRUE(ValidateLaunchOptions(LaunchOptions{}).ok());
 }
 

@@ -18,10 +18,13 @@
 #include <numeric>
 #include <random>
 
+#include "verl/core/test_util.h"
 #include "verl/rl/algos/testing/rl_test_util.h"
 
 namespace verl::rl {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 using testing::ExpectTensorNear;
 using testing::Mat;
@@ -168,9 +171,10 @@ TEST(GrpoPasskTest, OnlyBestGetsMarginAndSingletonIsError) {
   EXPECT_NEAR(a[4], 0.5, 1e-12);
   AdvantageOutput n = *ComputeGrpoPasskOutcomeAdvantage(r, m, uids, true);
   EXPECT_NEAR(n.advantages[0][0].item<double>(), 0.5 / (0.5 + 1e-6), 1e-9);
-  EXPECT_FALSE(
-      ComputeGrpoPasskOutcomeAdvantage(r, m, {"a", "a", "a", "b", "c"}, true)
-          .ok());
+  EXPECT_THAT(
+      ComputeGrpoPasskOutcomeAdvantage(r, m, {"a", "a", "a", "b", "c"}, true),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "grpo_passk needs at least 2 responses per uid; uid 'b' has"));
 }
 
 TEST(RlooTest, LeaveOneOutAndSingletons) {
@@ -220,7 +224,9 @@ TEST(WhitenedEstimatorsTest, OneValidTokenIsAnErrorNamingTheEstimator) {
        {"gae", "reinforce_plus_plus", "reinforce_plus_plus_baseline"}) {
     absl::StatusOr<AdvantageOutput> out =
         ComputeAdvantage(name, in, AdvantageConfig{});
-    ASSERT_FALSE(out.ok()) << name;
+    ASSERT_THAT(out,
+                StatusIs(absl::StatusCode::kInvalidArgument, "adv_estimator"))
+        << name;
     EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(out.status().message().find(name), std::string::npos)
         << out.status();
@@ -371,17 +377,29 @@ TEST(AdvantageRegistryTest, BuiltinsCustomAndErrors) {
                     return AdvantageOutput{a, a};
                   })
                   .ok());
-  EXPECT_FALSE(RegisterAdvantageEstimator("twice", nullptr).ok());
+  EXPECT_THAT(
+      RegisterAdvantageEstimator("twice", nullptr),
+      StatusIs(absl::StatusCode::kAlreadyExists,
+               "algorithm.adv_estimator: 'twice' is already registered"));
   AdvantageInputs in{Mat({{1, 2}}), Mat({{1, 1}}), {"u"}};
   ExpectTensorNear(ComputeAdvantage("twice", in, {})->advantages,
                    Mat({{2, 4}}));
 
   // Missing inputs are reported, not crashed on.
-  EXPECT_FALSE(ComputeAdvantage("gae", in, {}).ok());
-  EXPECT_FALSE(ComputeAdvantage("remax", in, {}).ok());
-  EXPECT_FALSE(ComputeAdvantage("optimal_token_baseline", in, {}).ok());
+  EXPECT_THAT(ComputeAdvantage("gae", in, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "adv_estimator 'gae' needs 'values' in the batch"));
+  EXPECT_THAT(
+      ComputeAdvantage("remax", in, {}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "adv_estimator 'remax' needs 'reward_baselines' in the batch"));
+  EXPECT_THAT(ComputeAdvantage("optimal_token_baseline", in, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "adv_estimator 'optimal_token_baseline' needs"));
   AdvantageInputs no_uid{Mat({{1, 2}}), Mat({{1, 1}}), {}};
-  EXPECT_FALSE(ComputeAdvantage("grpo", no_uid, {}).ok());
+  EXPECT_THAT(ComputeAdvantage("grpo", no_uid, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "adv_estimator 'grpo' needs one uid per row"));
 }
 
 }  // namespace

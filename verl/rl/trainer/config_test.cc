@@ -14,10 +14,13 @@
 #include "gtest/gtest.h"
 #include "verl/core/cli.h"
 #include "verl/core/config_loader.h"
+#include "verl/core/test_util.h"
 #include "verl/rl/trainer/sft_config.h"
 
 namespace verl::rl {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 using ::google::protobuf::util::MessageDifferencer;
 using ::testing::ElementsAre;
@@ -54,7 +57,7 @@ std::string LoadError(const std::vector<std::string>& overrides,
                       const std::string& file = "") {
   absl::StatusOr<PpoTrainerConfig> config =
       LoadPpoTrainerConfig(file, overrides);
-  EXPECT_FALSE(config.ok());
+  EXPECT_THAT(config, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
   return std::string(config.status().message());
 }

@@ -3,11 +3,14 @@
 #include <torch/types.h>
 
 #include "gtest/gtest.h"
+#include "verl/core/test_util.h"
 #include "verl/models/presets.h"
 #include "verl/rl/workers/testing/batch_testutil.h"
 
 namespace verl::rl {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 std::unique_ptr<Critic> MakeCritic(CriticOptions o) {
   auto config = *models::MakePreset("tiny-qwen2");
@@ -89,7 +92,8 @@ TEST(CriticTest, UpdateFitsReturnsAndIsMicroBatchInvariant) {
 TEST(CriticTest, MissingKeysAreErrors) {
   auto critic = MakeCritic({});
   auto m = critic->UpdateCritic(MakeBatch());
-  ASSERT_FALSE(m.ok());
+  ASSERT_THAT(m, StatusIs(absl::StatusCode::kInvalidArgument,
+                          "update_critic: batch lacks \"values\""));
   EXPECT_NE(m.status().message().find("values"), std::string::npos);
 }
 
