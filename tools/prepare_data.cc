@@ -5,8 +5,8 @@
 //   bazel run //tools:prepare_data -- --task=gsm8k --input_dir=~/gsm8k_raw
 //   --output_dir=... --format=parquet
 //
-// Built-in tasks (arithmetic, countdown) are generated from a seed; gsm8k
-// and math convert the public raw records (train.jsonl, test.jsonl with
+// Built-in tasks (arithmetic, countdown, multiples) are generated from a seed;
+// gsm8k and math convert the public raw records (train.jsonl, test.jsonl with
 // {question, answer} / MATH-lighteval's {problem, solution, level, type})
 // the way verl's examples/data_preprocess/gsm8k.py and math_dataset.py do.
 // Writes train.<format> and test.<format>; the Parquet files have pyarrow's
@@ -27,7 +27,7 @@
 #include "verl/rl/data/synthetic_tasks.h"
 
 ABSL_FLAG(std::string, task, "arithmetic",
-          "arithmetic | countdown | gsm8k | math");
+          "arithmetic | countdown | multiples | gsm8k | math");
 ABSL_FLAG(std::string, output_dir, "",
           "folder for train.<format> and test.<format>");
 ABSL_FLAG(std::string, format, "jsonl",
@@ -97,6 +97,15 @@ absl::Status Run() {
     o.seed += 1000003;
     o.split = "test";
     test = verl::rl::MakeCountdownRows(o);
+  } else if (task == "multiples") {
+    verl::rl::MultiplesTaskOptions o;
+    o.num_rows = absl::GetFlag(FLAGS_train_size);
+    o.seed = absl::GetFlag(FLAGS_seed);
+    train = verl::rl::MakeMultiplesRows(o);
+    o.num_rows = absl::GetFlag(FLAGS_val_size);
+    o.seed += 1000003;
+    o.split = "test";
+    test = verl::rl::MakeMultiplesRows(o);
   } else if (task == "gsm8k" || task == "math") {
     const std::string in = absl::GetFlag(FLAGS_input_dir);
     if (in.empty()) {
@@ -112,7 +121,8 @@ absl::Status Run() {
                           ConvertFile(in + "/test.jsonl", "test", convert));
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--task=", task, ": expected arithmetic, countdown, gsm8k or math"));
+        "--task=", task,
+        ": expected arithmetic, countdown, multiples, gsm8k or math"));
   }
   VERL_RETURN_IF_ERROR(verl::core::MakeDirs(out));
   VERL_RETURN_IF_ERROR(

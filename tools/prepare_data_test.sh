@@ -10,6 +10,10 @@ cp "$out/train.jsonl" "$TEST_TMPDIR/first"
 cmp "$out/train.jsonl" "$TEST_TMPDIR/first"
 "$bin" --task=countdown --output_dir="$out/cd" --train_size=4 --val_size=2
 grep -q '"data_source":"countdown"' "$out/cd/train.jsonl"
+"$bin" --task=multiples --output_dir="$out/mu" --train_size=6 --val_size=3
+[ "$(wc -l < "$out/mu/test.jsonl")" = 3 ]
+grep -q '"content":"Name a multiple of [0-9]* between [0-9]* and [0-9]*\."' "$out/mu/train.jsonl"
+grep -q '"ground_truth":{"hi":[0-9]*,"k":[0-9]*,"lo":[0-9]*}' "$out/mu/train.jsonl"
 # Parquet output (verl's format): magic at both ends, same rows as JSONL
 # (the project's reader is checked against independent writers elsewhere).
 "$bin" --task=arithmetic --output_dir="$out/pq" --train_size=30 --val_size=5 --seed=3 --format=parquet

@@ -4,6 +4,7 @@
 #include <map>
 #include <numeric>
 #include <random>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -49,7 +50,8 @@ std::vector<int64_t> Permutation(int64_t n, uint64_t seed) {
 
 // "builtin:<task>/<split>[?key=value&...]" names a generated dataset (no
 // file needed). Options: rows, seed, max_operand and ops (arithmetic),
-// num_numbers and max_number (countdown).
+// num_numbers and max_number (countdown), min_k, max_k, min_answers and
+// max_answers (multiples).
 absl::StatusOr<std::vector<nlohmann::json>> ReadRows(const std::string& file) {
   constexpr absl::string_view kBuiltin = "builtin:";
   if (file.rfind(std::string(kBuiltin), 0) != 0) {
@@ -124,10 +126,27 @@ absl::StatusOr<std::vector<nlohmann::json>> ReadRows(const std::string& file) {
     o.num_numbers = static_cast<int>(std::max<int64_t>(numbers, 1));
     o.max_number = static_cast<int>(std::max<int64_t>(max_number, 1));
     out = MakeCountdownRows(o);
+  } else if (task == "multiples") {
+    MultiplesTaskOptions o;
+    o.num_rows = rows;
+    o.seed = seed;
+    o.split = split;
+    for (auto [key, field] : {std::pair<const char*, int*>{"min_k", &o.min_k},
+                              {"max_k", &o.max_k},
+                              {"min_answers", &o.min_answers},
+                              {"max_answers", &o.max_answers}}) {
+      VERL_ASSIGN_OR_RETURN(int64_t v, int_opt(key, *field));
+      *field = static_cast<int>(std::min<int64_t>(v, 1000));
+    }
+    out = MakeMultiplesRows(o);
+    if (out.empty() && rows > 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file, ": no multiples question fits these options"));
+    }
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat(file, ": unknown built-in task \"", task,
-                     "\" (arithmetic, countdown)"));
+                     "\" (arithmetic, countdown, multiples)"));
   }
   if (!opts.empty()) {
     return absl::InvalidArgumentError(

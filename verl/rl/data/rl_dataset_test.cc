@@ -200,6 +200,17 @@ TEST(RLDatasetTest, BuiltinTasksNeedNoFiles) {
   o.files = {"builtin:arithmetic/train?rows=-3"};
   EXPECT_NE(RLDataset::Load(o).status().message().find("rows=-3"),
             std::string::npos);
+  o.files = {"builtin:multiples/test?rows=7&max_k=4&min_answers=5"};
+  auto multiples = RLDataset::Load(o);
+  ASSERT_TRUE(multiples.ok()) << multiples.status();
+  EXPECT_EQ(multiples->rows(), MakeMultiplesRows({.num_rows = 7,
+                                                  .seed = 1000003,
+                                                  .max_k = 4,
+                                                  .min_answers = 5,
+                                                  .split = "test"}));
+  o.files = {"builtin:multiples/train?min_answers=40"};
+  EXPECT_NE(RLDataset::Load(o).status().message().find("no multiples"),
+            std::string::npos);
   o.files = {"builtin:arithmetic/dev"};
   EXPECT_NE(RLDataset::Load(o).status().message().find("split"),
             std::string::npos);

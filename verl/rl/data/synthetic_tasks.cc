@@ -1,5 +1,6 @@
 #include "verl/rl/data/synthetic_tasks.h"
 
+#include <algorithm>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -90,6 +91,40 @@ std::vector<nlohmann::json> MakeCountdownRows(
     rows.push_back(MakeRow("countdown", "math", question, answer,
                            {{"target", target}, {"numbers", numbers}},
                            options.split, i));
+  }
+  return rows;
+}
+
+std::vector<nlohmann::json> MakeMultiplesRows(
+    const MultiplesTaskOptions& options) {
+  // Every (k, m, j) with m answers k·j … k·(j+m−1) inside the value range.
+  struct Prompt {
+    int k, m, j;
+  };
+  std::vector<Prompt> prompts;
+  for (int k = std::max(1, options.min_k); k <= options.max_k; ++k) {
+    for (int m = std::max(1, options.min_answers); m <= options.max_answers;
+         ++m) {
+      for (int j = 1; k * (j + m - 1) <= options.max_value; ++j) {
+        if (k * j >= options.min_value) prompts.push_back({k, m, j});
+      }
+    }
+  }
+  std::vector<nlohmann::json> rows;
+  if (prompts.empty()) return rows;
+  std::mt19937_64 rng(options.seed);
+  std::uniform_int_distribution<size_t> pick(0, prompts.size() - 1);
+  rows.reserve(options.num_rows);
+  for (int64_t i = 0; i < options.num_rows; ++i) {
+    const Prompt& p = prompts[pick(rng)];
+    const int lo = p.k * p.j, hi = p.k * (p.j + p.m - 1);
+    const int answer =
+        lo + p.k * std::uniform_int_distribution<int>(0, p.m - 1)(rng);
+    const std::string question = absl::StrCat(
+        "Name a multiple of ", p.k, " between ", lo, " and ", hi, ".");
+    rows.push_back(MakeRow("multiples", "math", question, absl::StrCat(answer),
+                           {{"k", p.k}, {"lo", lo}, {"hi", hi}}, options.split,
+                           i));
   }
   return rows;
 }

@@ -46,6 +46,25 @@ struct CountdownTaskOptions {
 std::vector<nlohmann::json> MakeCountdownRows(
     const CountdownTaskOptions& options);
 
+struct MultiplesTaskOptions {
+  int64_t num_rows = 1000;
+  uint64_t seed = 0;
+  int min_k = 3, max_k = 9;              // k drawn from [min_k, max_k]
+  int min_answers = 4, max_answers = 6;  // valid answers per prompt
+  int min_value = 10, max_value = 99;    // every valid answer in this range
+  std::string split = "train";
+};
+
+// "Name a multiple of k between lo and hi." with lo = k·j and
+// hi = k·(j+m−1), so the m valid answers are lo, lo+k, …, hi (all with the
+// same digit count by default, so every answer is equally long). Rewards are
+// graded (the "multiples" scorer): r(y) = 0.5 + 0.5·(y−lo)/(hi−lo), and the
+// target distribution is p*(y) = r(y)/Σ r (MultiplesTarget). ground_truth =
+// {"k", "lo", "hi"}; extra_info.answer is one valid answer drawn uniformly,
+// so a supervised warm start sees every answer.
+std::vector<nlohmann::json> MakeMultiplesRows(
+    const MultiplesTaskOptions& options);
+
 }  // namespace verl::rl
 
 #endif  // VERL_RL_DATA_SYNTHETIC_TASKS_H_

@@ -1,5 +1,9 @@
 #include "verl/rl/data/synthetic_tasks.h"
 
+#include <algorithm>
+#include <map>
+#include <set>
+
 #include "gtest/gtest.h"
 
 namespace verl::rl {
@@ -54,6 +58,51 @@ TEST(SyntheticTasksTest, CountdownReferenceReachesTarget) {
     }
     EXPECT_EQ(value, gt["target"].get<int64_t>()) << eq;
   }
+}
+
+TEST(SyntheticTasksTest, MultiplesRowsHaveSeveralValidAnswers) {
+  MultiplesTaskOptions o;
+  o.num_rows = 500;
+  auto rows = MakeMultiplesRows(o);
+  ASSERT_EQ(rows.size(), 500u);
+  EXPECT_EQ(rows, MakeMultiplesRows(o));
+  o.seed = 1;
+  EXPECT_NE(rows, MakeMultiplesRows(o));
+  std::map<std::string, std::set<int64_t>> answers_seen;
+  for (const auto& row : rows) {
+    EXPECT_EQ(row["data_source"], "multiples");
+    const auto& gt = row["reward_model"]["ground_truth"];
+    const int64_t k = gt["k"], lo = gt["lo"], hi = gt["hi"];
+    const std::string q = row["prompt"][0]["content"];
+    EXPECT_EQ(q, "Name a multiple of " + std::to_string(k) + " between " +
+                     std::to_string(lo) + " and " + std::to_string(hi) + ".");
+    EXPECT_GE(k, o.min_k);
+    EXPECT_LE(k, o.max_k);
+    // Valid answers counted independently of the generator's construction.
+    int valid = 0;
+    for (int64_t y = lo; y <= hi; ++y) valid += y % k == 0;
+    EXPECT_GE(valid, o.min_answers) << q;
+    EXPECT_LE(valid, o.max_answers) << q;
+    EXPECT_EQ(lo % k, 0);
+    EXPECT_EQ(hi % k, 0);
+    EXPECT_GE(lo, o.min_value);
+    EXPECT_LE(hi, o.max_value);
+    const int64_t answer =
+        std::stoll(row["extra_info"]["answer"].get<std::string>());
+    EXPECT_EQ(answer % k, 0) << q;
+    EXPECT_GE(answer, lo);
+    EXPECT_LE(answer, hi);
+    EXPECT_EQ(row["extra_info"]["answer"], std::to_string(answer));
+    answers_seen[q].insert(answer);
+  }
+  // The warm-start answer is drawn uniformly: repeated prompts show several.
+  size_t most = 0;
+  for (const auto& [q, a] : answers_seen) most = std::max(most, a.size());
+  EXPECT_GE(most, 3u);
+  // No prompt fits: no rows rather than a loop.
+  o.min_value = 90;
+  o.max_value = 95;
+  EXPECT_TRUE(MakeMultiplesRows(o).empty());
 }
 
 int64_t EvalEquation(const std::string& s) {

@@ -13,6 +13,7 @@
 #include "verl/rl/rewards/reward_score/gsm8k.h"
 #include "verl/rl/rewards/reward_score/math_dapo.h"
 #include "verl/rl/rewards/reward_score/math_reward.h"
+#include "verl/rl/rewards/reward_score/multiples.h"
 #include "verl/rl/rewards/reward_score/search_r1.h"
 
 namespace verl::rl::reward {
@@ -92,14 +93,40 @@ absl::StatusOr<RewardResult> ScoreCountdown(const std::string& solution,
   return r;
 }
 
+// Multiples ground truth {"k", "lo", "hi"} (integers), possibly as JSON text.
+absl::StatusOr<RewardResult> ScoreMultiples(const std::string& solution,
+                                            const nlohmann::json& raw,
+                                            const std::string& source) {
+  const nlohmann::json gt =
+      raw.is_string() ? nlohmann::json::parse(raw.get<std::string>(), nullptr,
+                                              /*allow_exceptions=*/false)
+                      : raw;
+  MultiplesQuestion q;
+  bool ok = gt.is_object();
+  for (auto [key, field] : {std::pair<const char*, int64_t*>{"k", &q.k},
+                            {"lo", &q.lo},
+                            {"hi", &q.hi}}) {
+    ok = ok && gt.contains(key) && gt[key].is_number_integer();
+    if (ok) *field = gt[key].get<int64_t>();
+  }
+  if (!ok) {
+    return BadGroundTruth(source,
+                          "{\"k\": <int>, \"lo\": <int>, \"hi\": <int>}");
+  }
+  if (absl::Status s = ValidateMultiplesQuestion(q); !s.ok()) return s;
+  RewardResult r;
+  r.score = MultiplesComputeScore(solution, q);
+  return r;
+}
+
 }  // namespace
 
 std::vector<std::string> KnownRewardDataSources() {
   std::vector<std::string> out = {"openai/gsm8k"};
   for (const auto* v : {&MathSources(), &DapoSources(), &SearchR1Sources()})
     out.insert(out.end(), v->begin(), v->end());
-  out.insert(out.end(),
-             {"aime*", "hiyouga/geometry3k", "countdown", "arithmetic"});
+  out.insert(out.end(), {"aime*", "hiyouga/geometry3k", "countdown",
+                         "arithmetic", "multiples"});
   return out;
 }
 
@@ -167,6 +194,9 @@ absl::StatusOr<RewardResult> DefaultComputeScore(
     if (!gt.ok()) return gt.status();
     r.score = ArithmeticComputeScore(solution, *gt);
     return r;
+  }
+  if (data_source == "multiples") {
+    return ScoreMultiples(solution, ground_truth, data_source);
   }
   return absl::UnimplementedError(
       absl::StrCat("no rule reward for data_source '", data_source,

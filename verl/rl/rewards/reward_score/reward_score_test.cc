@@ -17,6 +17,7 @@
 #include "verl/rl/rewards/reward_score/gsm8k.h"
 #include "verl/rl/rewards/reward_score/math_dapo.h"
 #include "verl/rl/rewards/reward_score/math_reward.h"
+#include "verl/rl/rewards/reward_score/multiples.h"
 #include "verl/rl/rewards/reward_score/search_r1.h"
 
 namespace verl::rl::reward {
@@ -274,7 +275,65 @@ TEST(DefaultComputeScoreTest, Dispatch) {
   EXPECT_NE(unknown.status().message().find("my/dataset"), std::string::npos);
   EXPECT_FALSE(DefaultComputeScore("countdown", "x", json("oops")).ok());
   EXPECT_FALSE(DefaultComputeScore("arithmetic", "x", json("nine")).ok());
+  EXPECT_DOUBLE_EQ(DefaultComputeScore("multiples", "28",
+                                       json{{"k", 7}, {"lo", 14}, {"hi", 42}})
+                       ->score,
+                   0.75);
+  EXPECT_DOUBLE_EQ(
+      DefaultComputeScore("multiples", "42",
+                          json("{\"k\": 7, \"lo\": 14, \"hi\": 42}"))
+          ->score,
+      1.0);
+  for (const json& bad : {json("oops"), json{{"k", 7}, {"lo", 14}},
+                          json{{"k", 7}, {"lo", 14}, {"hi", "42"}},
+                          json{{"k", 0}, {"lo", 14}, {"hi", 42}},
+                          json{{"k", 5}, {"lo", 11}, {"hi", 14}}}) {
+    EXPECT_FALSE(DefaultComputeScore("multiples", "14", bad).ok()) << bad;
+  }
   EXPECT_FALSE(DefaultComputeScore("searchR1_nq", "x", json("paris")).ok());
+}
+
+TEST(MultiplesTest, ScoreTable) {
+  const MultiplesQuestion q{7, 14, 42};  // answers 14 21 28 35 42
+  const std::vector<std::pair<std::string, double>> table = {
+      {"14", 0.5},       {"21", 0.625},
+      {"28", 0.75},      {" 35\n", 0.875},
+      {"42", 1.0},       {"7", 0.0},
+      {"49", 0.0},       {"15", 0.0},
+      {"0", 0.0},        {"014", 0.0},
+      {"+14", 0.0},      {"-14", 0.0},
+      {"14.0", 0.0},     {"1 4", 0.0},
+      {"14 21", 0.0},    {"#### 14", 0.0},
+      {"fourteen", 0.0}, {"", 0.0},
+      {"  ", 0.0},       {"9999999999999999999999", 0.0}};
+  for (const auto& [text, expected] : table) {
+    EXPECT_DOUBLE_EQ(MultiplesComputeScore(text, q), expected) << text;
+  }
+  EXPECT_EQ(ParseMultiplesAnswer("\t105 ").value(), 105);
+  EXPECT_FALSE(ParseMultiplesAnswer("10a").has_value());
+  // One answer only: reward 1.
+  EXPECT_DOUBLE_EQ(MultiplesComputeScore("12", {4, 10, 15}), 1.0);
+}
+
+TEST(MultiplesTest, TargetIsRewardNormalised) {
+  // r = 0.5 0.625 0.75 0.875 1.0, Σ = 3.75.
+  const auto target = MultiplesTarget({7, 14, 42});
+  ASSERT_EQ(target.size(), 5u);
+  const double r[] = {0.5, 0.625, 0.75, 0.875, 1.0};
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(target[i].first, 14 + 7 * i);
+    EXPECT_NEAR(target[i].second, r[i] / 3.75, 1e-12);
+  }
+  // Bounds need not be multiples: 12 16 20 in [10, 22].
+  const auto loose = MultiplesTarget({4, 10, 22});
+  ASSERT_EQ(loose.size(), 3u);
+  EXPECT_EQ(loose.front().first, 12);
+  EXPECT_EQ(loose.back().first, 20);
+  EXPECT_TRUE(MultiplesTarget({5, 11, 14}).empty());
+  EXPECT_TRUE(ValidateMultiplesQuestion({4, 10, 22}).ok());
+  EXPECT_FALSE(ValidateMultiplesQuestion({5, 11, 14}).ok());
+  EXPECT_FALSE(ValidateMultiplesQuestion({0, 0, 10}).ok());
+  EXPECT_FALSE(ValidateMultiplesQuestion({3, 12, 9}).ok());
 }
 
 // Malformed model output (random bytes over a LaTeX/number-heavy alphabet,
@@ -303,6 +362,9 @@ TEST(RewardRobustnessTest, RandomOutputsNeverCrash) {
     }
     EXPECT_GE(CountdownComputeScore(s, 24, {1, 2, 3, 4}), 0.0);
     EXPECT_GE(SearchR1ComputeScore(s, {"a"}), 0.0);
+    const double m = MultiplesComputeScore(s, {7, 14, 42});
+    EXPECT_GE(m, 0.0);
+    EXPECT_LE(m, 1.0);
   }
 }
 

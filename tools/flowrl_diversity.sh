@@ -1,0 +1,43 @@
+#!/bin/bash
+# File: tools/flowrl_diversity.sh
+#
+# The FlowRL diversity experiment (docs/algorithms.md, FlowRL): trains each
+# arm in examples/flowrl_diversity/ (GRPO, REINFORCE++, FlowRL) from the same
+# supervised warm start with the same seed and budget, then prints
+# tools/flowrl_diversity.py's table of the final validation (N = 32 samples
+# per prompt at temperature 1): mean reward, distinct correct answers per
+# prompt and KL(empirical || reward-normalised target), plus the warm start
+# itself (the step-0 validation, identical in every arm).
+#
+#   bazel build //tools:train && tools/flowrl_diversity.sh [OUT_DIR] [overrides...]
+#
+# Overrides (e.g. trainer.total_training_steps=20 data.seed=2) apply to every
+# arm; ARMS="grpo flowrl" picks arms; TRAIN names the binary (default
+# bazel-bin/tools/train). Logs: OUT_DIR/<arm>.log (default
+# /tmp/flowrl_diversity).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TRAIN="${TRAIN:-bazel-bin/tools/train}"
+OUT="${1:-/tmp/flowrl_diversity}"
+shift || true
+ARMS="${ARMS:-grpo reinforce_pp flowrl}"
+N=32  # val_kwargs.n in examples/flowrl_diversity/common.textproto
+[ -x "$TRAIN" ] || { echo "flowrl_diversity: $TRAIN missing (bazel build //tools:train)" >&2; exit 2; }
+mkdir -p "$OUT"
+runs=()
+for arm in $ARMS; do
+  flags="examples/flowrl_diversity/$arm.flags"
+  [ -f "$flags" ] || { echo "flowrl_diversity: no $flags" >&2; exit 2; }
+  rm -rf "$OUT/$arm"
+  start=$SECONDS
+  VERL_FILE_LOGGER_PATH="$OUT/$arm.metrics.jsonl" "$TRAIN" --flagfile="$flags" \
+    trainer.validation_data_dir="$OUT/$arm" \
+    trainer.default_local_dir="$OUT/$arm.ckpt" trainer.save_freq=-1 "$@" \
+    >"$OUT/$arm.log" 2>&1 || { tail -20 "$OUT/$arm.log" >&2; echo "flowrl_diversity: $arm failed" >&2; exit 1; }
+  # The last validation dump is the trained policy; step 0 is the warm start.
+  last=$(ls "$OUT/$arm" | sed 's/\.jsonl$//' | sort -n | tail -1)
+  echo "flowrl_diversity: $arm done in $((SECONDS - start)) s (final validation step $last)" >&2
+  [ ${#runs[@]} -gt 0 ] || runs+=("SFT warm start (step 0)=$OUT/$arm/0.jsonl")
+  runs+=("$arm (step $last)=$OUT/$arm/$last.jsonl")
+done
+python3 tools/flowrl_diversity.py --n "$N" "${runs[@]}"
