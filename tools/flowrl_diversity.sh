@@ -24,19 +24,26 @@ ARMS="${ARMS:-grpo reinforce_pp flowrl}"
 N=32  # val_kwargs.n in examples/flowrl_diversity/common.textproto
 [ -x "$TRAIN" ] || { echo "flowrl_diversity: $TRAIN missing (bazel build //tools:train)" >&2; exit 2; }
 mkdir -p "$OUT"
-runs=()
+# The arms run side by side, one LibTorch thread each (OMP_NUM_THREADS=1:
+# on a loaded machine several OpenMP threads per process spin and run many
+# times slower than one).
+declare -A pids
 for arm in $ARMS; do
   flags="examples/flowrl_diversity/$arm.flags"
   [ -f "$flags" ] || { echo "flowrl_diversity: no $flags" >&2; exit 2; }
-  rm -rf "$OUT/$arm"
-  start=$SECONDS
-  VERL_FILE_LOGGER_PATH="$OUT/$arm.metrics.jsonl" "$TRAIN" --flagfile="$flags" \
-    trainer.validation_data_dir="$OUT/$arm" \
+  rm -rf "${OUT:?}/$arm"
+  OMP_NUM_THREADS=1 VERL_FILE_LOGGER_PATH="$OUT/$arm.metrics.jsonl" \
+    "$TRAIN" --flagfile="$flags" trainer.validation_data_dir="$OUT/$arm" \
     trainer.default_local_dir="$OUT/$arm.ckpt" trainer.save_freq=-1 "$@" \
-    >"$OUT/$arm.log" 2>&1 || { tail -20 "$OUT/$arm.log" >&2; echo "flowrl_diversity: $arm failed" >&2; exit 1; }
+    >"$OUT/$arm.log" 2>&1 &
+  pids[$arm]=$!
+done
+runs=()
+for arm in $ARMS; do
+  wait "${pids[$arm]}" || { tail -20 "$OUT/$arm.log" >&2; echo "flowrl_diversity: $arm failed" >&2; exit 1; }
   # The last validation dump is the trained policy; step 0 is the warm start.
   last=$(ls "$OUT/$arm" | sed 's/\.jsonl$//' | sort -n | tail -1)
-  echo "flowrl_diversity: $arm done in $((SECONDS - start)) s (final validation step $last)" >&2
+  echo "flowrl_diversity: $arm done at $(date -u +%T) (final validation step $last)" >&2
   [ ${#runs[@]} -gt 0 ] || runs+=("SFT warm start (step 0)=$OUT/$arm/0.jsonl")
   runs+=("$arm (step $last)=$OUT/$arm/$last.jsonl")
 done

@@ -311,8 +311,9 @@ TEST(MultiplesTest, ScoreTable) {
   }
   EXPECT_EQ(ParseMultiplesAnswer("\t105 ").value(), 105);
   EXPECT_FALSE(ParseMultiplesAnswer("10a").has_value());
-  // One answer only: reward 1.
-  EXPECT_DOUBLE_EQ(MultiplesComputeScore("12", {4, 10, 15}), 1.0);
+  // lo == hi: reward 1; one multiple inside wider bounds is graded.
+  EXPECT_DOUBLE_EQ(MultiplesComputeScore("12", {4, 12, 12}), 1.0);
+  EXPECT_DOUBLE_EQ(MultiplesComputeScore("12", {4, 10, 15}), 0.7);
 }
 
 TEST(MultiplesTest, TargetIsRewardNormalised) {
