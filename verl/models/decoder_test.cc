@@ -19,10 +19,13 @@
 #include <string>
 #include <vector>
 
+#include "verl/core/test_util.h"
 #include "verl/models/presets.h"
 
 namespace verl::models {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 using Params = std::map<std::string, at::Tensor>;
 
@@ -627,7 +630,10 @@ TEST(DecoderTest, Bf16CloseToFp32) {
 }
 
 TEST(PresetsTest, SizesAndErrors) {
-  EXPECT_FALSE(MakePreset("gpt-5").ok());
+  EXPECT_THAT(
+      MakePreset("gpt-5"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "unknown model preset 'gpt-5'; known: tiny-qwen2, qwen2-30m"));
   for (const std::string& name : PresetNames()) {
     absl::StatusOr<ModelConfig> c =
         MakePreset(name, name == "qwen2-30m" ? 0 : 512);

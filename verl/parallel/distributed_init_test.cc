@@ -3,10 +3,13 @@
 #include <stdlib.h>
 
 #include "gtest/gtest.h"
+#include "verl/core/test_util.h"
 #include "verl/parallel/distributed.h"
 
 namespace verl::parallel {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 TEST(InitDistributedTest, SingleProcessDefaults) {
   ::unsetenv("RANK");
@@ -26,7 +29,9 @@ TEST(InitDistributedTest, BadEnvironmentIsAnError) {
   auto dist = InitDistributed();
   ::unsetenv("RANK");
   ::unsetenv("WORLD_SIZE");
-  ASSERT_FALSE(dist.ok());
+  ASSERT_THAT(
+      dist, StatusIs(absl::StatusCode::kInvalidArgument,
+                     "distributed environment (torchrun): RANK=3 is outside"));
   EXPECT_NE(dist.status().message().find("RANK=3"), std::string::npos);
 }
 

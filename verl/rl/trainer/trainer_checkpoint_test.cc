@@ -25,11 +25,14 @@
 #include "verl/ckpt/checkpoint_pt.h"
 #include "verl/ckpt/merger/checkpoint_merger.h"
 #include "verl/core/file_util.h"
+#include "verl/core/test_util.h"
 #include "verl/rl/trainer/ppo_trainer.h"
 #include "verl/rl/trainer/testing/trainer_checkpoint_testutil.h"
 
 namespace verl::rl {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 namespace fs = std::filesystem;
 
 std::string TmpDir(const std::string& name) {
@@ -182,13 +185,14 @@ TEST(TrainerCheckpointTest, SaveAndLoadContentsSubsets) {
   // ... and loading the optimizer from it is a clear error.
   TrainerProgress p;
   auto bad = ck.Resume({Role("actor", b.state.get())}, &p);
-  ASSERT_FALSE(bad.ok());
+  ASSERT_THAT(bad, StatusIs(absl::StatusCode::kNotFound));
   EXPECT_NE(bad.status().message().find("optim_world_size_1_rank_0.pt"),
             std::string::npos)
       << bad.status();
   // save_contents without model is refused.
-  EXPECT_FALSE(
-      ck.Save(3, {Role("actor", a.state.get(), {"optimizer"})}, {}).ok());
+  EXPECT_THAT(ck.Save(3, {Role("actor", a.state.get(), {"optimizer"})}, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "checkpoint save of step 3 (begin, rank 0)"));
 }
 
 TEST(TrainerCheckpointTest, RetentionAndResumeModes) {
@@ -228,13 +232,14 @@ TEST(TrainerCheckpointTest, RetentionAndResumeModes) {
             3);
   EXPECT_EQ(fresh.state->schedule_step(), 3);
   o.resume_from_path = dir;  // not a global_step_ folder
-  EXPECT_FALSE(TrainerCheckpointer(o, nullptr)
-                   .Resume({Role("actor", fresh.state.get())}, &p)
-                   .ok());
+  EXPECT_THAT(TrainerCheckpointer(o, nullptr)
+                  .Resume({Role("actor", fresh.state.get())}, &p),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   o.resume_mode = "sometimes";
   auto bad = TrainerCheckpointer(o, nullptr)
                  .Resume({Role("actor", fresh.state.get())}, &p);
-  ASSERT_FALSE(bad.ok());
+  ASSERT_THAT(bad, StatusIs(absl::StatusCode::kInvalidArgument,
+                            "trainer.resume_mode: unknown value 'sometimes'"));
   EXPECT_NE(bad.status().message().find("trainer.resume_mode"),
             std::string::npos);
   // auto with no checkpoint: from scratch.
@@ -272,7 +277,7 @@ TEST(TrainerCheckpointTest, WorldSizeMismatchNamesFilesAndSizes) {
   TrainerProgress p;
   auto r = TrainerCheckpointer(o, nullptr)
                .Resume({Role("actor", a.state.get())}, &p);
-  ASSERT_FALSE(r.ok());
+  ASSERT_THAT(r, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
   const std::string msg(r.status().message());
   EXPECT_NE(msg.find("model_world_size_2_rank_0.pt"), std::string::npos) << msg;

@@ -15,11 +15,14 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "verl/core/test_util.h"
 #include "verl/models/hf_checkpoint.h"
 #include "verl/models/presets.h"
 
 namespace verl::rl {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 constexpr int64_t kP = 4, kR = 5;
 
@@ -104,13 +107,15 @@ TEST(RewardModelTest, ScoresTheLastValidTokenAtTheLastResponsePosition) {
 TEST(RewardModelTest, RejectsACausalLmAndASmallVocabulary) {
   const std::string lm = SaveTinyModel("lm", false, nullptr);
   auto rm = RewardModel::Load(lm, 1, MicroBatchOptions{});
-  ASSERT_FALSE(rm.ok());
+  ASSERT_THAT(rm, StatusIs(absl::StatusCode::kInvalidArgument,
+                           "reward_model.model.path"));
   EXPECT_NE(rm.status().message().find("not a value model"), std::string::npos)
       << rm.status();
   EXPECT_NE(rm.status().message().find(lm), std::string::npos);
   const std::string value = SaveTinyModel("rm_small", true, nullptr);
   rm = RewardModel::Load(value, 1 << 20, MicroBatchOptions{});
-  ASSERT_FALSE(rm.ok());
+  ASSERT_THAT(rm, StatusIs(absl::StatusCode::kInvalidArgument,
+                           "reward_model.model.path"));
   EXPECT_NE(rm.status().message().find("vocab_size"), std::string::npos);
 }
 
