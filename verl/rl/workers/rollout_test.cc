@@ -3,11 +3,14 @@
 #include <torch/types.h>
 
 #include "gtest/gtest.h"
+#include "verl/core/test_util.h"
 #include "verl/models/presets.h"
 #include "verl/rl/workers/actor.h"
 
 namespace verl::rl {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 core::Batch MakePrompts(int64_t vocab, const std::vector<int64_t>& lens,
                         int64_t P) {
@@ -133,7 +136,8 @@ TEST(RolloutTest, BadPromptIsAnError) {
   core::Batch prompts =
       MakePrompts(s.config.vocab_size, {0, 2}, 3);  // empty prompt
   auto out = s.rollout->Generate(prompts, 10, 1, false);
-  ASSERT_FALSE(out.ok());
+  ASSERT_THAT(out, StatusIs(absl::StatusCode::kInvalidArgument,
+                            "rollout prompt 10: empty prompt"));
   EXPECT_NE(out.status().message().find("rollout prompt 10"), std::string::npos)
       << out.status();
   // The engine still serves later requests.
