@@ -155,6 +155,7 @@ int main(int argc, char** argv) {
     o.dtype = *verl::ckpt::ParseMergeDtype(absl::GetFlag(FLAGS_dtype));
     o.max_shard_size = 200'000'000;
     o.num_threads = absl::GetFlag(FLAGS_threads);
+    o.overwrite = true;  // the benchmark's own scratch folder
     VERL_CHECK_OK(verl::ckpt::MergeFsdpCheckpoint(o).status());
   });
   std::cout << absl::StrFormat(

@@ -52,6 +52,9 @@ ABSL_FLAG(bool, merge_lora, false,
           "LoRA checkpoints: write the full model with the adapters folded in "
           "(W + lora_alpha/r * B @ A); lora_adapter/ is written either way.");
 ABSL_FLAG(double, lora_alpha, 0, "LoRA alpha for --merge_lora (required).");
+ABSL_FLAG(bool, overwrite, false,
+          "Replace an existing non-empty --target_dir (its files are "
+          "deleted); without it such a folder is refused.");
 ABSL_FLAG(std::string, hf_upload_path, "",
           "Not supported (no network access).");
 
@@ -116,6 +119,7 @@ static int Main(int argc, char** argv) {
   options.num_threads = absl::GetFlag(FLAGS_num_threads);
   options.merge_lora = absl::GetFlag(FLAGS_merge_lora);
   options.lora_alpha = absl::GetFlag(FLAGS_lora_alpha);
+  options.overwrite = absl::GetFlag(FLAGS_overwrite);
   options.extra_hf_files = verl::models::HfTokenizerFiles();
   if (!absl::GetFlag(FLAGS_mesh_dim_names).empty()) {
     std::vector<std::string> names =

@@ -9,6 +9,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -186,7 +187,11 @@ absl::StatusOr<SplitArgs> SplitCommandLine(
         *hydra = value;
         continue;
       }
-      if (absl::StrContains(name, '.')) {
+      // A dotted name, or (as verl's root-level SFT keys are written,
+      // `--use_remove_padding=true`) a key=value that names no absl flag.
+      if (absl::StrContains(name, '.') ||
+          (has_value && IsConfigKey(name) &&
+           absl::FindCommandLineFlag(name) == nullptr)) {
         if (!has_value) {
           return absl::InvalidArgumentError(
               absl::StrCat("config override '", arg, "' needs a value: --",
@@ -220,9 +225,9 @@ absl::Status CheckHydraConfigName(const CommandLine& cl,
   }
   absl::string_view name = cl.hydra_config_name;
   absl::ConsumeSuffix(&name, ".yaml");
-  if (cl.hydra_config_path.empty() && (name.empty() || name == builtin_name)) {
-    return absl::OkStatus();
-  }
+  // verl's scripts pair the built-in name with verl's own config folder
+  // (--config-path=./config): that is the built-in config.
+  if (name.empty() || name == builtin_name) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       "--config-name=", cl.hydra_config_name,
       cl.hydra_config_path.empty()

@@ -9,8 +9,9 @@
 // * `--flagfile=f1,f2` (or `--flagfile f1`) is expanded in place, recursively,
 //   with absl's rules: each line, after leading whitespace, is blank, a `#`
 //   comment, or one argument starting with `-` (trailing whitespace dropped).
-// * A flag whose name contains a dot (`--a.b.c=value`) and a positional
-//   `key=value` argument are config overrides, kept in command-line order.
+// * A flag whose name contains a dot (`--a.b.c=value`), a `--key=value` flag
+//   that names no absl flag, and a positional `key=value` argument are config
+//   overrides, kept in command-line order.
 // * Hydra's `--config-name X` / `--config-path P` are collected (see
 //   CheckHydraConfigName); keys may contain '-' as in Hydra.
 // * Everything else goes to absl::ParseCommandLine; `--config=<file>` (a flag
@@ -52,9 +53,10 @@ struct CommandLine {
 };
 
 // OK when Hydra's --config-name is absent or names the binary's built-in
-// config (`builtin_name`, e.g. "ppo_trainer", optionally with ".yaml") and
-// no --config-path is given; else InvalidArgument explaining that YAML
-// configs are not read and what to use instead.
+// config (`builtin_name`, e.g. "ppo_trainer", optionally with ".yaml"; a
+// --config-path beside it, verl's own config folder, is ignored); else
+// InvalidArgument explaining that YAML configs are not read and what to use
+// instead.
 absl::Status CheckHydraConfigName(const CommandLine& cl,
                                   absl::string_view builtin_name);
 

@@ -672,10 +672,17 @@ int EditDistance(absl::string_view a, absl::string_view b) {
 std::string NearestKey(const Descriptor& d, absl::string_view key) {
   const std::vector<std::string> keys = DottedKeys(d);
   const std::string suffix = absl::StrCat(".", key);
+  // Several keys may end so (rollout.n: actor_rollout_ref.rollout.n and
+  // reward_model.rollout.n): the shallowest, then the first in field order.
   std::string best;
+  auto depth = [](const std::string& k) { return absl::StrSplit(k, '.'); };
+  size_t best_depth = 0;
   for (const std::string& k : keys) {
-    if (absl::EndsWith(k, suffix) && (best.empty() || k.size() < best.size())) {
+    if (!absl::EndsWith(k, suffix)) continue;
+    const size_t d = std::vector<absl::string_view>(depth(k)).size();
+    if (best.empty() || d < best_depth) {
       best = k;
+      best_depth = d;
     }
   }
   if (!best.empty()) return best;

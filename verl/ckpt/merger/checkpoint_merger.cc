@@ -484,6 +484,15 @@ absl::StatusOr<MergeStats> MergeFsdpCheckpoint(const MergeOptions& options) {
   if (options.target_dir.empty()) {
     return absl::InvalidArgumentError("--target_dir is empty");
   }
+  std::error_code probe;
+  if (!options.overwrite && fs::exists(options.target_dir, probe) &&
+      !(fs::is_directory(options.target_dir, probe) &&
+        fs::is_empty(options.target_dir, probe))) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "target_dir '", options.target_dir,
+        "' exists and is not empty; pass --overwrite to replace it (its "
+        "files are deleted) or choose another folder"));
+  }
   const std::string tmp =
       absl::StrCat(options.target_dir, ".tmp-merge-", ::getpid());
   std::error_code ec;

@@ -52,6 +52,9 @@ struct MergeOptions {
   // checkpoints do not store it.
   bool merge_lora = false;
   double lora_alpha = 0;
+  // An existing target_dir that is not empty is replaced only when set (its
+  // files are deleted); otherwise the merge is refused before any work.
+  bool overwrite = false;
 };
 
 struct MergeStats {

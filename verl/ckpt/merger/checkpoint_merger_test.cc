@@ -145,6 +145,24 @@ TEST(CheckpointMergerTest, MergesCheckpointsWrittenByTorchSave) {
   for (const auto& [name, t] : want) {
     EXPECT_TRUE(at::equal(merged->at(name), t)) << name << merged->at(name);
   }
+
+  // A non-empty target is the user's: refused (nothing deleted) unless
+  // overwrite is set.
+  const std::string mine = root + "/mine";
+  fs::create_directories(mine);
+  std::ofstream(mine + "/notes.txt") << "keep me";
+  o.target_dir = mine;
+  auto refused = MergeFsdpCheckpoint(o);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("pass --overwrite"),
+            std::string::npos)
+      << refused.status();
+  EXPECT_TRUE(fs::exists(mine + "/notes.txt"));
+  EXPECT_FALSE(fs::exists(mine + "/config.json"));
+  o.overwrite = true;
+  ASSERT_TRUE(MergeFsdpCheckpoint(o).ok());
+  EXPECT_FALSE(fs::exists(mine + "/notes.txt"));
+  EXPECT_TRUE(LoadSafetensorsFolder(mine).ok());
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "google/protobuf/message.h"
 #include "verl/core/config_loader.h"
 #include "verl/core/status.h"
+#include "verl/rl/trainer/config_keys.h"
 
 namespace verl::rl {
 namespace {
@@ -81,6 +82,13 @@ void ResolvePpoTrainerConfig(PpoTrainerConfig* config) {
   RewardModelConfig& rm = *config->mutable_reward_model();
   const profiler::GlobalProfilerConfig& global = config->global_profiler();
 
+  // verl's current spelling actor.tau_pos/tau_neg wins when set.
+  if (actor.has_tau_pos()) {
+    actor.mutable_policy_loss()->set_tau_pos(actor.tau_pos());
+  }
+  if (actor.has_tau_neg()) {
+    actor.mutable_policy_loss()->set_tau_neg(actor.tau_neg());
+  }
   VERL_INHERIT(actor, use_fused_kernels, model.use_fused_kernels());
   VERL_INHERIT(actor, use_remove_padding, model.use_remove_padding());
   InheritLoadContents(actor.mutable_checkpoint());
@@ -129,6 +137,16 @@ void ResolvePpoTrainerConfig(PpoTrainerConfig* config) {
   InheritLoadContents(critic.mutable_checkpoint());
   InheritProfiler(global, nullptr, critic.mutable_profiler());
 
+  // verl's DAPO spelling reward_model.overlong_buffer.* wins when set.
+  const OverlongBufferAlias& alias = rm.overlong_buffer();
+  OverlongBufferConfig& overlong =
+      *rm.mutable_reward_kwargs()->mutable_overlong_buffer_cfg();
+  if (alias.has_enable()) overlong.set_enable(alias.enable());
+  if (alias.has_len()) overlong.set_len(alias.len());
+  if (alias.has_penalty_factor()) {
+    overlong.set_penalty_factor(alias.penalty_factor());
+  }
+  if (alias.has_log()) overlong.set_log(alias.log());
   VERL_INHERIT(*rm.mutable_model(), input_tokenizer, model.path());
   VERL_INHERIT(rm, use_dynamic_bsz, critic.use_dynamic_bsz());
   VERL_INHERIT(rm, forward_max_token_len_per_gpu,
@@ -623,6 +641,22 @@ absl::Status ValidatePpoTrainerConfig(const PpoTrainerConfig& config) {
         "'actor_rollout_ref.rollout.val_kwargs.temperature' must be > 0 when "
         "val_kwargs.do_sample is true");
   }
+  // Keys verl interpolates that this trainer reads from their source only.
+  if (rollout.prompt_length() != config.data().max_prompt_length()) {
+    problems.Add(absl::StrCat(
+        "'actor_rollout_ref.rollout.prompt_length' (", rollout.prompt_length(),
+        ") must equal 'data.max_prompt_length' (",
+        config.data().max_prompt_length(), "): prompts are cut by the latter"));
+  }
+  if (critic.rollout_n() != n) {
+    problems.Add(absl::StrCat("'critic.rollout_n' (", critic.rollout_n(),
+                              ") must equal 'actor_rollout_ref.rollout.n' (", n,
+                              ")"));
+  }
+  // Keys whose feature is not available here (config_keys.h).
+  for (std::string& line : CheckKeyUse(config).not_served) {
+    problems.Add(std::move(line));
+  }
   const KlControlConfig& kl_ctrl = config.algorithm().kl_ctrl();
   if (kl_ctrl.type() == KlControllerType::adaptive && kl_ctrl.horizon() <= 0) {
     problems.Add(absl::StrCat("'algorithm.kl_ctrl.horizon' (",
@@ -641,6 +675,12 @@ std::vector<std::string> PpoTrainerConfigNotices(
         "actor_rollout_ref.rollout.name=", name,
         ": served by the built-in engine (verl/infer: paged KV cache, "
         "continuous batching, prefix caching)"));
+  }
+  const std::vector<std::string> inert = CheckKeyUse(config).no_effect;
+  if (!inert.empty()) {
+    notices.push_back(absl::StrCat(
+        "accepted with no effect here: ", absl::StrJoin(inert, ", "),
+        " (GPU-engine and memory knobs; docs/config.md lists why)"));
   }
   return notices;
 }

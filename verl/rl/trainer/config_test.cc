@@ -165,7 +165,6 @@ TEST(PpoTrainerConfigTest, DefaultsEqualVerls) {
       {"actor_rollout_ref.rollout.prompt_length", "512"},
       {"actor_rollout_ref.rollout.response_length", "512"},
       {"actor_rollout_ref.rollout.dtype", "bfloat16"},
-      {"actor_rollout_ref.rollout.tensor_model_parallel_size", "2"},
       {"actor_rollout_ref.rollout.gpu_memory_utilization", "0.5"},
       {"actor_rollout_ref.rollout.ignore_eos", "false"},
       {"actor_rollout_ref.rollout.enforce_eager", "false"},
@@ -273,14 +272,16 @@ TEST(PpoTrainerConfigTest, DefaultsEqualVerls) {
 
 // Where verl's default cannot work here (docs/config.md lists each).
 TEST(PpoTrainerConfigTest, DocumentedDeviations) {
-  ExpectValues(DefaultPpoTrainerConfig(),
-               {
-                   {"trainer.device", "cpu"},
-                   {"trainer.logger", "[console]"},
-                   {"actor_rollout_ref.rollout.name", "native"},
-                   {"actor_rollout_ref.model.path", ""},
-                   {"actor_rollout_ref.model.preset", "tiny-qwen2"},
-               });
+  ExpectValues(
+      DefaultPpoTrainerConfig(),
+      {
+          {"trainer.device", "cpu"},
+          {"trainer.logger", "[console]"},
+          {"actor_rollout_ref.rollout.name", "native"},
+          {"actor_rollout_ref.model.path", ""},
+          {"actor_rollout_ref.model.preset", "tiny-qwen2"},
+          {"actor_rollout_ref.rollout.tensor_model_parallel_size", "1"},
+      });
 }
 
 TEST(PpoTrainerConfigTest, OverridesOfEachType) {
@@ -636,6 +637,26 @@ TEST(ValidatePpoTrainerConfigTest, EveryBadKeyIsReportedAtOnce) {
                       Load({"actor_rollout_ref.actor.optim.lr=inf"}, example))
                       .message()),
       HasSubstr("must be finite"));
+}
+
+// verl's newer spellings feed the keys the trainer reads.
+TEST(PpoTrainerConfigTest, VerlAliasesFeedTheServedKeys) {
+  PpoTrainerConfig c = Load({"reward_model.overlong_buffer.enable=true",
+                             "reward_model.overlong_buffer.len=64",
+                             "reward_model.overlong_buffer.penalty_factor=0.5",
+                             "actor_rollout_ref.actor.tau_pos=2.5",
+                             "actor_rollout_ref.actor.tau_neg=3.5"});
+  const OverlongBufferConfig& o =
+      c.reward_model().reward_kwargs().overlong_buffer_cfg();
+  EXPECT_TRUE(o.enable());
+  EXPECT_EQ(o.len(), 64);
+  EXPECT_DOUBLE_EQ(o.penalty_factor(), 0.5);
+  EXPECT_DOUBLE_EQ(c.actor_rollout_ref().actor().policy_loss().tau_pos(), 2.5);
+  EXPECT_DOUBLE_EQ(c.actor_rollout_ref().actor().policy_loss().tau_neg(), 3.5);
+  // Unset: the reward_kwargs spelling is kept.
+  PpoTrainerConfig d =
+      Load({"reward_model.reward_kwargs.overlong_buffer_cfg.len=32"});
+  EXPECT_EQ(d.reward_model().reward_kwargs().overlong_buffer_cfg().len(), 32);
 }
 
 // verl scripts name vLLM or SGLang: both run the built-in engine, with one
