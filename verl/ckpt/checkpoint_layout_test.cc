@@ -8,8 +8,12 @@
 #include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
+#include "verl/core/test_util.h"
+
 namespace verl::ckpt {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 TEST(CheckpointLayoutTest, Fsdp2ChunksAndPadding) {
   // 10 rows over 4 ranks: ceil = 3 -> 3,3,3,1 rows, padding 2.
@@ -52,7 +56,9 @@ TEST(CheckpointLayoutTest, ShardUnshardIsIdentity) {
 TEST(CheckpointLayoutTest, UnshardRejectsWrongChunk) {
   ParamLayout p = MakeParamLayout({4, 2}, at::kFloat, 2);
   auto st = UnshardTensor("x", p, {at::zeros({2, 2}), at::zeros({3, 2})});
-  ASSERT_FALSE(st.ok());
+  ASSERT_THAT(
+      st, StatusIs(absl::StatusCode::kInvalidArgument,
+                   "tensor 'x' rank 1: chunk shape [3, 2], expected [2, 2]"));
   EXPECT_NE(st.status().message().find("'x' rank 1"), std::string::npos)
       << st.status();
 }
@@ -79,7 +85,9 @@ TEST(CheckpointLayoutTest, JsonRoundTrip) {
   EXPECT_EQ(verl->world_size, 8);
   EXPECT_TRUE(verl->params.empty());
   auto bad = FsdpLayoutFromJson({{"FSDP_version", 1}}, "my/fsdp_config.json");
-  ASSERT_FALSE(bad.ok());
+  ASSERT_THAT(
+      bad, StatusIs(absl::StatusCode::kInvalidArgument,
+                    "my/fsdp_config.json: missing or invalid \"world_size\""));
   EXPECT_NE(bad.status().message().find("my/fsdp_config.json"),
             std::string::npos);
   EXPECT_NE(bad.status().message().find("world_size"), std::string::npos);

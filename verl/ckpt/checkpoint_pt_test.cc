@@ -232,6 +232,7 @@ TEST(CheckpointPtTest, MalformedFilesGiveClearErrors) {
     fs::remove(path);
     c.make(good, path);
     auto st = LoadPtTensorDict(path);
+    // The code differs between cases; each case's message is checked below.
     ASSERT_FALSE(st.ok()) << c.name;
     EXPECT_NE(st.status().message().find("bad_" + c.name), std::string::npos)
         << c.name << ": " << st.status();

@@ -15,11 +15,14 @@
 #include "gtest/gtest.h"
 #include "verl/ckpt/safetensors.h"
 #include "verl/ckpt/safetensors_test_util.h"
+#include "verl/core/test_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 namespace verl::ckpt {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 int RunEntry(const std::string& bytes) {
   return LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(bytes.data()),
@@ -53,7 +56,9 @@ TEST(SafetensorsFuzzTest, ValidFileAndEveryTruncationFails) {
     const std::string cut = file.substr(0, n);
     EXPECT_EQ(RunEntry(cut), 0);
     // The data buffer must be covered exactly, so no prefix is valid.
-    EXPECT_FALSE(SafetensorsReader::FromBytes(cut).ok()) << n;
+    EXPECT_THAT(SafetensorsReader::FromBytes(cut),
+                StatusIs(absl::StatusCode::kInvalidArgument, "<memory>"))
+        << n;
   }
 }
 
@@ -76,7 +81,10 @@ TEST(SafetensorsFuzzTest, AppendedAndDuplicatedBytes) {
   const std::string file = SmallValidFile();
   EXPECT_EQ(RunEntry(file + "x"), 0);
   EXPECT_EQ(RunEntry(file + file), 0);
-  EXPECT_FALSE(SafetensorsReader::FromBytes(file + "x").ok());
+  EXPECT_THAT(
+      SafetensorsReader::FromBytes(file + "x"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "<memory>: data buffer has 1 trailing bytes not covered by"));
 }
 
 }  // namespace

@@ -6,9 +6,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "verl/ckpt/safetensors_test_util.h"
+#include "verl/core/test_util.h"
 
 namespace verl::ckpt {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 using ::testing::HasSubstr;
 
@@ -64,7 +67,9 @@ TEST(SafetensorsHeaderTest, MalformedTableGivesExpectedErrors) {
   ASSERT_GE(cases.size(), 15u);
   for (const MalformedStCase& c : cases) {
     auto h = ParseStHeader(c.bytes, "bad.safetensors");
-    ASSERT_FALSE(h.ok()) << c.name;
+    ASSERT_THAT(h,
+                StatusIs(absl::StatusCode::kInvalidArgument, "bad.safetensors"))
+        << c.name;
     EXPECT_EQ(h.status().code(), absl::StatusCode::kInvalidArgument) << c.name;
     EXPECT_THAT(h.status().message(), HasSubstr("bad.safetensors: ")) << c.name;
     EXPECT_THAT(h.status().message(), HasSubstr(c.error)) << c.name;

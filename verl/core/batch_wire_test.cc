@@ -276,6 +276,7 @@ TEST(BatchWireTest, MalformedFieldsAreErrors) {
     Wire w;
     c.corrupt(&w);
     auto b = DeserializeBatch(w.Encode());
+    // The code differs between cases; each case's message is checked below.
     ASSERT_FALSE(b.ok()) << c.name;
     EXPECT_THAT(b.status().ToString(), HasSubstr(c.message)) << c.name;
   }

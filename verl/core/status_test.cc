@@ -1,9 +1,12 @@
 #include "verl/core/status.h"
 
 #include "gtest/gtest.h"
+#include "verl/core/test_util.h"
 
 namespace verl {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 absl::StatusOr<int> Half(int x) {
   if (x % 2) return absl::InvalidArgumentError("odd");
@@ -25,7 +28,8 @@ TEST(StatusTest, MacrosPropagate) {
   EXPECT_EQ(*Quarter(8), 2);
   EXPECT_EQ(Quarter(6).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(CheckEven(4).ok());
-  EXPECT_FALSE(CheckEven(3).ok());
+  EXPECT_THAT(CheckEven(3),
+              StatusIs(absl::StatusCode::kInvalidArgument, "odd"));
 }
 
 TEST(StatusTest, AnnotatePrefixesMessage) {

@@ -10,8 +10,12 @@
 #include <cstdio>
 #include <fstream>
 
+#include "verl/core/test_util.h"
+
 namespace verl::infer {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 KvCacheSpec Spec() {
   KvCacheSpec s;
@@ -69,8 +73,10 @@ TEST(KvCacheTest, MemAvailableParsesMeminfo) {
     std::ofstream f(path);
     f << "MemTotal: 5 kB\n";
   }
-  EXPECT_FALSE(MemAvailableBytes(path).ok());
-  EXPECT_FALSE(MemAvailableBytes(path + ".missing").ok());
+  EXPECT_THAT(MemAvailableBytes(path),
+              StatusIs(absl::StatusCode::kNotFound, "no MemAvailable line"));
+  EXPECT_THAT(MemAvailableBytes(path + ".missing"),
+              StatusIs(absl::StatusCode::kNotFound));
   EXPECT_TRUE(MemAvailableBytes().ok());  // the real /proc/meminfo
 }
 

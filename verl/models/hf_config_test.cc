@@ -8,9 +8,12 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "verl/core/test_util.h"
 
 namespace verl::models {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 using Json = nlohmann::json;
 using ::testing::ElementsAre;
@@ -399,7 +402,9 @@ TEST(HfConfigTest, ClearErrors) {
     Json j = Json::parse(kQwen25_05B);
     c.edit(j);
     auto r = ModelConfigFromHfJson(j, "m/config.json");
-    ASSERT_FALSE(r.ok()) << c.error;
+    ASSERT_THAT(r,
+                StatusIs(absl::StatusCode::kInvalidArgument, "m/config.json"))
+        << c.error;
     EXPECT_THAT(Msg(r.status()), HasSubstr("m/config.json: ")) << c.error;
     EXPECT_THAT(Msg(r.status()), HasSubstr(c.error));
   }

@@ -15,11 +15,14 @@
 #include <string>
 
 #include "nlohmann/json.hpp"
+#include "verl/core/test_util.h"
 #include "verl/models/decoder.h"
 #include "verl/models/presets.h"
 
 namespace verl::models {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 ModelConfig Tiny(const std::string& name) {
   absl::StatusOr<ModelConfig> c = MakePreset(name);
@@ -161,7 +164,10 @@ TEST(LoraTest, AdapterMathMergeUnmergeDisable) {
   // Merge / unmerge.
   at::Tensor w0 = m->model->layers[0]->self_attn->q_proj->weight.clone();
   ASSERT_TRUE(MergeLora(*m).ok());
-  EXPECT_FALSE(MergeLora(*m).ok());
+  EXPECT_THAT(
+      MergeLora(*m),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               "LoRA adapter of model.layers.0.self_attn.q_proj is already"));
   EXPECT_GT(MaxDiff(m->model->layers[0]->self_attn->q_proj->weight, w0), 1e-4);
   EXPECT_LT(MaxDiff(Logits(*m, in), lora), 1e-5);
   ASSERT_TRUE(UnmergeLora(*m).ok());
@@ -250,9 +256,12 @@ TEST(LoraTest, SaveLoadRoundTripAndConfigJson) {
   // A folder whose adapter does not fit the model is a clear error.
   auto other = CreateModel(c, 4);
   ASSERT_TRUE(ApplyLora(*other, Config({"q_proj"}, 8, 16), 1).ok());
-  EXPECT_FALSE(LoadLoraAdapter(*other, dir).ok());
-  EXPECT_FALSE(
-      ParseAdapterConfigJson("{\"peft_type\": \"LORA\"}", "x.json").ok());
+  EXPECT_THAT(LoadLoraAdapter(*other, dir),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "has 12 tensors, model has 4 LoRA parameters"));
+  EXPECT_THAT(ParseAdapterConfigJson("{\"peft_type\": \"LORA\"}", "x.json"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "x.json: missing integer key 'r'"));
 }
 
 }  // namespace

@@ -7,9 +7,12 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "verl/core/test_util.h"
 
 namespace verl::parallel {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 using ::testing::HasSubstr;
 
@@ -162,7 +165,8 @@ TEST(DistEnvTest, MalformedValuesGiveOneLineErrors) {
   };
   for (const BadCase& c : cases) {
     auto env = Parse(c.vars);
-    ASSERT_FALSE(env.ok()) << "expected failure for " << c.message;
+    ASSERT_THAT(env, StatusIs(absl::StatusCode::kInvalidArgument))
+        << "expected failure for " << c.message;
     EXPECT_EQ(env.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(std::string(env.status().message()), HasSubstr(c.message));
     EXPECT_EQ(std::string(env.status().message()).find('\n'),

@@ -10,9 +10,12 @@
 #include <ATen/ops/zeros.h>
 
 #include "gtest/gtest.h"
+#include "verl/core/test_util.h"
 
 namespace verl::parallel {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 TEST(ShardLayoutTest, PadsDimZeroToAMultipleOfTheWorld) {
   ShardLayout l = MakeShardLayout({5, 3}, 4);
@@ -130,7 +133,9 @@ TEST(FsdpModuleTest, SingleRankGatherReduceAndAccounting) {
   EXPECT_TRUE(at::equal(shards[0], w0));
   sd[0].layout.full_shape = {2, 6};
   absl::Status bad = fsdp.LoadShardedStateDict(sd);
-  EXPECT_FALSE(bad.ok());
+  EXPECT_THAT(
+      bad, StatusIs(absl::StatusCode::kInvalidArgument,
+                    "sharded state dict: parameter w has a different shard"));
   EXPECT_NE(bad.message().find("parameter w"), std::string::npos);
 
   fsdp.ReshardAll();

@@ -5,9 +5,12 @@
 #include <stdlib.h>
 
 #include "gtest/gtest.h"
+#include "verl/core/test_util.h"
 
 namespace verl::parallel {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 TEST(ThreadsTest, ResolutionOrder) {
   // Explicit configuration wins over everything.
@@ -23,7 +26,9 @@ TEST(ThreadsTest, ResolutionOrder) {
 TEST(ThreadsTest, MalformedOmpNumThreads) {
   for (const char* bad : {"", "zero", "0", "-2", "4x"}) {
     auto threads = ResolveIntraOpThreads(0, std::string(bad), 4, 1);
-    ASSERT_FALSE(threads.ok()) << bad;
+    ASSERT_THAT(threads, StatusIs(absl::StatusCode::kInvalidArgument,
+                                  "environment variable"))
+        << bad;
     EXPECT_NE(threads.status().message().find("OMP_NUM_THREADS"),
               std::string::npos);
   }
@@ -40,7 +45,9 @@ TEST(ThreadsTest, SetsLibTorchThreadCount) {
   ASSERT_TRUE(threads.ok()) << threads.status();
   EXPECT_EQ(at::get_num_threads(), 3);
   ::setenv("OMP_NUM_THREADS", "bad", 1);
-  EXPECT_FALSE(SetIntraOpThreads(0, 1).ok());
+  EXPECT_THAT(SetIntraOpThreads(0, 1),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "environment variable OMP_NUM_THREADS='bad' is not a"));
   EXPECT_EQ(at::get_num_threads(), 3);  // Unchanged on error.
 }
 

@@ -5,9 +5,12 @@
 
 #include "gtest/gtest.h"
 #include "verl/core/file_util.h"
+#include "verl/core/test_util.h"
 
 namespace verl::profiler {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 TEST(TimelineTest, DisabledRecordsNothing) {
   Timeline::Global().Disable();
@@ -133,12 +136,16 @@ TEST(TimelineTest, ValidateTraceAcceptsNestedAndRejectsOverlap) {
   EXPECT_TRUE(ValidateTrace(ok).ok()) << ValidateTrace(ok);
   nlohmann::json bad = {{"traceEvents", {X("step", 0, 100), X("gen", 90, 20)}}};
   const absl::Status s = ValidateTrace(bad);
-  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument,
+                          "trace: span 'gen' [90, 110) overlaps 'step'"));
   EXPECT_NE(s.message().find("'gen'"), std::string::npos) << s;
-  EXPECT_FALSE(ValidateTrace(
-                   {{"traceEvents", {{{"name", "x"}, {"ph", "X"}, {"ts", 1}}}}})
-                   .ok());
-  EXPECT_FALSE(ValidateTrace(nlohmann::json::object()).ok());
+  EXPECT_THAT(ValidateTrace(
+                  {{"traceEvents", {{{"name", "x"}, {"ph", "X"}, {"ts", 1}}}}}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "trace event 0 (x): needs integer dur"));
+  EXPECT_THAT(ValidateTrace(nlohmann::json::object()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "trace: no traceEvents array"));
 }
 
 }  // namespace

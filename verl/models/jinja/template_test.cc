@@ -6,12 +6,15 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "verl/core/test_util.h"
 #include "verl/models/jinja/builtins.h"
 #include "verl/models/jinja/registry.h"
 #include "verl/models/jinja/value.h"
 
 namespace verl::models::jinja {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 using ::testing::HasSubstr;
 
@@ -132,7 +135,11 @@ TEST(JinjaTemplateTest, RendersWithACustomRegistry) {
   auto out = t->Render({{"xs", List({Int(1), Str("a")})}}, registry);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(*out, "[1][a]");
-  EXPECT_FALSE(t->Render(R"({"xs": [1]})").ok());  // Default: no `bracket`.
+  EXPECT_THAT(
+      t->Render(R"({"xs": [1]})"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "template line 1: unknown filter 'bracket'"));  // Default: no
+                                                               // `bracket`.
 }
 
 TEST(JinjaTemplateTest, CopiesShareTheParsedTemplate) {

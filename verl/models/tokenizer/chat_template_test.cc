@@ -10,9 +10,12 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "verl/core/file_util.h"
+#include "verl/core/test_util.h"
 
 namespace verl::models {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 using ::testing::HasSubstr;
 using Json = nlohmann::ordered_json;
@@ -24,7 +27,8 @@ constexpr char kTestdata[] = "verl/models/tokenizer/testdata/";
 
 TEST(ChatTemplateTest, ErrorsSayChatTemplateAndTheLine) {
   auto bad = ChatTemplate::Parse("line1\nline2\n{% if %}{% endif %}");
-  ASSERT_FALSE(bad.ok());
+  ASSERT_THAT(bad, StatusIs(absl::StatusCode::kInvalidArgument,
+                            "chat template line 3: unexpected end of tag"));
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(bad.status().message(),
             "chat template line 3: unexpected end of tag");
@@ -151,7 +155,11 @@ TEST(ChatTemplateTest, MatchesJinja2Goldens) {
     }
     const std::string label = name + " / " + golden["case"].get<std::string>();
     if (golden.contains("error")) {
-      ASSERT_FALSE(out.ok()) << label;
+      ASSERT_THAT(
+          out,
+          StatusIs(absl::StatusCode::kInvalidArgument,
+                   "chat template line 75: raise_exception: This model only"))
+          << label;
       EXPECT_THAT(std::string(out.status().message()),
                   HasSubstr(golden["error"].get<std::string>()))
           << label;

@@ -11,12 +11,15 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "verl/core/file_util.h"
+#include "verl/core/test_util.h"
 #include "verl/models/tokenizer/chat_template.h"
 #include "verl/models/tokenizer/tokenizer_builtin.h"
 #include "verl/models/tokenizer/tokenizer_utf8.h"
 
 namespace verl::models {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -202,7 +205,9 @@ TEST(TokenizerTest, BuiltinSpecialTokensAndChatTemplate) {
   EXPECT_EQ(Tokens(tok, tok.Encode("x = the answer 42")),
             (std::vector<std::string>{"x", "\u0120=", "\u0120the",
                                       "\u0120answer", "\u0120", "4", "2"}));
-  EXPECT_FALSE(ApplyChatTemplate(tok, req, "tool_use").ok());
+  EXPECT_THAT(ApplyChatTemplate(tok, req, "tool_use"),
+              StatusIs(absl::StatusCode::kNotFound,
+                       "<builtin tokenizer>: no chat template \"tool_use\""));
 }
 
 TEST(TokenizerTest, SaveAndReloadIsIdentical) {
@@ -454,7 +459,9 @@ TEST(TokenizerTest, MalformedInputsGiveClearErrors) {
     c.mutate(&json, &config);
     auto t = Tokenizer::FromJson(json.dump(), config.dump(), "",
                                  "my/tokenizer.json");
-    ASSERT_FALSE(t.ok()) << c.name;
+    ASSERT_THAT(
+        t, StatusIs(absl::StatusCode::kInvalidArgument, "my/tokenizer.json"))
+        << c.name;
     EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << c.name;
     EXPECT_THAT(std::string(t.status().message()), HasSubstr(c.message))
         << c.name;

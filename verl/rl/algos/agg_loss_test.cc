@@ -10,10 +10,13 @@
 #include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
+#include "verl/core/test_util.h"
 #include "verl/rl/algos/testing/rl_test_util.h"
 
 namespace verl::rl {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 using testing::Mat;
 
@@ -63,7 +66,8 @@ TEST_F(AggLossHandTest, GlobalCountsAndDpSize) {
 
 TEST(AggLossTest, UnknownModeIsAnError) {
   absl::StatusOr<at::Tensor> r = AggLoss(Mat({{1}}), Mat({{1}}), "token-sum");
-  ASSERT_FALSE(r.ok());
+  ASSERT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument,
+                          "loss_agg_mode: unknown value 'token-sum'"));
   EXPECT_NE(r.status().message().find("token-sum"), std::string::npos);
 }
 

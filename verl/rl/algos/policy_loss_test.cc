@@ -12,10 +12,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "verl/core/test_util.h"
 #include "verl/rl/algos/testing/rl_test_util.h"
 
 namespace verl::rl {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 using testing::ExpectTensorNear;
 using testing::Mat;
@@ -96,8 +99,10 @@ TEST_F(VanillaTest, DualClipBoundsNegativeAdvantageLoss) {
       }
     }
   cfg.clip_ratio_c = 1.0;
-  EXPECT_FALSE(
-      GetPolicyLoss("vanilla").value()(Inputs(ratio_, adv_, mask_), cfg).ok());
+  EXPECT_THAT(
+      GetPolicyLoss("vanilla").value()(Inputs(ratio_, adv_, mask_), cfg),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "actor.clip_ratio_c must be > 1.0 for dual-clip PPO, got 1"));
 }
 
 TEST(GspoTest, SequenceRatioAndSeqMeanTokenMean) {
@@ -207,7 +212,10 @@ TEST(BypassModeTest, PpoClipEqualsVanillaAndReinforceUsesIsWeights) {
   EXPECT_NEAR(out.metrics["actor/ppo_kl"], -std::log(1.5 * 0.5 * 3.0) / 3,
               1e-9);
   cfg.rollout_correction.loss_type = "bogus";
-  EXPECT_FALSE(GetPolicyLoss("bypass_mode").value()(in, cfg).ok());
+  EXPECT_THAT(
+      GetPolicyLoss("bypass_mode").value()(in, cfg),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "actor.policy_loss.rollout_correction.loss_type: unknown"));
 }
 
 TEST(PolicyLossRegistryTest, NamesAndUnknown) {
@@ -217,7 +225,10 @@ TEST(PolicyLossRegistryTest, NamesAndUnknown) {
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
   }
   EXPECT_EQ(GetPolicyLoss("ppo").status().code(), absl::StatusCode::kNotFound);
-  EXPECT_FALSE(RegisterPolicyLoss("vanilla", ComputePolicyLossGpg).ok());
+  EXPECT_THAT(
+      RegisterPolicyLoss("vanilla", ComputePolicyLossGpg),
+      StatusIs(absl::StatusCode::kAlreadyExists,
+               "actor.policy_loss.loss_mode: 'vanilla' is already registered"));
 }
 
 }  // namespace

@@ -5,9 +5,12 @@
 
 #include "gtest/gtest.h"
 #include "verl/core/file_util.h"
+#include "verl/core/test_util.h"
 
 namespace verl::rl {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 GenerationRecords TwoRecords() {
   GenerationRecords r;
@@ -34,7 +37,10 @@ TEST(GenerationDumpTest, MismatchedColumnsAreAnError) {
   GenerationRecords r = TwoRecords();
   r.scores.pop_back();
   auto lines = GenerationLines(r, 1);
-  ASSERT_FALSE(lines.ok());
+  ASSERT_THAT(
+      lines,
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "generation dump: 2 inputs but 2 outputs, 2 gts, 1 scores"));
   EXPECT_NE(lines.status().message().find("1 scores"), std::string::npos);
 }
 

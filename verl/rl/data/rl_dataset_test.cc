@@ -6,11 +6,14 @@
 
 #include "gtest/gtest.h"
 #include "verl/core/file_util.h"
+#include "verl/core/test_util.h"
 #include "verl/rl/data/parquet/dataset_file.h"
 #include "verl/rl/data/synthetic_tasks.h"
 
 namespace verl::rl {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 std::string TempPath(const std::string& name) {
   const char* t = std::getenv("TEST_TMPDIR");
@@ -55,7 +58,8 @@ TEST(RLDatasetTest, LoadsParquetAndJsonlByExtension) {
   }
   o.files = {TempPath("missing.parquet")};
   auto missing = RLDataset::Load(o);
-  ASSERT_FALSE(missing.ok());
+  ASSERT_THAT(missing,
+              StatusIs(absl::StatusCode::kNotFound, "cannot open for reading"));
   EXPECT_NE(missing.status().message().find("missing.parquet"),
             std::string::npos);
 }
@@ -104,7 +108,7 @@ TEST(RLDatasetTest, MalformedRowsNameFileAndLine) {
     RLDatasetOptions o;
     o.files = {path};
     auto ds = RLDataset::Load(o);
-    ASSERT_FALSE(ds.ok()) << c.line;
+    ASSERT_THAT(ds, StatusIs(absl::StatusCode::kInvalidArgument)) << c.line;
     EXPECT_NE(ds.status().message().find("bad.jsonl:2"), std::string::npos)
         << ds.status();
     EXPECT_NE(ds.status().message().find(c.expect), std::string::npos)
@@ -148,9 +152,13 @@ TEST(DataLoaderTest, RestoredStateContinuesExactly) {
     ASSERT_EQ(x.has_value(), y.has_value());
     if (x) EXPECT_EQ(*x, *y);
   }
-  EXPECT_FALSE(DataLoaderState::FromJson({{"epoch", 1}}).ok());
-  EXPECT_FALSE(
-      DataLoaderState::FromJson({{"epoch", -1}, {"batches_in_epoch", 0}}).ok());
+  EXPECT_THAT(DataLoaderState::FromJson({{"epoch", 1}}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "dataloader state needs integer \"epoch\" and"));
+  EXPECT_THAT(
+      DataLoaderState::FromJson({{"epoch", -1}, {"batches_in_epoch", 0}}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "dataloader state has negative position"));
 }
 
 TEST(DataLoaderTest, NoShuffleNoDropLastKeepsTail) {

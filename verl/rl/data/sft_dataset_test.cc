@@ -8,12 +8,15 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "verl/core/test_util.h"
 #include "verl/models/tokenizer/chat_template.h"
 #include "verl/models/tokenizer/tokenizer_builtin.h"
 #include "verl/rl/data/parquet/dataset_file.h"
 
 namespace verl::rl {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 using nlohmann::json;
 using ::testing::HasSubstr;
@@ -101,10 +104,15 @@ TEST_F(SftDatasetTest, TemplateMatchesTokenizer) {
 TEST_F(SftDatasetTest, TruncationErrorNamesLengths) {
   absl::StatusOr<SftSample> s = MakeSftSample(
       tok_, "a long prompt", "a long response", 8, SftTruncation::kError);
-  ASSERT_FALSE(s.ok());
+  ASSERT_THAT(
+      s, StatusIs(absl::StatusCode::kInvalidArgument,
+                  "sequence of 47 tokens (prompt 31, response 16 incl. EOS)"));
   EXPECT_THAT(std::string(s.status().message()),
               HasSubstr("exceeds max_length 8 (data.truncation=error)"));
-  EXPECT_FALSE(ParseSftTruncation("middle").ok());
+  EXPECT_THAT(
+      ParseSftTruncation("middle"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "data.truncation: \"middle\" (expected error, left or right)"));
   EXPECT_EQ(*ParseSftTruncation("left"), SftTruncation::kLeft);
 }
 
@@ -115,11 +123,13 @@ TEST_F(SftDatasetTest, NestedKeysAndErrors) {
   EXPECT_EQ(*ExtractSftField(row, "extra_info", {"answer"}), "2");
   EXPECT_EQ(*ExtractSftField(row, "q", {"inner"}), "x");
   absl::StatusOr<std::string> bad = ExtractSftField(row, "extra_info.nope", {});
-  ASSERT_FALSE(bad.ok());
+  ASSERT_THAT(bad, StatusIs(absl::StatusCode::kInvalidArgument,
+                            "missing key 'extra_info.nope'"));
   EXPECT_THAT(std::string(bad.status().message()),
               HasSubstr("missing key 'extra_info.nope'"));
   bad = ExtractSftField(row, "q", {});
-  ASSERT_FALSE(bad.ok());
+  ASSERT_THAT(bad, StatusIs(absl::StatusCode::kInvalidArgument,
+                            "key 'q' is a object, expected a string"));
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("is a object"));
 }
 
@@ -150,9 +160,10 @@ TEST_F(SftDatasetTest, MultiTurnTrainsAssistantTurns) {
     EXPECT_EQ(s->loss_mask[i], mask[i]) << i;
   }
   EXPECT_EQ(s->loss_mask[ids.size()], 0);  // padding
-  EXPECT_FALSE(
-      MakeMultiTurnSftSample(tok_, json::array(), 64, SftTruncation::kError)
-          .ok());
+  EXPECT_THAT(
+      MakeMultiTurnSftSample(tok_, json::array(), 64, SftTruncation::kError),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "messages must be a non-empty list"));
 
   SftDatasetOptions opt;
   opt.multiturn = true;
@@ -187,10 +198,12 @@ TEST_F(SftDatasetTest, LoadsJsonlWithMaxSamplesAndNamesBadFile) {
   EXPECT_EQ(ds->size(), 2);
   opt.max_samples = -1;
   ds = SftDataset::Load({path}, tok_, opt);
-  ASSERT_FALSE(ds.ok());
+  ASSERT_THAT(ds, StatusIs(absl::StatusCode::kInvalidArgument,
+                           "row 2: missing key 'extra_info.answer'"));
   EXPECT_THAT(std::string(ds.status().message()), HasSubstr(path));
   EXPECT_THAT(std::string(ds.status().message()), HasSubstr("row 2"));
-  EXPECT_FALSE(SftDataset::Load({path + ".missing"}, tok_, opt).ok());
+  EXPECT_THAT(SftDataset::Load({path + ".missing"}, tok_, opt),
+              StatusIs(absl::StatusCode::kNotFound, "no such file"));
 }
 
 // verl's SFT parquet (nested extra_info keys, as examples/data_preprocess
@@ -218,7 +231,8 @@ TEST_F(SftDatasetTest, ParquetAndJsonlGiveTheSameSamples) {
     EXPECT_EQ(pq->sample(i).loss_mask, pq->sample(i + 4).loss_mask) << i;
   }
   auto bad = SftDataset::Load({dir + "/sft.jsonl.parquet"}, tok_, opt);
-  ASSERT_FALSE(bad.ok());
+  ASSERT_THAT(bad,
+              StatusIs(absl::StatusCode::kNotFound, "cannot open for reading"));
   EXPECT_THAT(std::string(bad.status().message()),
               HasSubstr("sft.jsonl.parquet"));
 }

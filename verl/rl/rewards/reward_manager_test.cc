@@ -7,10 +7,13 @@
 
 #include <cmath>
 
+#include "verl/core/test_util.h"
 #include "verl/rl/algos/testing/rl_test_util.h"
 
 namespace verl::rl {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 RewardRequest Req(const std::string& source, const std::string& solution,
                   const nlohmann::json& gt, int64_t len) {
@@ -41,7 +44,10 @@ TEST(RewardManagerTest, EmptyResponseWrapsToLastColumnLikeVerl) {
   auto rm = *RewardManager::Create({});
   RewardOutput out = *rm->Score({Req("arithmetic", "", "1", 0)}, 3);
   EXPECT_EQ(out.reward_tensor[0][2].item<float>(), 0.0f);
-  EXPECT_FALSE(rm->Score({Req("arithmetic", "1", "1", 5)}, 3).ok());
+  EXPECT_THAT(
+      rm->Score({Req("arithmetic", "1", "1", 5)}, 3),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "reward manager: sample 0 has valid_response_length 5 >"));
 }
 
 TEST(RewardManagerTest, DapoOverlongPenaltyAndEosStrip) {
@@ -67,9 +73,13 @@ TEST(RewardManagerTest, DapoOverlongPenaltyAndEosStrip) {
   EXPECT_DOUBLE_EQ(out.extra_numeric.at("overlong_reward")[1], -0.5);
 
   c.max_resp_len = 2;  // buffer longer than the response budget
-  EXPECT_FALSE(RewardManager::Create(c).ok());
+  EXPECT_THAT(RewardManager::Create(c),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "reward_kwargs.overlong_buffer_cfg: need 0 < len <="));
   c.name = "prime";
-  EXPECT_FALSE(RewardManager::Create(c).ok());
+  EXPECT_THAT(RewardManager::Create(c),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "reward_model.reward_manager: unknown manager 'prime'"));
 }
 
 TEST(RewardManagerTest, BatchManagerWithExternalCommand) {

@@ -156,7 +156,9 @@ TEST(LoadPolicyTest, FolderWithoutWeightsNamesTheFolder) {
   models::ModelSettings m;
   m.set_path(dir);
   auto p = LoadPolicy(m, tok, 1);
-  ASSERT_FALSE(p.ok());
+  ASSERT_THAT(p,
+              StatusIs(absl::StatusCode::kNotFound,
+                       "no model.safetensors or model.safetensors.index.json"));
   EXPECT_THAT(p.status().message(), HasSubstr(dir));
 }
 

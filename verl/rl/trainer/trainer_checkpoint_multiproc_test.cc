@@ -20,10 +20,13 @@
 #include "verl/ckpt/checkpoint_manager.h"
 #include "verl/ckpt/checkpoint_pt.h"
 #include "verl/ckpt/merger/checkpoint_merger.h"
+#include "verl/core/test_util.h"
 #include "verl/parallel/launcher.h"
 
 namespace verl::rl {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 namespace fs = std::filesystem;
 
 int RunWorker(int nproc, const std::vector<std::string>& args) {
@@ -75,7 +78,7 @@ TEST(TrainerCheckpointMultiprocTest, FsdpStateThreeRanksPadded) {
   // Resuming on another world size names the files and both sizes.
   ckpt::CheckpointManager manager({dir});
   auto shard = manager.LoadShard(dir + "/global_step_2", "actor", 0, 1);
-  ASSERT_FALSE(shard.ok());
+  ASSERT_THAT(shard, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_NE(shard.status().message().find("model_world_size_3_rank_0.pt"),
             std::string::npos)
       << shard.status();

@@ -21,10 +21,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "verl/core/test_util.h"
 #include "verl/parallel/launcher.h"
 
 namespace verl::rl {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 int RunWorker(int nproc, const std::vector<std::string>& args) {
   const char* srcdir = std::getenv("TEST_SRCDIR");
@@ -108,7 +111,9 @@ TEST(FsdpTrainStateTest, ForModuleMixedPrecisionKeepsFp32Masters) {
   EXPECT_NEAR((master - w0).abs().max().item<double>(), 0.1, 1e-4);
   EXPECT_TRUE(at::equal(w, master.detach().to(at::kBFloat16)));
   EXPECT_EQ(DtypeFromName("fp16").value(), at::kHalf);
-  EXPECT_FALSE(DtypeFromName("int8").ok());
+  EXPECT_THAT(DtypeFromName("int8"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "fsdp_config.dtype: \"int8\""));
 }
 
 }  // namespace

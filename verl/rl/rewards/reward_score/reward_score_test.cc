@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "verl/core/test_util.h"
 #include "verl/rl/rewards/reward_score/arithmetic.h"
 #include "verl/rl/rewards/reward_score/countdown.h"
 #include "verl/rl/rewards/reward_score/default_compute_score.h"
@@ -22,6 +23,8 @@
 
 namespace verl::rl::reward {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 struct Case {
   std::string solution;
@@ -271,10 +274,17 @@ TEST(DefaultComputeScoreTest, Dispatch) {
 
   absl::StatusOr<RewardResult> unknown =
       DefaultComputeScore("my/dataset", "x", json("y"));
-  ASSERT_FALSE(unknown.ok());
+  ASSERT_THAT(unknown, StatusIs(absl::StatusCode::kUnimplemented,
+                                "no rule reward for data_source 'my/dataset'"));
   EXPECT_NE(unknown.status().message().find("my/dataset"), std::string::npos);
-  EXPECT_FALSE(DefaultComputeScore("countdown", "x", json("oops")).ok());
-  EXPECT_FALSE(DefaultComputeScore("arithmetic", "x", json("nine")).ok());
+  EXPECT_THAT(
+      DefaultComputeScore("countdown", "x", json("oops")),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "reward_model.ground_truth for data_source 'countdown' must"));
+  EXPECT_THAT(
+      DefaultComputeScore("arithmetic", "x", json("nine")),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "reward_model.ground_truth for data_source 'arithmetic' must"));
   EXPECT_DOUBLE_EQ(DefaultComputeScore("multiples", "28",
                                        json{{"k", 7}, {"lo", 14}, {"hi", 42}})
                        ->score,
@@ -290,7 +300,10 @@ TEST(DefaultComputeScoreTest, Dispatch) {
                           json{{"k", 5}, {"lo", 11}, {"hi", 14}}}) {
     EXPECT_FALSE(DefaultComputeScore("multiples", "14", bad).ok()) << bad;
   }
-  EXPECT_FALSE(DefaultComputeScore("searchR1_nq", "x", json("paris")).ok());
+  EXPECT_THAT(
+      DefaultComputeScore("searchR1_nq", "x", json("paris")),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "reward_model.ground_truth for data_source 'searchR1_nq'"));
 }
 
 TEST(MultiplesTest, ScoreTable) {
