@@ -2,7 +2,6 @@
 
 #include <torch/optim/adamw.h>
 
-#include <cmath>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -27,7 +26,7 @@ class FsdpLayerHooks : public models::LayerHooks {
         layer_units_(std::move(layer_units)) {}
 
   void BeforeForward(int64_t stage) override {
-    parallel::FsdpModule& f = Fsdp();
+    parallel::FsdpModule &f = Fsdp();
     if (stage == kRootStage) {
       for (int u : root_units_) Check(f.PreForward(u), "root forward");
       return;
@@ -46,14 +45,14 @@ class FsdpLayerHooks : public models::LayerHooks {
     Check(Fsdp().PostBackward(Unit(layer)), "gradient reduce-scatter");
   }
   void ReleaseRoot() override {
-    parallel::FsdpModule& f = Fsdp();
+    parallel::FsdpModule &f = Fsdp();
     for (int u : root_units_) {
       if (!f.marked_for_reduce(u)) f.Reshard(u);
     }
   }
 
  private:
-  parallel::FsdpModule& Fsdp() {
+  parallel::FsdpModule &Fsdp() {
     std::shared_ptr<parallel::FsdpModule> f = fsdp_.lock();
     CHECK(f) << "model used after its FSDP train state was destroyed";
     return *f;  // the state (owner) outlives this call
@@ -63,7 +62,7 @@ class FsdpLayerHooks : public models::LayerHooks {
         << "FSDP hooks: no unit for layer " << layer;
     return layer_units_[layer];
   }
-  void Check(const absl::Status& s, const char* what) {
+  void Check(const absl::Status &s, const char *what) {
     if (!s.ok()) {
       LOG(FATAL) << "FSDP " << what << " (rank "
                  << Fsdp().groups().shard->global_rank() << "): " << s;
@@ -75,10 +74,10 @@ class FsdpLayerHooks : public models::LayerHooks {
 };
 
 std::vector<std::string> TrainableNames(
-    const std::vector<parallel::FsdpUnitSpec>& units) {
+    const std::vector<parallel::FsdpUnitSpec> &units) {
   std::vector<std::string> trainable;  // FsdpModule's trainable params
-  for (const auto& unit : units) {
-    for (const auto& [name, tensor] : unit.params) {
+  for (const auto &unit : units) {
+    for (const auto &[name, tensor] : unit.params) {
       if (tensor.requires_grad()) trainable.push_back(name);
     }
   }
@@ -87,9 +86,9 @@ std::vector<std::string> TrainableNames(
 
 // Unit index of each decoder layer ("model.layers.<i>") and the others
 // (root); false if some layer has no unit.
-bool LayerUnits(const std::vector<parallel::FsdpUnitSpec>& units,
-                int64_t num_layers, std::vector<int>* root,
-                std::vector<int>* layers) {
+bool LayerUnits(const std::vector<parallel::FsdpUnitSpec> &units,
+                int64_t num_layers, std::vector<int> *root,
+                std::vector<int> *layers) {
   std::map<std::string, int> index;
   for (size_t i = 0; i < units.size(); ++i) index[units[i].name] = i;
   layers->clear();
@@ -100,14 +99,14 @@ bool LayerUnits(const std::vector<parallel::FsdpUnitSpec>& units,
     index.erase(it);
   }
   root->clear();
-  for (const auto& [name, i] : index) root->push_back(i);
+  for (const auto &[name, i] : index) root->push_back(i);
   return true;
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<FsdpTrainState>> FsdpTrainState::Create(
-    std::vector<parallel::FsdpUnitSpec> units, const OptimizerOptions& options,
+    std::vector<parallel::FsdpUnitSpec> units, const OptimizerOptions &options,
     parallel::FsdpGroups groups, parallel::FsdpOptions fsdp_options) {
   std::vector<std::string> trainable = TrainableNames(units);
   auto fsdp = std::make_shared<parallel::FsdpModule>(
@@ -121,7 +120,7 @@ absl::StatusOr<std::unique_ptr<FsdpTrainState>> FsdpTrainState::Create(
   return state;
 }
 
-absl::StatusOr<at::ScalarType> DtypeFromName(const std::string& name) {
+absl::StatusOr<at::ScalarType> DtypeFromName(const std::string &name) {
   if (name == "bf16" || name == "bfloat16") return at::kBFloat16;
   if (name == "fp16" || name == "float16") return at::kHalf;
   if (name == "fp32" || name == "float32") return at::kFloat;
@@ -134,7 +133,7 @@ absl::StatusOr<at::ScalarType> DtypeFromName(const std::string& name) {
 namespace {
 
 absl::StatusOr<parallel::FsdpOptions> FsdpOptionsFromConfig(
-    const parallel::FsdpConfig& config) {
+    const parallel::FsdpConfig &config) {
   parallel::FsdpOptions fsdp_options;
   VERL_ASSIGN_OR_RETURN(fsdp_options.compute_dtype,
                         DtypeFromName(config.dtype()));
@@ -145,9 +144,9 @@ absl::StatusOr<parallel::FsdpOptions> FsdpOptionsFromConfig(
   return fsdp_options;
 }
 
-std::vector<parallel::FsdpUnitSpec> ModuleUnits(torch::nn::Module& model) {
+std::vector<parallel::FsdpUnitSpec> ModuleUnits(torch::nn::Module &model) {
   parallel::NamedTensors params;
-  for (const auto& item : model.named_parameters(/*recurse=*/true)) {
+  for (const auto &item : model.named_parameters(/*recurse=*/true)) {
     params.emplace_back(item.key(), item.value());
   }
   return parallel::UnitsByLayer(params);
@@ -156,14 +155,14 @@ std::vector<parallel::FsdpUnitSpec> ModuleUnits(torch::nn::Module& model) {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<parallel::FsdpModule>> ShardForInference(
-    models::CausalLM& model, const parallel::FsdpConfig& config,
+    models::CausalLM &model, const parallel::FsdpConfig &config,
     std::shared_ptr<parallel::Communicator> group) {
   VERL_ASSIGN_OR_RETURN(parallel::FsdpOptions fsdp_options,
                         FsdpOptionsFromConfig(config));
   VERL_ASSIGN_OR_RETURN(
       parallel::FsdpGroups groups,
       parallel::MakeFsdpGroups(std::move(group), config.fsdp_size()));
-  for (at::Tensor& p : model.parameters()) p.set_requires_grad(false);
+  for (at::Tensor &p : model.parameters()) p.set_requires_grad(false);
   std::vector<parallel::FsdpUnitSpec> units = ModuleUnits(model);
   std::vector<int> root, layers;
   const bool per_layer =
@@ -182,8 +181,8 @@ absl::StatusOr<std::shared_ptr<parallel::FsdpModule>> ShardForInference(
 }
 
 absl::StatusOr<std::unique_ptr<FsdpTrainState>> FsdpTrainState::ForModule(
-    torch::nn::Module& model, const parallel::FsdpConfig& config,
-    const OptimizerOptions& options,
+    torch::nn::Module &model, const parallel::FsdpConfig &config,
+    const OptimizerOptions &options,
     std::shared_ptr<parallel::Communicator> dp_group, bool per_layer) {
   VERL_ASSIGN_OR_RETURN(parallel::FsdpOptions fsdp_options,
                         FsdpOptionsFromConfig(config));
@@ -191,7 +190,7 @@ absl::StatusOr<std::unique_ptr<FsdpTrainState>> FsdpTrainState::ForModule(
       parallel::FsdpGroups groups,
       parallel::MakeFsdpGroups(std::move(dp_group), config.fsdp_size()));
   std::vector<parallel::FsdpUnitSpec> units = ModuleUnits(model);
-  auto* lm = dynamic_cast<models::CausalLM*>(&model);
+  auto *lm = dynamic_cast<models::CausalLM *>(&model);
   std::vector<int> root, layers;
   if (!per_layer || lm == nullptr ||
       !LayerUnits(units, lm->config().num_hidden_layers, &root, &layers)) {
@@ -211,16 +210,8 @@ absl::StatusOr<std::unique_ptr<FsdpTrainState>> FsdpTrainState::ForModule(
 }
 
 FsdpTrainState::FsdpTrainState(std::shared_ptr<parallel::FsdpModule> fsdp,
-                               const OptimizerOptions& options)
-    : fsdp_(std::move(fsdp)), options_(options) {
-  torch::optim::AdamWOptions adam(options.lr);
-  adam.betas({options.beta1, options.beta2})
-      .eps(options.eps)
-      .weight_decay(options.weight_decay);
-  optimizer_ =
-      std::make_unique<torch::optim::AdamW>(fsdp_->shard_params(), adam);
-  ApplyLr(ScheduledLr(options_, 0));
-}
+                               const OptimizerOptions &options)
+    : AdamWTrainState(fsdp->shard_params(), options), fsdp_(std::move(fsdp)) {}
 
 FsdpTrainState::~FsdpTrainState() = default;
 
@@ -242,13 +233,13 @@ void FsdpTrainState::MoveOptimizerState(parallel::MemoryLocation to) {
   // AdamW creates its state on the first step, next to the parameters;
   // until then there is nothing to move.
   const c10::Device device = fsdp_->options().device;
-  auto move = [&](const at::Tensor& t) {
+  auto move = [&](const at::Tensor &t) {
     return to == parallel::MemoryLocation::kHost
                ? parallel::HostCopy(t)
                : parallel::DeviceCopy(t, device);
   };
-  for (auto& [key, state] : optimizer_->state()) {
-    auto& s = static_cast<torch::optim::AdamWParamState&>(*state);
+  for (auto &[key, state] : optimizer_->state()) {
+    auto &s = static_cast<torch::optim::AdamWParamState &>(*state);
     if (s.exp_avg().defined()) s.exp_avg(move(s.exp_avg()));
     if (s.exp_avg_sq().defined()) s.exp_avg_sq(move(s.exp_avg_sq()));
   }
@@ -277,50 +268,16 @@ absl::StatusOr<double> FsdpTrainState::Step() {
 
 absl::StatusOr<double> FsdpTrainState::StepOnDevice() {
   VERL_ASSIGN_OR_RETURN(const double norm, fsdp_->GradNorm());
-  if (!std::isfinite(norm)) {
-    ++skipped_steps_;
-    fsdp_->ZeroGrad();
-    VERL_RETURN_IF_ERROR(RefreshParams());
-    return norm;
-  }
-  if (options_.grad_clip > 0) {
-    const double coef = options_.grad_clip / (norm + 1e-6);
-    if (coef < 1.0) fsdp_->ScaleGrads(coef);
-  }
-  optimizer_->step();
+  ClipAndStep(norm, [&](double coef) { fsdp_->ScaleGrads(coef); });
   VERL_RETURN_IF_ERROR(RefreshParams());
   return norm;
 }
 
-void FsdpTrainState::ApplyLr(double lr) {
-  for (auto& group : optimizer_->param_groups()) {
-    static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-  }
-}
-
-double FsdpTrainState::lr() const {
-  return static_cast<const torch::optim::AdamWOptions&>(
-             optimizer_->param_groups().front().options())
-      .lr();
-}
-
-double FsdpTrainState::StepSchedule() {
-  const double used = lr();
-  ++schedule_step_;
-  ApplyLr(ScheduledLr(options_, schedule_step_));
-  return used;
-}
-
-void FsdpTrainState::set_schedule_step(int64_t step) {
-  schedule_step_ = step;
-  ApplyLr(ScheduledLr(options_, step));
-}
-
 int64_t FsdpTrainState::OptimizerStateBytes() const {
   int64_t bytes = 0;
-  for (const auto& [key, state] : optimizer_->state()) {
-    const auto& s = static_cast<const torch::optim::AdamWParamState&>(*state);
-    for (const at::Tensor& t : {s.exp_avg(), s.exp_avg_sq()}) {
+  for (const auto &[key, state] : optimizer_->state()) {
+    const auto &s = static_cast<const torch::optim::AdamWParamState &>(*state);
+    for (const at::Tensor &t : {s.exp_avg(), s.exp_avg_sq()}) {
       if (t.defined()) bytes += t.numel() * t.element_size();
     }
   }
@@ -332,14 +289,14 @@ int64_t FsdpTrainState::OptimizerStateBytes() const {
 namespace {
 
 // `t`'s first `rows` rows as a contiguous copy (drops FSDP's padding rows).
-at::Tensor Unpadded(const at::Tensor& t, int64_t rows) {
+at::Tensor Unpadded(const at::Tensor &t, int64_t rows) {
   return t.detach().narrow(0, 0, rows).clone();
 }
 
 // `chunk` zero-padded to the shard shape of `layout`, checking its rows.
-absl::StatusOr<at::Tensor> Padded(const std::string& name,
-                                  const at::Tensor& chunk,
-                                  const parallel::ShardLayout& layout,
+absl::StatusOr<at::Tensor> Padded(const std::string &name,
+                                  const at::Tensor &chunk,
+                                  const parallel::ShardLayout &layout,
                                   int rank) {
   std::vector<int64_t> want = layout.ShardShape();
   want[0] = layout.ValidRows(rank);
@@ -353,23 +310,13 @@ absl::StatusOr<at::Tensor> Padded(const std::string& name,
   return out;
 }
 
-absl::StatusOr<at::Tensor> Find(const std::map<std::string, at::Tensor>& m,
-                                const std::string& key) {
-  auto it = m.find(key);
-  if (it == m.end()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("checkpoint has no tensor ", key));
-  }
-  return it->second;
-}
-
 }  // namespace
 
 absl::StatusOr<TrainStateShard> FsdpTrainState::SaveShard() {
   TrainStateShard shard;
   shard.shard_rank = fsdp_->groups().shard->rank();
   shard.shard_world = fsdp_->groups().shard->size();
-  for (const parallel::ShardedTensor& s : fsdp_->ShardedStateDict()) {
+  for (const parallel::ShardedTensor &s : fsdp_->ShardedStateDict()) {
     if (s.layout.full_shape.empty()) {
       return absl::UnimplementedError(absl::StrCat(
           "checkpoint of FSDP 0-d parameter ", s.name, " is not supported"));
@@ -382,21 +329,18 @@ absl::StatusOr<TrainStateShard> FsdpTrainState::SaveShard() {
     return absl::InternalError("FSDP trainable parameter names out of sync");
   }
   for (size_t i = 0; i < params.size(); ++i) {
-    auto m = GetAdamState(*optimizer_, params[i]);
-    if (!m) continue;
-    const std::string& name = trainable_names_[i];
+    const std::string &name = trainable_names_[i];
     const int64_t rows = shard.model.at(name).size(0);
-    shard.optimizer[name + ".exp_avg"] = Unpadded(m->exp_avg, rows);
-    shard.optimizer[name + ".exp_avg_sq"] = Unpadded(m->exp_avg_sq, rows);
-    shard.optimizer[name + ".step"] = at::scalar_tensor(m->step, at::kLong);
+    SaveAdamState(
+        name, params[i], [&](const at::Tensor &t) { return Unpadded(t, rows); },
+        &shard);
   }
-  shard.schedule_step = schedule_step_;
-  shard.skipped_steps = skipped_steps_;
+  SaveCounters(&shard);
   return shard;
 }
 
-absl::Status FsdpTrainState::LoadShard(const TrainStateShard& shard,
-                                       const TrainStateLoadParts& parts) {
+absl::Status FsdpTrainState::LoadShard(const TrainStateShard &shard,
+                                       const TrainStateLoadParts &parts) {
   const int rank = fsdp_->groups().shard->rank();
   const int world = fsdp_->groups().shard->size();
   if (shard.shard_world != world || shard.shard_rank != rank) {
@@ -406,10 +350,11 @@ absl::Status FsdpTrainState::LoadShard(const TrainStateShard& shard,
   }
   std::map<std::string, parallel::ShardLayout> layouts;
   std::vector<parallel::ShardedTensor> current = fsdp_->ShardedStateDict();
-  for (const parallel::ShardedTensor& s : current) layouts[s.name] = s.layout;
+  for (const parallel::ShardedTensor &s : current) layouts[s.name] = s.layout;
   if (parts.model) {
-    for (parallel::ShardedTensor& s : current) {
-      VERL_ASSIGN_OR_RETURN(at::Tensor chunk, Find(shard.model, s.name));
+    for (parallel::ShardedTensor &s : current) {
+      VERL_ASSIGN_OR_RETURN(at::Tensor chunk,
+                            FindCheckpointTensor(shard.model, s.name));
       VERL_ASSIGN_OR_RETURN(s.shard, Padded(s.name, chunk, s.layout, rank));
     }
     VERL_RETURN_IF_ERROR(fsdp_->LoadShardedStateDict(current));
@@ -418,28 +363,15 @@ absl::Status FsdpTrainState::LoadShard(const TrainStateShard& shard,
   if (parts.optimizer) {
     const std::vector<at::Tensor> params = fsdp_->shard_params();
     for (size_t i = 0; i < params.size(); ++i) {
-      const std::string& name = trainable_names_[i];
-      auto step = shard.optimizer.find(name + ".step");
-      if (step == shard.optimizer.end()) {
-        SetAdamState(*optimizer_, params[i], std::nullopt);
-        continue;
-      }
-      AdamMoments m;
-      m.step = step->second.item<int64_t>();
-      for (auto [suffix, out] : {std::pair{".exp_avg", &m.exp_avg},
-                                 std::pair{".exp_avg_sq", &m.exp_avg_sq}}) {
-        VERL_ASSIGN_OR_RETURN(at::Tensor chunk,
-                              Find(shard.optimizer, name + suffix));
-        VERL_ASSIGN_OR_RETURN(
-            *out, Padded(name + suffix, chunk, layouts.at(name), rank));
-      }
-      SetAdamState(*optimizer_, params[i], m);
+      const std::string &name = trainable_names_[i];
+      VERL_RETURN_IF_ERROR(
+          LoadAdamState(shard, name, params[i],
+                        [&](const std::string &key, const at::Tensor &chunk) {
+                          return Padded(key, chunk, layouts.at(name), rank);
+                        }));
     }
   }
-  if (parts.counters) {
-    skipped_steps_ = shard.skipped_steps;
-    set_schedule_step(shard.schedule_step);
-  }
+  if (parts.counters) LoadCounters(shard);
   return absl::OkStatus();
 }
 

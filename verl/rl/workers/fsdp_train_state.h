@@ -42,7 +42,7 @@ class CausalLM;
 namespace verl::rl {
 
 // fsdp_config dtype names: bf16/bfloat16, fp16/float16, fp32/float32.
-absl::StatusOr<at::ScalarType> DtypeFromName(const std::string& name);
+absl::StatusOr<at::ScalarType> DtypeFromName(const std::string &name);
 
 // Forward-only sharding of `model` (verl's reference policy under FSDP: no
 // gradients, no optimizer). Its parameters are frozen and sharded over
@@ -53,16 +53,16 @@ absl::StatusOr<at::ScalarType> DtypeFromName(const std::string& name);
 // reference: keep the module alive as long as the model runs. Collective
 // over `group`.
 absl::StatusOr<std::shared_ptr<parallel::FsdpModule>> ShardForInference(
-    models::CausalLM& model, const parallel::FsdpConfig& config,
+    models::CausalLM &model, const parallel::FsdpConfig &config,
     std::shared_ptr<parallel::Communicator> group);
 
-class FsdpTrainState : public TrainState {
+class FsdpTrainState : public AdamWTrainState {
  public:
   // Shards the units' parameters over `groups` and gathers them back for
   // compute. Collective over the groups.
   static absl::StatusOr<std::unique_ptr<FsdpTrainState>> Create(
       std::vector<parallel::FsdpUnitSpec> units,
-      const OptimizerOptions& options, parallel::FsdpGroups groups,
+      const OptimizerOptions &options, parallel::FsdpGroups groups,
       parallel::FsdpOptions fsdp_options);
   // The state for `model` under verl's `<role>.fsdp_config`: one unit per
   // decoder layer plus embed/head (HF parameter names), hybrid groups from
@@ -76,28 +76,22 @@ class FsdpTrainState : public TrainState {
   // `dp_group` is still every rank (dp x sp), as in verl: parameters are
   // sharded over all of them.
   static absl::StatusOr<std::unique_ptr<FsdpTrainState>> ForModule(
-      torch::nn::Module& model, const parallel::FsdpConfig& config,
-      const OptimizerOptions& options,
+      torch::nn::Module &model, const parallel::FsdpConfig &config,
+      const OptimizerOptions &options,
       std::shared_ptr<parallel::Communicator> dp_group, bool per_layer = true);
   ~FsdpTrainState() override;
 
   void ZeroGrad() override;
   absl::StatusOr<double> Step() override;
-  double StepSchedule() override;
-  double lr() const override;
-  int64_t skipped_steps() const override { return skipped_steps_; }
-  int64_t schedule_step() const override { return schedule_step_; }
-  void set_schedule_step(int64_t step) override;
-  torch::optim::Optimizer& optimizer() override { return *optimizer_; }
 
   // Checkpoints: this rank's unpadded master shards (chunks over the shard
   // group) and their AdamW state; loading pads them back and re-gathers.
   absl::StatusOr<TrainStateShard> SaveShard() override;
-  absl::Status LoadShard(const TrainStateShard& shard,
-                         const TrainStateLoadParts& parts) override;
+  absl::Status LoadShard(const TrainStateShard &shard,
+                         const TrainStateLoadParts &parts) override;
   absl::StatusOr<NamedParams> FullStateDict() override;
 
-  parallel::FsdpModule& fsdp() { return *fsdp_; }
+  parallel::FsdpModule &fsdp() { return *fsdp_; }
   bool per_layer() const { return per_layer_; }
   // Bytes of AdamW state (exp_avg, exp_avg_sq) held by this rank.
   int64_t OptimizerStateBytes() const;
@@ -110,8 +104,7 @@ class FsdpTrainState : public TrainState {
 
  private:
   FsdpTrainState(std::shared_ptr<parallel::FsdpModule> fsdp,
-                 const OptimizerOptions& options);
-  void ApplyLr(double lr);
+                 const OptimizerOptions &options);
   // After the shards changed: reshard, and re-gather in eager mode.
   absl::Status RefreshParams();
   // param_offload / optimizer_offload: shards and AdamW state to `to`.
@@ -122,14 +115,10 @@ class FsdpTrainState : public TrainState {
   // Shared with the model's layer hooks (which hold a weak reference).
   std::shared_ptr<parallel::FsdpModule> fsdp_;
   bool per_layer_ = false;
-  OptimizerOptions options_;
-  std::unique_ptr<torch::optim::Optimizer> optimizer_;
   // Names of fsdp_->shard_params(), in order (the trainable parameters).
   std::vector<std::string> trainable_names_;
   parallel::MemoryLocation optimizer_location_ =
       parallel::MemoryLocation::kDevice;
-  int64_t skipped_steps_ = 0;
-  int64_t schedule_step_ = 0;
 };
 
 }  // namespace verl::rl

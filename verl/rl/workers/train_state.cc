@@ -14,7 +14,7 @@
 namespace verl::rl {
 
 absl::StatusOr<OptimizerOptions> OptimizerOptionsFromConfig(
-    const parallel::OptimConfig& optim, double grad_clip, int64_t total_steps) {
+    const parallel::OptimConfig &optim, double grad_clip, int64_t total_steps) {
   OptimizerOptions o;
   o.lr = optim.lr();
   if (optim.betas_size() != 0 && optim.betas_size() != 2) {
@@ -53,46 +53,121 @@ absl::StatusOr<OptimizerOptions> OptimizerOptionsFromConfig(
   return o;
 }
 
-double GlobalGradNorm(const std::vector<at::Tensor>& params) {
+double GlobalGradNorm(const std::vector<at::Tensor> &params) {
   double sq = 0;
-  for (const auto& p : params) {
+  for (const auto &p : params) {
     if (p.grad().defined())
       sq += p.grad().to(at::kDouble).pow(2).sum().item<double>();
   }
   return std::sqrt(sq);
 }
 
-ReplicatedTrainState::ReplicatedTrainState(
-    std::vector<at::Tensor> params, const OptimizerOptions& options,
-    std::shared_ptr<parallel::Communicator> dp_group)
-    : params_(std::move(params)),
-      options_(options),
-      dp_group_(std::move(dp_group)) {
+AdamWTrainState::AdamWTrainState(const std::vector<at::Tensor> &params,
+                                 const OptimizerOptions &options)
+    : options_(options) {
   torch::optim::AdamWOptions adam(options.lr);
   adam.betas({options.beta1, options.beta2})
       .eps(options.eps)
       .weight_decay(options.weight_decay);
-  optimizer_ = std::make_unique<torch::optim::AdamW>(params_, adam);
+  optimizer_ = std::make_unique<torch::optim::AdamW>(params, adam);
   ApplyLr(ScheduledLr(options_, 0));
 }
 
+AdamWTrainState::~AdamWTrainState() = default;
+
+double AdamWTrainState::ClipAndStep(
+    double norm, const std::function<void(double coef)> &scale_grads) {
+  if (!std::isfinite(norm)) {
+    ++skipped_steps_;
+    ZeroGrad();
+    return norm;
+  }
+  if (options_.grad_clip > 0) {
+    const double coef = options_.grad_clip / (norm + 1e-6);
+    if (coef < 1.0) scale_grads(coef);
+  }
+  optimizer_->step();
+  return norm;
+}
+
+void AdamWTrainState::SaveAdamState(
+    const std::string &name, const at::Tensor &param,
+    const std::function<at::Tensor(const at::Tensor &)> &chunk,
+    TrainStateShard *shard) {
+  auto m = GetAdamState(*optimizer_, param);
+  if (!m) return;
+  shard->optimizer[name + ".exp_avg"] = chunk(m->exp_avg);
+  shard->optimizer[name + ".exp_avg_sq"] = chunk(m->exp_avg_sq);
+  shard->optimizer[name + ".step"] = at::scalar_tensor(m->step, at::kLong);
+}
+
+absl::Status AdamWTrainState::LoadAdamState(
+    const TrainStateShard &shard, const std::string &name,
+    const at::Tensor &param,
+    const std::function<absl::StatusOr<at::Tensor>(
+        const std::string &key, const at::Tensor &chunk)> &local) {
+  auto step = shard.optimizer.find(name + ".step");
+  if (step == shard.optimizer.end()) {
+    SetAdamState(*optimizer_, param, std::nullopt);
+    return absl::OkStatus();
+  }
+  AdamMoments m;
+  m.step = step->second.item<int64_t>();
+  for (auto [suffix, out] : {std::pair{".exp_avg", &m.exp_avg},
+                             std::pair{".exp_avg_sq", &m.exp_avg_sq}}) {
+    const std::string key = name + suffix;
+    VERL_ASSIGN_OR_RETURN(at::Tensor chunk,
+                          FindCheckpointTensor(shard.optimizer, key));
+    VERL_ASSIGN_OR_RETURN(*out, local(key, chunk));
+  }
+  SetAdamState(*optimizer_, param, m);
+  return absl::OkStatus();
+}
+
+void AdamWTrainState::SaveCounters(TrainStateShard *shard) const {
+  shard->schedule_step = schedule_step_;
+  shard->skipped_steps = skipped_steps_;
+}
+
+void AdamWTrainState::LoadCounters(const TrainStateShard &shard) {
+  skipped_steps_ = shard.skipped_steps;
+  set_schedule_step(shard.schedule_step);
+}
+
+absl::StatusOr<at::Tensor> FindCheckpointTensor(
+    const std::map<std::string, at::Tensor> &m, const std::string &key) {
+  auto it = m.find(key);
+  if (it == m.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint has no tensor ", key));
+  }
+  return it->second;
+}
+
+ReplicatedTrainState::ReplicatedTrainState(
+    std::vector<at::Tensor> params, const OptimizerOptions &options,
+    std::shared_ptr<parallel::Communicator> dp_group)
+    : AdamWTrainState(params, options),
+      params_(std::move(params)),
+      dp_group_(std::move(dp_group)) {}
+
 namespace {
 
-std::vector<at::Tensor> Tensors(const NamedParams& params) {
+std::vector<at::Tensor> Tensors(const NamedParams &params) {
   std::vector<at::Tensor> out;
-  for (const auto& [name, t] : params) out.push_back(t);
+  for (const auto &[name, t] : params) out.push_back(t);
   return out;
 }
 
-std::vector<std::string> Names(const NamedParams& params) {
+std::vector<std::string> Names(const NamedParams &params) {
   std::vector<std::string> out;
-  for (const auto& [name, t] : params) out.push_back(name);
+  for (const auto &[name, t] : params) out.push_back(name);
   return out;
 }
 
 // Chunk `rank` of `world` of `full` along dim 0 (a contiguous copy, so a
 // saved chunk holds only its own bytes); 0-d tensors whole.
-at::Tensor ChunkOf(const at::Tensor& full, int rank, int world) {
+at::Tensor ChunkOf(const at::Tensor &full, int rank, int world) {
   at::Tensor t = full.detach();
   if (t.dim() == 0) return t.clone();
   const auto [begin, end] = ChunkRows(t.size(0), rank, world);
@@ -102,9 +177,9 @@ at::Tensor ChunkOf(const at::Tensor& full, int rank, int world) {
 // The full tensor of `shape` from every rank's chunk (collective over
 // `group`): chunks are padded to ceil(n/W) rows so one even all-gather
 // serves every rank.
-absl::StatusOr<at::Tensor> GatherChunks(parallel::Communicator* group,
-                                        const std::string& name,
-                                        const at::Tensor& chunk,
+absl::StatusOr<at::Tensor> GatherChunks(parallel::Communicator *group,
+                                        const std::string &name,
+                                        const at::Tensor &chunk,
                                         at::IntArrayRef shape) {
   const int world = group ? group->size() : 1;
   const int rank = group ? group->rank() : 0;
@@ -136,9 +211,9 @@ absl::StatusOr<at::Tensor> GatherChunks(parallel::Communicator* group,
 
 }  // namespace
 
-NamedParams NamedParameters(const torch::nn::Module& module) {
+NamedParams NamedParameters(const torch::nn::Module &module) {
   NamedParams out;
-  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+  for (const auto &item : module.named_parameters(/*recurse=*/true)) {
     out.emplace_back(item.key(), item.value());
   }
   return out;
@@ -150,18 +225,18 @@ std::pair<int64_t, int64_t> ChunkRows(int64_t rows, int rank, int world) {
   return {begin, std::min(rows, begin + per)};
 }
 
-std::optional<AdamMoments> GetAdamState(torch::optim::Optimizer& optimizer,
-                                        const at::Tensor& param) {
+std::optional<AdamMoments> GetAdamState(torch::optim::Optimizer &optimizer,
+                                        const at::Tensor &param) {
   auto it =
       optimizer.state().find(c10::guts::to_string(param.unsafeGetTensorImpl()));
   if (it == optimizer.state().end()) return std::nullopt;
-  const auto& s =
-      static_cast<const torch::optim::AdamWParamState&>(*it->second);
+  const auto &s =
+      static_cast<const torch::optim::AdamWParamState &>(*it->second);
   return AdamMoments{s.step(), s.exp_avg(), s.exp_avg_sq()};
 }
 
-void SetAdamState(torch::optim::Optimizer& optimizer, const at::Tensor& param,
-                  const std::optional<AdamMoments>& moments) {
+void SetAdamState(torch::optim::Optimizer &optimizer, const at::Tensor &param,
+                  const std::optional<AdamMoments> &moments) {
   const std::string key = c10::guts::to_string(param.unsafeGetTensorImpl());
   if (!moments) {
     optimizer.state().erase(key);
@@ -175,7 +250,7 @@ void SetAdamState(torch::optim::Optimizer& optimizer, const at::Tensor& param,
 }
 
 ReplicatedTrainState::ReplicatedTrainState(
-    const NamedParams& params, const OptimizerOptions& options,
+    const NamedParams &params, const OptimizerOptions &options,
     std::shared_ptr<parallel::Communicator> dp_group)
     : ReplicatedTrainState(Tensors(params), options, std::move(dp_group)) {
   names_ = Names(params);
@@ -193,25 +268,23 @@ absl::StatusOr<TrainStateShard> ReplicatedTrainState::SaveShard() {
   shard.shard_world = dp_group_ ? dp_group_->size() : 1;
   shard.shard_rank = dp_group_ ? dp_group_->rank() : 0;
   for (size_t i = 0; i < params_.size(); ++i) {
-    const std::string& name = names_[i];
+    const std::string &name = names_[i];
     shard.shapes.emplace_back(name, params_[i].sizes().vec());
     shard.model[name] =
         ChunkOf(params_[i], shard.shard_rank, shard.shard_world);
-    if (auto m = GetAdamState(*optimizer_, params_[i])) {
-      shard.optimizer[name + ".exp_avg"] =
-          ChunkOf(m->exp_avg, shard.shard_rank, shard.shard_world);
-      shard.optimizer[name + ".exp_avg_sq"] =
-          ChunkOf(m->exp_avg_sq, shard.shard_rank, shard.shard_world);
-      shard.optimizer[name + ".step"] = at::scalar_tensor(m->step, at::kLong);
-    }
+    SaveAdamState(
+        name, params_[i],
+        [&](const at::Tensor &t) {
+          return ChunkOf(t, shard.shard_rank, shard.shard_world);
+        },
+        &shard);
   }
-  shard.schedule_step = schedule_step_;
-  shard.skipped_steps = skipped_steps_;
+  SaveCounters(&shard);
   return shard;
 }
 
-absl::Status ReplicatedTrainState::LoadShard(const TrainStateShard& shard,
-                                             const TrainStateLoadParts& parts) {
+absl::Status ReplicatedTrainState::LoadShard(const TrainStateShard &shard,
+                                             const TrainStateLoadParts &parts) {
   if (names_.size() != params_.size()) {
     return absl::FailedPreconditionError(
         "ReplicatedTrainState built without parameter names cannot load a "
@@ -223,49 +296,30 @@ absl::Status ReplicatedTrainState::LoadShard(const TrainStateShard& shard,
         absl::StrCat("checkpoint shard is chunked over ", shard.shard_world,
                      " ranks but this state's group has ", world));
   }
-  auto find = [](const std::map<std::string, at::Tensor>& m,
-                 const std::string& key) -> absl::StatusOr<at::Tensor> {
-    auto it = m.find(key);
-    if (it == m.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("checkpoint has no tensor ", key));
-    }
-    return it->second;
-  };
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
-    const std::string& name = names_[i];
-    at::Tensor& p = params_[i];
+    const std::string &name = names_[i];
+    at::Tensor &p = params_[i];
     if (parts.model) {
-      VERL_ASSIGN_OR_RETURN(at::Tensor chunk, find(shard.model, name));
+      VERL_ASSIGN_OR_RETURN(at::Tensor chunk,
+                            FindCheckpointTensor(shard.model, name));
       VERL_ASSIGN_OR_RETURN(at::Tensor full, GatherChunks(dp_group_.get(), name,
                                                           chunk, p.sizes()));
       p.detach().copy_(full);
     }
     if (parts.optimizer) {
-      auto step = shard.optimizer.find(name + ".step");
-      if (step == shard.optimizer.end()) {
-        SetAdamState(*optimizer_, p, std::nullopt);
-        continue;
-      }
-      AdamMoments m;
-      m.step = step->second.item<int64_t>();
-      for (auto [suffix, out] : {std::pair{".exp_avg", &m.exp_avg},
-                                 std::pair{".exp_avg_sq", &m.exp_avg_sq}}) {
-        VERL_ASSIGN_OR_RETURN(at::Tensor chunk,
-                              find(shard.optimizer, name + suffix));
-        VERL_ASSIGN_OR_RETURN(
-            at::Tensor full,
-            GatherChunks(dp_group_.get(), name + suffix, chunk, p.sizes()));
-        *out = full.to(p.options()).clone();
-      }
-      SetAdamState(*optimizer_, p, m);
+      VERL_RETURN_IF_ERROR(LoadAdamState(
+          shard, name, p,
+          [&](const std::string &key,
+              const at::Tensor &chunk) -> absl::StatusOr<at::Tensor> {
+            VERL_ASSIGN_OR_RETURN(
+                at::Tensor full,
+                GatherChunks(dp_group_.get(), key, chunk, p.sizes()));
+            return full.to(p.options()).clone();
+          }));
     }
   }
-  if (parts.counters) {
-    skipped_steps_ = shard.skipped_steps;
-    set_schedule_step(shard.schedule_step);
-  }
+  if (parts.counters) LoadCounters(shard);
   return absl::OkStatus();
 }
 
@@ -280,7 +334,7 @@ absl::StatusOr<NamedParams> ReplicatedTrainState::FullStateDict() {
 }
 
 void ReplicatedTrainState::ZeroGrad() {
-  for (auto& p : params_) {
+  for (auto &p : params_) {
     if (p.grad().defined()) p.mutable_grad().zero_();
   }
 }
@@ -289,7 +343,7 @@ absl::StatusOr<double> ReplicatedTrainState::Step() {
   if (dp_group_ && dp_group_->size() > 1) {
     // One flat fp32 buffer: a single collective per step.
     std::vector<at::Tensor> grads;
-    for (auto& p : params_) {
+    for (auto &p : params_) {
       grads.push_back(p.grad().defined() ? p.grad().to(at::kFloat).reshape(-1)
                                          : at::zeros({p.numel()}, at::kFloat));
     }
@@ -297,7 +351,7 @@ absl::StatusOr<double> ReplicatedTrainState::Step() {
     absl::Status s = dp_group_->AllReduce(flat, parallel::ReduceOp::kAvg);
     if (!s.ok()) return s;
     int64_t offset = 0;
-    for (auto& p : params_) {
+    for (auto &p : params_) {
       at::Tensor g =
           flat.narrow(0, offset, p.numel()).view(p.sizes()).to(p.scalar_type());
       if (p.grad().defined()) {
@@ -308,25 +362,14 @@ absl::StatusOr<double> ReplicatedTrainState::Step() {
       offset += p.numel();
     }
   }
-  const double norm = GlobalGradNorm(params_);
-  if (!std::isfinite(norm)) {
-    ++skipped_steps_;
-    ZeroGrad();
-    return norm;
-  }
-  if (options_.grad_clip > 0) {
-    const double coef = options_.grad_clip / (norm + 1e-6);
-    if (coef < 1.0) {
-      for (auto& p : params_) {
-        if (p.grad().defined()) p.mutable_grad().mul_(coef);
-      }
+  return ClipAndStep(GlobalGradNorm(params_), [&](double coef) {
+    for (auto &p : params_) {
+      if (p.grad().defined()) p.mutable_grad().mul_(coef);
     }
-  }
-  optimizer_->step();
-  return norm;
+  });
 }
 
-double ScheduledLr(const OptimizerOptions& o, int64_t step) {
+double ScheduledLr(const OptimizerOptions &o, int64_t step) {
   double factor = 1.0;
   if (o.lr_scheduler_type == "cosine") {
     factor = CosineScheduleWithWarmup(step, o.warmup_steps, o.total_steps,
@@ -340,26 +383,26 @@ double ScheduledLr(const OptimizerOptions& o, int64_t step) {
   return o.lr * factor;
 }
 
-void ReplicatedTrainState::ApplyLr(double lr) {
-  for (auto& group : optimizer_->param_groups()) {
-    static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+void AdamWTrainState::ApplyLr(double lr) {
+  for (auto &group : optimizer_->param_groups()) {
+    static_cast<torch::optim::AdamWOptions &>(group.options()).lr(lr);
   }
 }
 
-double ReplicatedTrainState::lr() const {
-  return static_cast<const torch::optim::AdamWOptions&>(
+double AdamWTrainState::lr() const {
+  return static_cast<const torch::optim::AdamWOptions &>(
              optimizer_->param_groups().front().options())
       .lr();
 }
 
-double ReplicatedTrainState::StepSchedule() {
+double AdamWTrainState::StepSchedule() {
   const double used = lr();
   ++schedule_step_;
   ApplyLr(ScheduledLr(options_, schedule_step_));
   return used;
 }
 
-void ReplicatedTrainState::set_schedule_step(int64_t step) {
+void AdamWTrainState::set_schedule_step(int64_t step) {
   schedule_step_ = step;
   ApplyLr(ScheduledLr(options_, step));
 }

@@ -13,6 +13,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -51,7 +52,7 @@ struct OptimizerOptions {
 // Maps verl's optim.* block (plus the role's grad_clip) to OptimizerOptions;
 // warmup = lr_warmup_steps if >= 0 else floor(ratio * total_steps).
 absl::StatusOr<OptimizerOptions> OptimizerOptionsFromConfig(
-    const parallel::OptimConfig& optim, double grad_clip, int64_t total_steps);
+    const parallel::OptimConfig &optim, double grad_clip, int64_t total_steps);
 
 // One rank's part of a TrainState in verl's sharded-checkpoint layout (what
 // model_/optim_world_size_{W}_rank_{R}.pt hold). Tensors are chunked along
@@ -80,7 +81,7 @@ struct TrainStateLoadParts {
 
 using NamedParams = std::vector<std::pair<std::string, at::Tensor>>;
 // The module's parameters with their (HF) names, in parameter order.
-NamedParams NamedParameters(const torch::nn::Module& module);
+NamedParams NamedParameters(const torch::nn::Module &module);
 
 class TrainState {
  public:
@@ -97,62 +98,107 @@ class TrainState {
   virtual int64_t skipped_steps() const = 0;
   virtual int64_t schedule_step() const = 0;
   virtual void set_schedule_step(int64_t step) = 0;
-  virtual torch::optim::Optimizer& optimizer() = 0;
+  virtual torch::optim::Optimizer &optimizer() = 0;
 
   // --- checkpoints ---
   // This rank's shard (copies; no communication).
   virtual absl::StatusOr<TrainStateShard> SaveShard() = 0;
   // Restores a shard saved with the same parameters and chunking; collective
   // over the data-parallel group. Errors name the parameter and rank.
-  virtual absl::Status LoadShard(const TrainStateShard& shard,
-                                 const TrainStateLoadParts& parts) = 0;
+  virtual absl::Status LoadShard(const TrainStateShard &shard,
+                                 const TrainStateLoadParts &parts) = 0;
   // The full parameters (HF names, state order) on rank 0 of the group,
   // empty on the others; collective.
   virtual absl::StatusOr<NamedParams> FullStateDict() = 0;
 };
 
-// Full parameter copy per rank; gradients averaged with one flat all-reduce.
-class ReplicatedTrainState : public TrainState {
+// What both built-in states share: AdamW over the trainable tensors, the LR
+// schedule and step counters, verl's clip-or-skip step rule, and the
+// optimizer's entries in a checkpoint shard.
+class AdamWTrainState : public TrainState {
  public:
-  ReplicatedTrainState(std::vector<at::Tensor> params,
-                       const OptimizerOptions& options,
-                       std::shared_ptr<parallel::Communicator> dp_group);
-  // With HF names, which checkpoints need (the unnamed state cannot save).
-  ReplicatedTrainState(const NamedParams& params,
-                       const OptimizerOptions& options,
-                       std::shared_ptr<parallel::Communicator> dp_group);
-  ~ReplicatedTrainState() override;
+  ~AdamWTrainState() override;
 
-  void ZeroGrad() override;
-  absl::StatusOr<double> Step() override;
   double StepSchedule() override;
   double lr() const override;
   int64_t skipped_steps() const override { return skipped_steps_; }
   int64_t schedule_step() const override { return schedule_step_; }
   void set_schedule_step(int64_t step) override;
-  torch::optim::Optimizer& optimizer() override { return *optimizer_; }
+  torch::optim::Optimizer &optimizer() override { return *optimizer_; }
 
-  // Chunks of the full parameters over the group (rank r saves chunk r);
-  // loading all-gathers the chunks back.
-  absl::StatusOr<TrainStateShard> SaveShard() override;
-  absl::Status LoadShard(const TrainStateShard& shard,
-                         const TrainStateLoadParts& parts) override;
-  absl::StatusOr<NamedParams> FullStateDict() override;
+ protected:
+  // AdamW over `params`, at the schedule's LR for step 0.
+  AdamWTrainState(const std::vector<at::Tensor> &params,
+                  const OptimizerOptions &options);
+
+  // Given the global gradient norm: not finite => ZeroGrad() and a skipped
+  // step; else the gradients are scaled (`scale_grads(coef)`) down to
+  // grad_clip when above it and AdamW steps. Returns `norm`.
+  double ClipAndStep(double norm,
+                     const std::function<void(double coef)> &scale_grads);
+
+  // Writes `param`'s AdamW state as "<name>.exp_avg", "<name>.exp_avg_sq"
+  // (each moment through `chunk`, this rank's rows) and "<name>.step";
+  // nothing before its first step.
+  void SaveAdamState(const std::string &name, const at::Tensor &param,
+                     const std::function<at::Tensor(const at::Tensor &)> &chunk,
+                     TrainStateShard *shard);
+  // Restores `param`'s AdamW state from `shard` (cleared when the shard has
+  // none); `local` turns a saved moment chunk (with its key) into the
+  // moment this state holds.
+  absl::Status LoadAdamState(
+      const TrainStateShard &shard, const std::string &name,
+      const at::Tensor &param,
+      const std::function<absl::StatusOr<at::Tensor>(
+          const std::string &key, const at::Tensor &chunk)> &local);
+  // The schedule step and skipped steps, saved and restored.
+  void SaveCounters(TrainStateShard *shard) const;
+  void LoadCounters(const TrainStateShard &shard);
+
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
 
  private:
   void ApplyLr(double lr);
 
-  std::vector<at::Tensor> params_;
-  std::vector<std::string> names_;  // empty: built without names
   OptimizerOptions options_;
-  std::shared_ptr<parallel::Communicator> dp_group_;
-  std::unique_ptr<torch::optim::Optimizer> optimizer_;
   int64_t skipped_steps_ = 0;
   int64_t schedule_step_ = 0;
 };
 
+// `m[key]`, or InvalidArgument "checkpoint has no tensor <key>".
+absl::StatusOr<at::Tensor> FindCheckpointTensor(
+    const std::map<std::string, at::Tensor> &m, const std::string &key);
+
+// Full parameter copy per rank; gradients averaged with one flat all-reduce.
+class ReplicatedTrainState : public AdamWTrainState {
+ public:
+  ReplicatedTrainState(std::vector<at::Tensor> params,
+                       const OptimizerOptions &options,
+                       std::shared_ptr<parallel::Communicator> dp_group);
+  // With HF names, which checkpoints need (the unnamed state cannot save).
+  ReplicatedTrainState(const NamedParams &params,
+                       const OptimizerOptions &options,
+                       std::shared_ptr<parallel::Communicator> dp_group);
+  ~ReplicatedTrainState() override;
+
+  void ZeroGrad() override;
+  absl::StatusOr<double> Step() override;
+
+  // Chunks of the full parameters over the group (rank r saves chunk r);
+  // loading all-gathers the chunks back.
+  absl::StatusOr<TrainStateShard> SaveShard() override;
+  absl::Status LoadShard(const TrainStateShard &shard,
+                         const TrainStateLoadParts &parts) override;
+  absl::StatusOr<NamedParams> FullStateDict() override;
+
+ private:
+  std::vector<at::Tensor> params_;
+  std::vector<std::string> names_;  // empty: built without names
+  std::shared_ptr<parallel::Communicator> dp_group_;
+};
+
 // LR at scheduler step `step` (lr x the constant / cosine / wsd factor).
-double ScheduledLr(const OptimizerOptions& options, int64_t step);
+double ScheduledLr(const OptimizerOptions &options, int64_t step);
 
 // Rows [begin, end) of dim 0 in chunk `rank` of `world` (torch.chunk).
 std::pair<int64_t, int64_t> ChunkRows(int64_t rows, int rank, int world);
@@ -164,14 +210,14 @@ struct AdamMoments {
 };
 // The state of `param` in `optimizer` (an AdamW), nullopt before its first
 // step. The tensors are the optimizer's own (not copies).
-std::optional<AdamMoments> GetAdamState(torch::optim::Optimizer& optimizer,
-                                        const at::Tensor& param);
+std::optional<AdamMoments> GetAdamState(torch::optim::Optimizer &optimizer,
+                                        const at::Tensor &param);
 // Replaces (nullopt: removes) the state of `param`.
-void SetAdamState(torch::optim::Optimizer& optimizer, const at::Tensor& param,
-                  const std::optional<AdamMoments>& moments);
+void SetAdamState(torch::optim::Optimizer &optimizer, const at::Tensor &param,
+                  const std::optional<AdamMoments> &moments);
 
 // L2 norm of all gradients (undefined grads count as zero).
-double GlobalGradNorm(const std::vector<at::Tensor>& params);
+double GlobalGradNorm(const std::vector<at::Tensor> &params);
 
 }  // namespace verl::rl
 
