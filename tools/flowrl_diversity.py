@@ -120,7 +120,7 @@ def main(argv):
     args = ap.parse_args(argv)
     rows = []
     for run in args.runs:
-        name, sep, path = run.partition("=")
+        name, sep, path = run.rpartition("=")  # names may hold "=" (β=0.46)
         if not sep:
             ap.error(f"{run}: expected NAME=DUMP")
         try:
