@@ -18,6 +18,7 @@ DEB_PACKAGES=(
   nlohmann-json3-dev
   libpcre2-dev                                   # HF pre-tokenizer regexes
   libicu-dev                                     # Unicode normalization (NFC)
+  libpng-dev libjpeg62-turbo-dev                 # image decoding (vision-language)
   python3                                        # independent readers in tests
   libsnappy-dev libzstd-dev zlib1g-dev libbrotli-dev  # Parquet page codecs
 )
