@@ -14,6 +14,7 @@ DEB_PACKAGES=(
   libgoogle-glog-dev libgflags-dev libunwind-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libyaml-cpp-dev                                # verl's tool config YAML
+  libcpp-httplib-dev                             # //tools:serve HTTP server
   libgloo-dev                                    # c10d ProcessGroupGloo headers
   nlohmann-json3-dev
   libpcre2-dev                                   # HF pre-tokenizer regexes

@@ -358,6 +358,10 @@ std::vector<RequestOutput> LLMEngine::Step() {
     for (size_t i = 0; i < targets.size(); ++i) {
       SeqState& s = *targets[i];
       RequestState& req = requests_.at(s.seq.request_id);
+      if (token_callback_) {
+        token_callback_(req.id, s.seq.sample_index, sampled[i].token,
+                        sampled[i].logprob);
+      }
       if (!AppendToken(s, req, sampled[i].token, sampled[i].logprob)) continue;
       scheduler_->Finish(&s.seq);
       if (++req.num_finished == req.params.n) {

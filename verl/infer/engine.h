@@ -18,6 +18,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -132,6 +133,16 @@ class LLMEngine {
 
   bool HasUnfinished() const { return scheduler_->HasUnfinished(); }
 
+  // Called inside Step() for every sampled token as it is appended, before
+  // the request's finish is returned (an EOS/stop token included): lets a
+  // server stream tokens. Empty: none.
+  using TokenCallback =
+      std::function<void(int64_t request_id, int64_t sample_index,
+                         int64_t token_id, float logprob)>;
+  void SetTokenCallback(TokenCallback callback) {
+    token_callback_ = std::move(callback);
+  }
+
   // Frees the KV cache; running sequences are preempted (recomputed after
   // WakeUp) and the prefix cache is cleared.
   void Sleep();
@@ -190,6 +201,7 @@ class LLMEngine {
   int64_t next_request_id_ = 0;
   int64_t next_seq_id_ = 0;
   EngineStats stats_;
+  TokenCallback token_callback_;
 };
 
 }  // namespace verl::infer

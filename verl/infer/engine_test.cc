@@ -286,6 +286,41 @@ TEST(EngineTest, SeedsReproduceAndDiffer) {
   for (size_t i = 0; i < g.size(); ++i) EXPECT_EQ(g[i], f.reference[i]);
 }
 
+TEST(EngineTest, TokenCallbackStreamsEveryTokenInOrder) {
+  // Under preemption (tiny KV) and forked samples, the callback sees exactly
+  // the tokens and log-probs the finished outputs hold, in order.
+  Fixture& f = Shared();
+  EngineOptions tight = SmallOptions();
+  tight.num_kv_blocks = 18;
+  auto engine = MakeEngine(f.model, tight);
+  std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> tokens;
+  std::map<std::pair<int64_t, int64_t>, std::vector<float>> logprobs;
+  engine->SetTokenCallback(
+      [&](int64_t request, int64_t sample, int64_t token, float logprob) {
+        tokens[{request, sample}].push_back(token);
+        logprobs[{request, sample}].push_back(logprob);
+      });
+  SamplingParams p;
+  p.n = 2;
+  p.max_tokens = 8;
+  p.seed = 3;
+  const std::vector<std::vector<int64_t>> prompts(f.prompts.begin(),
+                                                  f.prompts.begin() + 8);
+  size_t checked = 0;
+  for (auto& r : engine->Generate(prompts, p)) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    for (const CompletionOutput& c : r->outputs) {
+      const std::pair<int64_t, int64_t> key(r->request_id, c.index);
+      EXPECT_EQ(tokens[key], c.token_ids);
+      EXPECT_EQ(logprobs[key], c.logprobs);
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 16u);
+  EXPECT_EQ(tokens.size(), 16u);
+  EXPECT_GT(engine->stats().preemptions, 0);
+}
+
 TEST(EngineTest, BadRequestsFailAloneAndOthersAreServed) {
   Fixture& f = Shared();
   auto engine = MakeEngine(f.model, SmallOptions());
