@@ -33,16 +33,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
+#include "tools/model_loading.h"
 #include "verl/core/file_util.h"
 #include "verl/core/main_guard.h"
 #include "verl/core/status.h"
 #include "verl/infer/engine.h"
-#include "verl/models/decoder.h"
-#include "verl/models/hf_checkpoint.h"
-#include "verl/models/presets.h"
 #include "verl/models/tokenizer/chat_template.h"
 #include "verl/models/tokenizer/tokenizer.h"
-#include "verl/models/tokenizer/tokenizer_builtin.h"
 
 ABSL_FLAG(std::string, model, "", "HF model folder (config.json, safetensors)");
 ABSL_FLAG(std::string, preset, "",
@@ -80,57 +77,10 @@ namespace {
 
 using nlohmann::json;
 
-struct Loaded {
-  std::shared_ptr<models::CausalLM> model;
-  std::optional<models::Tokenizer> tokenizer;
-};
-
-absl::StatusOr<Loaded> LoadModel() {
-  const std::string dir = absl::GetFlag(FLAGS_model);
-  const std::string preset = absl::GetFlag(FLAGS_preset);
-  if (dir.empty() == preset.empty()) {
-    return absl::InvalidArgumentError(
-        "give exactly one of --model (HF folder) or --preset");
-  }
-  Loaded out;
-  std::string tok_dir = absl::GetFlag(FLAGS_tokenizer);
-  if (!dir.empty() && tok_dir.empty()) tok_dir = dir;
-  if (!tok_dir.empty()) {
-    auto tok = models::Tokenizer::FromDirectory(tok_dir);
-    if (tok.ok()) {
-      out.tokenizer = std::move(*tok);
-    } else if (!absl::GetFlag(FLAGS_tokenizer).empty()) {
-      return tok.status();
-    } else {
-      LOG(WARNING) << "no tokenizer in " << tok_dir << " ("
-                   << tok.status().message()
-                   << "); only prompt_token_ids inputs will work";
-    }
-  } else {
-    out.tokenizer = models::MakeBuiltinTokenizer();
-  }
-  if (!preset.empty()) {
-    const int64_t vocab = out.tokenizer ? out.tokenizer->vocab_size() : 0;
-    VERL_ASSIGN_OR_RETURN(models::ModelConfig cfg,
-                          models::MakePreset(preset, vocab));
-    if (out.tokenizer && out.tokenizer->eos_token_id() >= 0) {
-      cfg.eos_token_ids = {out.tokenizer->eos_token_id()};
-    }
-    out.model = models::CreateModel(cfg, absl::GetFlag(FLAGS_model_seed));
-    return out;
-  }
-  VERL_ASSIGN_OR_RETURN(models::HfCheckpoint ckpt, models::LoadHfConfigs(dir));
-  models::ModelConfig cfg = ckpt.config;
-  if (ckpt.generation && !ckpt.generation->eos_token_ids.empty()) {
-    cfg.eos_token_ids = ckpt.generation->eos_token_ids;
-  }
-  out.model = models::CreateModel(cfg, 0);
-  std::map<std::string, at::Tensor> params;
-  for (const auto& item : out.model->named_parameters()) {
-    params[item.key()] = item.value();
-  }
-  VERL_RETURN_IF_ERROR(models::LoadHfWeightsInto(dir, &params));
-  return out;
+absl::StatusOr<tools::LoadedModel> LoadModel() {
+  return tools::LoadModel(
+      {absl::GetFlag(FLAGS_model), absl::GetFlag(FLAGS_preset),
+       absl::GetFlag(FLAGS_tokenizer), absl::GetFlag(FLAGS_model_seed)});
 }
 
 // Token ids of one input row.
@@ -199,7 +149,7 @@ absl::Status Run() {
   }
   VERL_ASSIGN_OR_RETURN(std::vector<json> rows,
                         core::ReadJsonl(absl::GetFlag(FLAGS_input)));
-  VERL_ASSIGN_OR_RETURN(Loaded loaded, LoadModel());
+  VERL_ASSIGN_OR_RETURN(tools::LoadedModel loaded, LoadModel());
 
   infer::EngineOptions opt;
   opt.block_size = absl::GetFlag(FLAGS_block_size);

