@@ -7,6 +7,8 @@
 //   (sandbox.h); verl's SandboxFusionTool class name maps to it (the remote
 //   sandbox-fusion service is replaced by the local one; its URL is ignored
 //   with a notice).
+// * CalculatorTool — class_name "calculator": {"expression": "12*(3+4)"} →
+//   the value (integers exactly; + - * / and parentheses), or an error line.
 // * CommandTool — class_name "command", config {"command": [argv...],
 //   "timeout_s"}: any program speaking one JSON line in, one JSON line out
 //   ({"op": "execute", "instance_id", "parameters"} → {"text", "reward",
@@ -19,6 +21,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
 #include "verl/infer/agent/sandbox.h"
 #include "verl/infer/agent/tool_config.h"
@@ -31,6 +34,7 @@ struct ToolExecution {
   nlohmann::ordered_json metrics = nlohmann::ordered_json::object();
 };
 
+// Thread-safe: the agent loop runs calls of different trajectories at once.
 class Tool {
  public:
   explicit Tool(ToolSpec spec) : spec_(std::move(spec)) {}
@@ -54,8 +58,9 @@ class Tool {
 
  private:
   ToolSpec spec_;
-  std::map<std::string, double> rewards_;
-  int64_t next_id_ = 0;
+  absl::Mutex mu_;
+  std::map<std::string, double> rewards_ ABSL_GUARDED_BY(mu_);
+  int64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 class CodeInterpreterTool : public Tool {
@@ -69,6 +74,18 @@ class CodeInterpreterTool : public Tool {
  private:
   SandboxLimits limits_;
 };
+
+class CalculatorTool : public Tool {
+ public:
+  explicit CalculatorTool(ToolSpec spec) : Tool(std::move(spec)) {}
+  absl::StatusOr<ToolExecution> Execute(
+      const std::string& instance_id,
+      const nlohmann::ordered_json& parameters) override;
+};
+
+// The value of an arithmetic expression (numbers, + - * /, unary minus,
+// parentheses); an error names the position. Exact for integers.
+absl::StatusOr<double> EvaluateArithmetic(const std::string& expression);
 
 class CommandTool : public Tool {
  public:

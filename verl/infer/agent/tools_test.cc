@@ -102,3 +102,41 @@ TEST(ToolsTest, UnknownOrMisconfiguredToolsAreRefused) {
 
 }  // namespace
 }  // namespace verl::infer::agent
+
+namespace verl::infer::agent {
+namespace {
+
+TEST(CalculatorTest, EvaluatesAndRefuses) {
+  struct Case {
+    const char* expr;
+    const char* want;  // tool text
+  };
+  auto tool = MakeTool(Spec("calculator", "calc", Json::object()));
+  ASSERT_TRUE(tool.ok()) << tool.status();
+  for (const Case& c : std::vector<Case>{
+           {"12*(3+4)", "84"},
+           {" -3 - -4 ", "1"},
+           {"7/2", "3.5"},
+           {"2*3+4*5-6/3", "24"},
+           {"((((1))))", "1"},
+           {"1/0", "error: division by zero at position 3"},
+           {"2+", "error: expression ends early at position 2"},
+           {"2+x", "error: expected a number at position 2"},
+           {"(1+2", "error: missing ')' at position 4"},
+           {"1 2", "error: unexpected character at position 2"},
+           {"1..2", "error: expected a number at position 0"},
+       }) {
+    auto r = (*tool)->Execute("i", {{"expression", c.expr}});
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->text, c.want) << c.expr;
+  }
+  auto r = (*tool)->Execute("i", {{"expr", "1"}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_THAT(r->text, HasSubstr("needs a string parameter \"expression\""));
+  // Deep nesting is refused, not a stack overflow.
+  EXPECT_THAT(EvaluateArithmetic(std::string(100000, '(')).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, "too deeply"));
+}
+
+}  // namespace
+}  // namespace verl::infer::agent

@@ -54,7 +54,8 @@ absl::StatusOr<core::Batch> PromptEncoder::Encode(
   at::Tensor mask = torch::zeros({B, P}, torch::kLong);
   auto ids_acc = ids.accessor<int64_t, 2>();
   auto mask_acc = mask.accessor<int64_t, 2>();
-  std::vector<nlohmann::json> data_source, reward_model, extra_info, uid;
+  std::vector<nlohmann::json> data_source, reward_model, extra_info, uid,
+      raw_prompt, agent_name;
   for (int64_t b = 0; b < B; ++b) {
     const nlohmann::json& row = rows[b];
     VERL_ASSIGN_OR_RETURN(std::vector<int64_t> tokens, EncodeRow(row));
@@ -85,15 +86,25 @@ absl::StatusOr<core::Batch> PromptEncoder::Encode(
     reward_model.push_back(row.value("reward_model", nlohmann::json::object()));
     extra_info.push_back(row.value("extra_info", nlohmann::json::object()));
     uid.push_back(uids[b]);
+    if (options_.return_raw_chat) {
+      raw_prompt.push_back(row.value(options_.prompt_key, nlohmann::json()));
+      agent_name.push_back(row.value("agent_name", ""));
+    }
+  }
+  std::map<std::string, std::vector<nlohmann::json>> non_tensors = {
+      {"data_source", data_source},
+      {"reward_model", reward_model},
+      {"extra_info", extra_info},
+      {"uid", uid}};
+  if (options_.return_raw_chat) {
+    non_tensors["raw_prompt"] = std::move(raw_prompt);
+    non_tensors["agent_name"] = std::move(agent_name);
   }
   return core::Batch::FromColumns(
       {{"input_ids", ids},
        {"attention_mask", mask},
        {"position_ids", (mask.cumsum(1) - 1).clamp_min(0)}},
-      {{"data_source", data_source},
-       {"reward_model", reward_model},
-       {"extra_info", extra_info},
-       {"uid", uid}});
+      std::move(non_tensors));
 }
 
 }  // namespace verl::rl

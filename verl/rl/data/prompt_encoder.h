@@ -27,6 +27,9 @@ struct PromptEncoderOptions {
   int64_t max_prompt_length = 512;
   std::string truncation = "error";        // error | left | right | middle
   std::string apply_chat_template_kwargs;  // JSON object text, may be empty
+  // data.return_raw_chat (on for multi-turn rollouts): also the columns
+  // raw_prompt (the row's messages) and agent_name (the row's, or "").
+  bool return_raw_chat = false;
 };
 
 class PromptEncoder {
@@ -44,7 +47,7 @@ class PromptEncoder {
 
   // Rows -> Batch with input_ids/attention_mask/position_ids [B, P] and the
   // non-tensor columns data_source, reward_model, extra_info, uid (from
-  // `uids`).
+  // `uids`), plus raw_prompt and agent_name with return_raw_chat.
   absl::StatusOr<core::Batch> Encode(
       const std::vector<nlohmann::json>& rows,
       const std::vector<std::string>& uids) const;

@@ -44,6 +44,17 @@ TEST(PromptEncoderTest, LeftPadsTemplatedPromptsWithPositions) {
   EXPECT_EQ(batch->tensor("position_ids")[0][0].item<int64_t>(), 0);
   EXPECT_EQ(batch->non_tensor("uid")[1], "u1");
   EXPECT_EQ(batch->non_tensor("reward_model")[0]["ground_truth"], "3");
+  EXPECT_FALSE(batch->HasNonTensor("raw_prompt"));
+
+  // data.return_raw_chat: the messages and the agent name travel along.
+  o.return_raw_chat = true;
+  nlohmann::json tool_row = Row("1+2=?");
+  tool_row["agent_name"] = "tool_agent";
+  auto raw = PromptEncoder(&tok, o).Encode({Row("7?"), tool_row}, {"a", "b"});
+  ASSERT_TRUE(raw.ok()) << raw.status();
+  EXPECT_EQ(raw->non_tensor("raw_prompt")[0], Row("7?")["prompt"]);
+  EXPECT_EQ(raw->non_tensor("agent_name")[0], "");
+  EXPECT_EQ(raw->non_tensor("agent_name")[1], "tool_agent");
 }
 
 TEST(PromptEncoderTest, TruncationModesKeepTheNamedSide) {

@@ -49,7 +49,8 @@ std::vector<int64_t> Permutation(int64_t n, uint64_t seed) {
 }
 
 // "builtin:<task>/<split>[?key=value&...]" names a generated dataset (no
-// file needed). Options: rows, seed, max_operand and ops (arithmetic),
+// file needed). Options: rows, seed, max_operand, ops and calculator=1
+// (arithmetic; the tool quickstart),
 // num_numbers and max_number (countdown), min_k, max_k, min_answers and
 // max_answers (multiples).
 absl::StatusOr<std::vector<nlohmann::json>> ReadRows(const std::string& file) {
@@ -104,6 +105,8 @@ absl::StatusOr<std::vector<nlohmann::json>> ReadRows(const std::string& file) {
     VERL_ASSIGN_OR_RETURN(int64_t max_operand,
                           int_opt("max_operand", o.max_operand));
     o.max_operand = static_cast<int>(max_operand);
+    VERL_ASSIGN_OR_RETURN(int64_t calculator, int_opt("calculator", 0));
+    o.calculator = calculator != 0;
     if (auto it = opts.find("ops"); it != opts.end()) {
       o.ops = it->second;
       opts.erase(it);

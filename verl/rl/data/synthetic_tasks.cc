@@ -51,11 +51,25 @@ std::vector<nlohmann::json> MakeArithmeticRows(
     const int64_t a = operand(rng), b = operand(rng);
     const char op = options.ops[pick_op(rng)];
     const int64_t c = Apply(a, op, b);
-    const std::string question = absl::StrCat(a, std::string(1, op), b, "=?");
-    const std::string answer =
-        absl::StrCat(a, std::string(1, op), b, "=", c, "\n#### ", c);
-    rows.push_back(MakeRow("arithmetic", "math", question, answer,
-                           absl::StrCat(c), options.split, i));
+    const std::string expr = absl::StrCat(a, std::string(1, op), b);
+    const std::string question = options.calculator
+                                     ? absl::StrCat("calculator: ", expr, "=?")
+                                     : absl::StrCat(expr, "=?");
+    const std::string answer = absl::StrCat(expr, "=", c, "\n#### ", c);
+    nlohmann::json row = MakeRow("arithmetic", "math", question, answer,
+                                 absl::StrCat(c), options.split, i);
+    if (options.calculator) {
+      row["agent_name"] = "tool_agent";
+      const std::string call = absl::StrCat(
+          "<tool_call>\n{\"name\": \"calculator\", \"arguments\": "
+          "{\"expression\": \"",
+          expr, "\"}}\n</tool_call>");
+      row["extra_info"]["answer_trajectory"] = nlohmann::json::array(
+          {{{"role", "assistant"}, {"content", call}},
+           {{"role", "tool"}, {"content", absl::StrCat(c)}},
+           {{"role", "assistant"}, {"content", absl::StrCat("#### ", c)}}});
+    }
+    rows.push_back(std::move(row));
   }
   return rows;
 }

@@ -25,6 +25,11 @@ struct ArithmeticTaskOptions {
   int max_operand = 99;    // operands drawn uniformly from [0, max_operand]
   std::string ops = "+-";  // operators to draw from (subset of "+-*")
   std::string split = "train";
+  // With a calculator (the tool quickstart): rows run the tool_agent, the
+  // question asks to use the calculator, and extra_info.answer_trajectory is
+  // the reference multi-turn answer — a calculator call, its result, the
+  // final "#### c" — for the supervised warm start.
+  bool calculator = false;
 };
 
 // `a op b` questions whose answer is written as "a op b = c\n#### c" (the

@@ -25,8 +25,11 @@ constexpr char kPython[] =
     "a Python class or module; this build has no Python (built-in datasets, "
     "models and reward managers only)";
 constexpr char kMultiTurn[] =
-    "multi-turn / tool-calling rollout (agent loop) is not available; the "
-    "rollout is single-turn";
+    "tool schemas in single-turn prompts are not available (multi-turn "
+    "rollouts read rollout.multi_turn.tool_config_path)";
+constexpr char kLegacyMultiTurn[] =
+    "a key of the legacy SGLang multi-turn rollout; verl's agent loop does "
+    "not read it either";
 constexpr char kEngineKnob[] =
     "a vLLM/SGLang engine knob with no counterpart in the built-in engine "
     "(weights are shared in process, no CUDA graphs, no sleep mode)";
@@ -245,7 +248,7 @@ constexpr KeyRule kKeyRules[] = {
     {"data.tokenizer", kNoEffect, "the actor model's tokenizer encodes data"},
     {"data.use_shm", kNoEffect, "no shared-memory copy needed"},
     {"data.return_raw_input_ids", kNoEffect, "verl dataset output shaping"},
-    {"data.return_raw_chat", kNoEffect, "verl dataset output shaping"},
+    {"data.return_raw_chat", kServed, ""},
     {"data.return_full_prompt", kNoEffect, "verl dataset output shaping"},
     {"data.dataloader_num_workers", kNoEffect, "data loads in process"},
     {"data.filter_overlong_prompts_workers", kNoEffect,
@@ -321,8 +324,6 @@ constexpr KeyRule kKeyRules[] = {
      "the built-in engine reads engine_kwargs.vllm (block_size, seed)"},
     {"actor_rollout_ref.rollout.engine_kwargs.trtllm", kNoEffect,
      "the built-in engine reads engine_kwargs.vllm (block_size, seed)"},
-    {"actor_rollout_ref.rollout.agent.num_workers", kNoEffect,
-     "the rollout runs in process"},
     {"actor_rollout_ref.rollout.trace.token2text", kNoEffect,
      "rollout tracing (mlflow/weave) is not available"},
     {"actor_rollout_ref.rollout.trace.max_samples_per_step_per_worker",
@@ -418,8 +419,21 @@ constexpr KeyRule kKeyRules[] = {
      "rollout over-sampling is not available"},
     {"actor_rollout_ref.rollout.enable_rollout_routing_replay", kNotServed,
      "MoE routing replay is not available"},
-    {"actor_rollout_ref.rollout.multi_turn", kNotServed, kMultiTurn},
-    {"actor_rollout_ref.rollout.agent", kNotServed, kMultiTurn},
+    {"actor_rollout_ref.rollout.multi_turn", kServed, ""},
+    {"actor_rollout_ref.rollout.multi_turn.use_inference_chat_template",
+     kNoEffect, kLegacyMultiTurn},
+    {"actor_rollout_ref.rollout.multi_turn.tokenization_sanity_check_mode",
+     kNoEffect, kLegacyMultiTurn},
+    {"actor_rollout_ref.rollout.multi_turn.num_repeat_rollouts", kNoEffect,
+     kLegacyMultiTurn},
+    {"actor_rollout_ref.rollout.agent", kServed, ""},
+    {"actor_rollout_ref.rollout.agent.agent_loop_config_path", kNotServed,
+     "custom agent loops are Python classes (built in: single_turn_agent, "
+     "tool_agent)"},
+    {"actor_rollout_ref.rollout.agent.agent_loop_manager_class", kNotServed,
+     kPython},
+    {"actor_rollout_ref.rollout.agent.custom_async_server", kNotServed,
+     kPython},
     {"actor_rollout_ref.rollout.trace.backend", kNotServed,
      "rollout tracing (mlflow/weave) needs a network service"},
     {"actor_rollout_ref.rollout.skip_rollout", kNotServed,

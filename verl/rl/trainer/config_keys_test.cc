@@ -65,6 +65,10 @@ TEST(ConfigKeysTest, MostSpecificRuleWins) {
       FindKeyRule("critic.model.fsdp_config.wrap_policy.min_num_params")->use,
       KeyUse::kNoEffect);
   EXPECT_EQ(FindKeyRule("actor_rollout_ref.rollout.multi_turn.enable")->use,
+            KeyUse::kServed);
+  EXPECT_EQ(FindKeyRule("actor_rollout_ref.rollout.agent."
+                        "agent_loop_config_path")
+                ->use,
             KeyUse::kNotServed);
   EXPECT_EQ(FindKeyRule("no_such.key"), nullptr);
 }
@@ -80,14 +84,14 @@ PpoTrainerConfig Load(const std::vector<std::string>& overrides) {
 TEST(ConfigKeysTest, NotServedKeysAreRefusedWithTheirReason) {
   EXPECT_TRUE(ValidatePpoTrainerConfig(Load({})).ok());
   absl::Status s = ValidatePpoTrainerConfig(
-      Load({"actor_rollout_ref.rollout.multi_turn.enable=true",
+      Load({"actor_rollout_ref.rollout.agent.agent_loop_config_path=a.yaml",
             "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
             "data.image_key=pixels",
             "actor_rollout_ref.model.override_config.num_hidden_layers=2"}));
   ASSERT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   const std::string m(s.message());
-  EXPECT_THAT(m, HasSubstr("'actor_rollout_ref.rollout.multi_turn.enable=true'"
-                           " is not available here: multi-turn"));
+  EXPECT_THAT(m, HasSubstr("'actor_rollout_ref.rollout.agent.agent_loop_config_"
+                           "path=a.yaml' is not available here: custom agent"));
   EXPECT_THAT(m, HasSubstr("tensor_model_parallel_size=2' is not available "
                            "here: tensor-parallel rollout"));
   EXPECT_THAT(m, HasSubstr("'data.image_key=pixels' is not available here: "

@@ -58,6 +58,10 @@ absl::Status PpoTrainer::InitData() {
   enc.prompt_key = data.prompt_key();
   enc.max_prompt_length = data.max_prompt_length();
   enc.truncation = TruncationMode::Value_Name(data.truncation());
+  const infer::RolloutConfig& rollout = config_.actor_rollout_ref().rollout();
+  enc.return_raw_chat =
+      data.return_raw_chat() || rollout.multi_turn().enable() ||
+      rollout.agent().default_agent_loop() != "single_turn_agent";
   encoder_ = std::make_unique<PromptEncoder>(tokenizer_.get(), enc);
 
   auto load =
@@ -230,6 +234,8 @@ absl::Status PpoTrainer::InitRoles() {
   VERL_ASSIGN_OR_RETURN(
       RolloutOptions ro,
       RolloutOptionsFromConfig(config_, tokenizer_->pad_token_id(), seed_));
+  VERL_ASSIGN_OR_RETURN(ro.agent_loop,
+                        AgentLoopFromConfig(config_, tokenizer_.get()));
   VERL_ASSIGN_OR_RETURN(infer::EngineOptions eo,
                         EngineOptionsFromConfig(config_, seed_));
   VERL_ASSIGN_OR_RETURN(rollout_,

@@ -5,6 +5,7 @@
 // error naming it (Batch::GetTensor), never an abort.
 #include <ATen/ops/tensor.h>
 
+#include "absl/strings/match.h"
 #include "verl/core/status.h"
 #include "verl/rl/algos/advantage.h"
 #include "verl/rl/algos/agg_loss.h"
@@ -246,6 +247,15 @@ absl::Status PpoTrainer::AddStepMetrics(const Batch& batch, Timing& timing,
   if (batch.HasTensor("values")) dm.values = batch.tensor("values");
   VERL_ASSIGN_OR_RETURN(dm.attention_mask, batch.GetTensor("attention_mask"));
   VERL_ASSIGN_OR_RETURN(dm.response_mask, batch.GetTensor("response_mask"));
+  // Multi-turn rollouts: per-trajectory turns and tool calls.
+  for (auto [key, out] :
+       {std::pair{"__num_turns__", &dm.num_turns},
+        std::pair{"tool_call_counts", &dm.tool_call_counts}}) {
+    if (!batch.HasNonTensor(key)) continue;
+    for (const auto& v : batch.non_tensor(key)) {
+      out->push_back(v.is_number() ? v.get<double>() : 0.0);
+    }
+  }
   VERL_ASSIGN_OR_RETURN(MetricMap data_metrics,
                         ComputeDataMetrics(dm, critic_ != nullptr));
   metrics->insert(data_metrics.begin(), data_metrics.end());
@@ -261,6 +271,15 @@ absl::Status PpoTrainer::AddStepMetrics(const Batch& batch, Timing& timing,
     if (grad_norm != metrics->end()) vp.grad_norm = grad_norm->second;
     MetricMap proxy = ComputeVarianceProxyMetrics(vp);
     metrics->insert(proxy.begin(), proxy.end());
+  }
+  // Agent-loop rollouts: agent_loop/* are verl timing keys; tool_calls/*
+  // are step metrics (this rank's trajectories).
+  for (const auto& [k, v] : rollout_->last_stats().agent_metrics) {
+    if (absl::StartsWith(k, "agent_loop/")) {
+      timing[k] = v;
+    } else {
+      (*metrics)[k] = v;
+    }
   }
   const int64_t response_tokens =
       static_cast<int64_t>(dm.response_mask.sum().item<double>());

@@ -207,6 +207,35 @@ PpoTrainerConfig OneStep(const std::string& estimator,
   return config;
 }
 
+// rollout.multi_turn: the agent loop runs every trajectory (tool_agent with
+// verl's tool config); the step logs verl's multi-turn metrics and timing.
+TEST(PpoTrainerTest, MultiTurnRolloutRunsThroughTheAgentLoop) {
+  PpoTrainerConfig config = OneStep("grpo", "multi_turn", "NR % 3");
+  auto* rollout = config.mutable_actor_rollout_ref()->mutable_rollout();
+  rollout->mutable_multi_turn()->set_enable(true);
+  rollout->mutable_multi_turn()->set_tool_config_path(
+      "examples/tools/calculator.yaml");
+  rollout->mutable_agent()->set_default_agent_loop("tool_agent");
+  auto run = RunPpo(config, nullptr);
+  ASSERT_TRUE(run.ok()) << run.status();
+  const auto& m = run->last_step_metrics;
+  // No call from an untrained model: every trajectory is one model turn.
+  EXPECT_EQ(m.at("num_turns/mean"), 2.0);
+  EXPECT_EQ(m.at("tool_call_counts/max"), 0.0);
+  EXPECT_TRUE(m.count("timing_s/agent_loop/generate_sequences/max"));
+  EXPECT_TRUE(std::isfinite(m.at("actor/pg_loss")));
+
+  rollout->mutable_multi_turn()->set_tool_config_path("/nonexistent.yaml");
+  EXPECT_THAT(RunPpo(config, nullptr),
+              core::testing::StatusIs(absl::StatusCode::kNotFound,
+                                      "/nonexistent.yaml"));
+  rollout->mutable_multi_turn()->clear_tool_config_path();
+  rollout->mutable_multi_turn()->set_format("gpt-oss");
+  EXPECT_THAT(RunPpo(config, nullptr),
+              core::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                      "multi_turn.format: 'gpt-oss'"));
+}
+
 TEST(PpoTrainerTest, RolloutCorrectionWeightsMasksAndBypass) {
   // One mini-batch: the update's pg_loss is that of the rollout policy's
   // weights, before any optimizer step. ReMax: advantages against a greedy

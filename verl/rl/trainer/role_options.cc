@@ -5,11 +5,16 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
 #include "verl/infer/rollout_options.h"
 #include "verl/rl/algos/flowrl.h"
+#include "verl/rl/rewards/agent_tools.h"
 
 namespace verl::rl {
 
@@ -187,6 +192,52 @@ absl::StatusOr<RolloutOptions> RolloutOptionsFromConfig(
   ro.free_cache_engine = r.free_cache_engine();
   ro.seed = seed;
   return ro;
+}
+
+absl::StatusOr<std::shared_ptr<infer::agent::AgentLoop>> AgentLoopFromConfig(
+    const PpoTrainerConfig& config, const models::Tokenizer* tokenizer) {
+  const infer::RolloutConfig& r = config.actor_rollout_ref().rollout();
+  const infer::MultiTurnConfig& mt = r.multi_turn();
+  if (!mt.enable() && r.agent().default_agent_loop() == "single_turn_agent") {
+    return std::shared_ptr<infer::agent::AgentLoop>();
+  }
+  if (mt.format() != "hermes") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("actor_rollout_ref.rollout.multi_turn.format: '",
+                     mt.format(), "' is not available (hermes only)"));
+  }
+  infer::agent::AgentLoopOptions o;
+  o.response_length = config.data().max_response_length();
+  o.max_assistant_turns =
+      mt.has_max_assistant_turns() ? mt.max_assistant_turns() : 0;
+  o.max_user_turns = mt.has_max_user_turns() ? mt.max_user_turns() : 0;
+  o.max_parallel_calls = mt.max_parallel_calls();
+  o.max_tool_response_length = mt.max_tool_response_length();
+  absl::StatusOr<infer::agent::TruncateSide> side =
+      infer::agent::ParseTruncateSide(mt.tool_response_truncate_side());
+  if (!side.ok()) {
+    return Annotate(side.status(),
+                    "actor_rollout_ref.rollout.multi_turn."
+                    "tool_response_truncate_side");
+  }
+  o.truncate_side = *side;
+  o.default_agent_loop = r.agent().default_agent_loop();
+  o.num_workers = static_cast<int>(r.agent().num_workers());
+  std::vector<std::unique_ptr<infer::agent::Tool>> tools;
+  if (mt.has_tool_config_path()) {
+    VERL_ASSIGN_OR_RETURN(tools, LoadAgentTools(mt.tool_config_path()));
+  }
+  std::map<std::string, std::unique_ptr<infer::agent::Interaction>>
+      interactions;
+  if (mt.has_interaction_config_path()) {
+    VERL_ASSIGN_OR_RETURN(interactions,
+                          LoadAgentInteractions(mt.interaction_config_path()));
+  }
+  VERL_ASSIGN_OR_RETURN(
+      std::unique_ptr<infer::agent::AgentLoop> loop,
+      infer::agent::AgentLoop::Create(std::move(o), tokenizer, std::move(tools),
+                                      std::move(interactions)));
+  return std::shared_ptr<infer::agent::AgentLoop>(std::move(loop));
 }
 
 absl::StatusOr<infer::EngineOptions> EngineOptionsFromConfig(

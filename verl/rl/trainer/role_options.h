@@ -10,9 +10,11 @@
 #define VERL_RL_TRAINER_ROLE_OPTIONS_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "verl/infer/agent/agent_loop.h"
 #include "verl/infer/engine.h"
 #include "verl/parallel/ulysses.h"
 #include "verl/rl/algos/rollout_correction.h"
@@ -21,6 +23,7 @@
 #include "verl/rl/workers/actor.h"
 #include "verl/rl/workers/critic.h"
 #include "verl/rl/workers/ppo_update.h"
+#include "verl/models/tokenizer/tokenizer.h"
 #include "verl/rl/workers/rollout.h"
 
 namespace verl::rl {
@@ -51,6 +54,13 @@ CriticOptions CriticOptionsFromConfig(const PpoTrainerConfig& config,
 // actor_rollout_ref.rollout.* for the trainer-side rollout role.
 absl::StatusOr<RolloutOptions> RolloutOptionsFromConfig(
     const PpoTrainerConfig& config, int64_t pad_token_id, uint64_t seed);
+
+// verl's agent loop from rollout.multi_turn.* / rollout.agent.* (tools from
+// tool_config_path, interactions from interaction_config_path); null when
+// neither multi_turn.enable nor a default agent other than
+// single_turn_agent asks for it. `tokenizer` must outlive the loop.
+absl::StatusOr<std::shared_ptr<infer::agent::AgentLoop>> AgentLoopFromConfig(
+    const PpoTrainerConfig& config, const models::Tokenizer* tokenizer);
 
 // The engine's options: rollout keys through the engine's mapping; context =
 // prompt + response length unless max_model_len is set; unset rollout.dtype

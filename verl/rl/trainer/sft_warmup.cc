@@ -1,6 +1,11 @@
 // actor_rollout_ref.sft_warmup (this project's addition, docs/training.md):
 // a supervised warm start on the training rows' reference answers before RL,
 // maximising the log-likelihood of answer + EOS after the templated prompt.
+// A reference answer may also be a trajectory (a list of messages after the
+// prompt: assistant turns, tool answers, user turns): it is laid out as the
+// agent loop lays out a rollout (assistant content + EOS, the other messages
+// chat-templated without the system prompt) and only the assistant tokens
+// are trained on.
 #include <ATen/ops/cat.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/zeros.h>
@@ -9,9 +14,11 @@
 
 #include "glog/logging.h"
 #include "verl/core/status.h"
+#include "verl/infer/agent/agent_loop.h"
 #include "verl/models/logprob.h"
 #include "verl/rl/algos/agg_loss.h"
 #include "verl/rl/trainer/ppo_trainer_internal.h"
+#include "verl/rl/trainer/role_options.h"
 #include "verl/rl/workers/model_forward.h"
 #include "verl/rl/workers/ppo_update.h"
 
@@ -33,6 +40,9 @@ absl::Status PpoTrainer::SftWarmup(models::CausalLM& model,
   const std::shared_ptr<parallel::Communicator> self =
       parallel::SingleProcessCommunicator();
   ReplicatedTrainState state(model.parameters(), o, self);
+  // Lays out trajectory answers (null unless the agent loop is configured).
+  VERL_ASSIGN_OR_RETURN(std::shared_ptr<infer::agent::AgentLoop> agent,
+                        AgentLoopFromConfig(config_, tokenizer_.get()));
   DataLoader loader(train_set_.get(), w.batch_size(), /*shuffle=*/true,
                     seed_ + 17, true);
   model.train();
@@ -44,26 +54,51 @@ absl::Status PpoTrainer::SftWarmup(models::CausalLM& model,
     const int64_t B = rows->size();
     at::Tensor responses = at::full(
         {B, R}, std::max<int64_t>(tokenizer_->pad_token_id(), 0), at::kLong);
-    at::Tensor rmask = at::zeros({B, R}, at::kLong);
+    at::Tensor rattn = at::zeros({B, R}, at::kLong);  // every real token
+    at::Tensor rmask = at::zeros({B, R}, at::kLong);  // the trained ones
     for (int64_t b = 0; b < B; ++b) {
       VERL_ASSIGN_OR_RETURN(nlohmann::json answer,
                             GetDotted((*rows)[b], w.response_key()));
-      if (!answer.is_string()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("actor_rollout_ref.sft_warmup.response_key '",
-                         w.response_key(), "' is not a string in row ", b));
+      std::vector<int64_t> ids, trained;
+      if (answer.is_array()) {
+        if (agent == nullptr) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "actor_rollout_ref.sft_warmup.response_key '", w.response_key(),
+              "' is a list of messages (a trajectory): that needs the agent "
+              "loop (actor_rollout_ref.rollout.multi_turn.enable=true)"));
+        }
+        absl::StatusOr<infer::agent::AgentLoop::LaidOut> laid =
+            agent->LayOutTrajectory(
+                nlohmann::ordered_json::parse(answer.dump()));
+        if (!laid.ok()) {
+          return Annotate(laid.status(),
+                          absl::StrCat("actor_rollout_ref.sft_warmup."
+                                       "response_key '",
+                                       w.response_key(), "' of row ", b));
+        }
+        ids = std::move(laid->ids);
+        trained = std::move(laid->mask);
+      } else if (answer.is_string()) {
+        ids = tokenizer_->Encode(answer.get<std::string>());
+        ids.push_back(tokenizer_->eos_token_id());
+        trained.assign(ids.size(), 1);
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "actor_rollout_ref.sft_warmup.response_key '", w.response_key(),
+            "' is neither a string nor a list of messages in row ", b));
       }
-      auto ids = tokenizer_->Encode(answer.get<std::string>());
-      ids.push_back(tokenizer_->eos_token_id());
       const int64_t len = std::min<int64_t>(ids.size(), R);
-      for (int64_t k = 0; k < len; ++k) responses[b][k] = ids[k];
-      rmask[b].narrow(0, 0, len).fill_(1);
+      for (int64_t k = 0; k < len; ++k) {
+        responses[b][k] = ids[k];
+        rmask[b][k] = trained[k];
+      }
+      rattn[b].narrow(0, 0, len).fill_(1);
     }
     VERL_ASSIGN_OR_RETURN(at::Tensor prompt_ids,
                           prompts.GetTensor("input_ids"));
     VERL_ASSIGN_OR_RETURN(at::Tensor pmask,
                           prompts.GetTensor("attention_mask"));
-    at::Tensor mask = at::cat({pmask, rmask}, 1);
+    at::Tensor mask = at::cat({pmask, rattn}, 1);
     at::Tensor pos = (mask.cumsum(1) - 1).clamp_min(0);
     VERL_ASSIGN_OR_RETURN(
         Batch batch,

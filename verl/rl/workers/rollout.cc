@@ -50,6 +50,9 @@ absl::Status Rollout::SyncWeights(const models::CausalLM& trainer_model) {
 absl::StatusOr<core::Batch> Rollout::Generate(const core::Batch& prompts,
                                               int64_t first_global_index,
                                               int64_t step, bool validate) {
+  if (options_.agent_loop) {
+    return GenerateWithAgentLoop(prompts, first_global_index, step, validate);
+  }
   const auto t0 = std::chrono::steady_clock::now();
   VERL_ASSIGN_OR_RETURN(at::Tensor input_ids, prompts.GetTensor("input_ids"));
   VERL_ASSIGN_OR_RETURN(at::Tensor attention_mask,

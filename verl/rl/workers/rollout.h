@@ -15,10 +15,13 @@
 #define VERL_RL_WORKERS_ROLLOUT_H_
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "verl/core/batch.h"
+#include "verl/infer/agent/agent_loop.h"
 #include "verl/infer/engine.h"
 #include "verl/infer/sampling_params.h"
 #include "verl/models/decoder.h"
@@ -34,6 +37,10 @@ struct RolloutOptions {
   bool calculate_log_probs = false;
   bool free_cache_engine = true;  // Sleep() after generation
   uint64_t seed = 0;
+  // Multi-turn rollouts (rollout.multi_turn.enable): every trajectory runs
+  // through verl's agent loop over the engine; null: one engine request per
+  // prompt. Needs the prompts' raw_prompt column (data.return_raw_chat).
+  std::shared_ptr<infer::agent::AgentLoop> agent_loop;
 };
 
 struct RolloutStats {
@@ -41,6 +48,10 @@ struct RolloutStats {
   int64_t generated_tokens = 0;
   int64_t preemptions = 0;
   double prefix_cache_hit_rate = 0;
+  // Agent-loop rollouts: verl's timing keys agent_loop/{generate_sequences,
+  // tool_calls,num_preempted}/{min,max,mean} and tool_calls/<tool>/{count,
+  // failures,latency_s} over this call's trajectories.
+  std::map<std::string, double> agent_metrics;
 };
 
 class Rollout {
@@ -72,6 +83,12 @@ class Rollout {
   const RolloutOptions& options() const { return options_; }
 
  private:
+  // Generate through options_.agent_loop (rollout_agent.cc).
+  absl::StatusOr<core::Batch> GenerateWithAgentLoop(const core::Batch& prompts,
+                                                    int64_t first_global_index,
+                                                    int64_t step,
+                                                    bool validate);
+
   Rollout(std::unique_ptr<infer::LLMEngine> engine, RolloutOptions options)
       : engine_(std::move(engine)), options_(std::move(options)) {}
 

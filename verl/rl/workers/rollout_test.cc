@@ -5,6 +5,8 @@
 #include "gtest/gtest.h"
 #include "verl/core/test_util.h"
 #include "verl/models/presets.h"
+#include "verl/models/tokenizer/chat_template.h"
+#include "verl/models/tokenizer/tokenizer_builtin.h"
 #include "verl/rl/workers/actor.h"
 
 namespace verl::rl {
@@ -144,6 +146,82 @@ TEST(RolloutTest, BadPromptIsAnError) {
   EXPECT_TRUE(
       s.rollout->Generate(MakePrompts(s.config.vocab_size, {2}, 3), 0, 1, false)
           .ok());
+}
+
+// The agent-loop path with the single-turn agent: greedy trajectories equal
+// the plain path's, in the same layout, with __num_turns__ = 2; a missing
+// raw_prompt column and an over-long agent prompt are errors.
+TEST(RolloutTest, AgentLoopSingleTurnEqualsThePlainPathWhenGreedy) {
+  models::Tokenizer tok = models::MakeBuiltinTokenizer();
+  std::vector<std::string> questions = {"1+2=?", "10+20+30=?", "7*8=?"};
+  const int64_t P = 40;
+  at::Tensor ids = torch::zeros({3, P}, torch::kLong);
+  at::Tensor mask = torch::zeros({3, P}, torch::kLong);
+  std::vector<nlohmann::json> raw;
+  for (int64_t b = 0; b < 3; ++b) {
+    nlohmann::json messages =
+        nlohmann::json::array({{{"role", "user"}, {"content", questions[b]}}});
+    raw.push_back(messages);
+    models::ChatRequest req;
+    req.messages_json = messages.dump();
+    req.add_generation_prompt = true;
+    std::vector<int64_t> p = tok.Encode(*models::ApplyChatTemplate(tok, req));
+    ASSERT_LE(static_cast<int64_t>(p.size()), P);
+    for (size_t t = 0; t < p.size(); ++t) {
+      ids[b][P - p.size() + t] = p[t];
+      mask[b][P - p.size() + t] = 1;
+    }
+  }
+  core::Batch prompts = *core::Batch::FromColumns(
+      {{"input_ids", ids},
+       {"attention_mask", mask},
+       {"position_ids", (mask.cumsum(1) - 1).clamp_min(0)}},
+      {{"raw_prompt", raw}});
+
+  RolloutSetup plain = MakeSetup(/*n=*/1, /*greedy=*/true);
+  RolloutSetup agent = MakeSetup(/*n=*/1, /*greedy=*/true);
+  infer::agent::AgentLoopOptions lo;
+  lo.response_length = 6;
+  auto loop = infer::agent::AgentLoop::Create(lo, &tok, {}, {});
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  RolloutOptions ro = agent.rollout->options();
+  ro.agent_loop = std::shared_ptr<infer::agent::AgentLoop>(*std::move(loop));
+  infer::EngineOptions e;
+  e.num_kv_blocks = 64;
+  e.max_model_len = 64;
+  auto r = Rollout::Create(models::CreateModel(agent.config, 1234), e, ro);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE((*r)->SyncWeights(*plain.policy).ok());
+
+  auto want = plain.rollout->Generate(prompts, 0, 1, /*validate=*/true);
+  auto got = (*r)->Generate(prompts, 0, 1, /*validate=*/true);
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_TRUE(got.ok()) << got.status();
+  for (const char* key : {"prompts", "responses", "input_ids", "attention_mask",
+                          "position_ids", "response_mask"}) {
+    EXPECT_TRUE(torch::equal(got->tensor(key), want->tensor(key))) << key;
+  }
+  EXPECT_TRUE(torch::allclose(got->tensor("rollout_log_probs"),
+                              want->tensor("rollout_log_probs"), 1e-5, 1e-6));
+  EXPECT_EQ(got->non_tensor("__num_turns__")[2], 2);
+  EXPECT_EQ(got->non_tensor("tool_call_counts")[0], 0);
+  EXPECT_EQ((*r)->last_stats().agent_metrics.count(
+                "agent_loop/generate_sequences/max"),
+            1u);
+
+  core::Batch no_raw = *prompts.Select(
+      std::vector<std::string>{"input_ids", "attention_mask", "position_ids"},
+      std::vector<std::string>{});
+  EXPECT_THAT((*r)->Generate(no_raw, 0, 1, true).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, "raw_prompt"));
+  core::Batch narrow =
+      *core::Batch::FromColumns({{"input_ids", ids.narrow(1, P - 4, 4)},
+                                 {"attention_mask", mask.narrow(1, P - 4, 4)},
+                                 {"position_ids", mask.narrow(1, P - 4, 4)}},
+                                {{"raw_prompt", raw}});
+  EXPECT_THAT((*r)->Generate(narrow, 5, 1, true).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "rollout prompt 5: the agent's prompt has"));
 }
 
 }  // namespace
