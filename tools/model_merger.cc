@@ -24,8 +24,10 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "verl/ckpt/gguf.h"
 #include "verl/ckpt/merger/checkpoint_merger.h"
 #include "verl/core/main_guard.h"
+#include "verl/models/gguf_export.h"
 #include "verl/models/hf_checkpoint.h"
 
 ABSL_FLAG(std::string, backend, "", "fsdp or megatron (required).");
@@ -57,6 +59,12 @@ ABSL_FLAG(bool, overwrite, false,
           "deleted); without it such a folder is refused.");
 ABSL_FLAG(std::string, hf_upload_path, "",
           "Not supported (no network access).");
+ABSL_FLAG(std::string, output_format, "hf",
+          "hf (verl's safetensors folder) or gguf (this project's addition: "
+          "<target_dir>/model.gguf for llama.cpp, via an fp32 merge)");
+ABSL_FLAG(std::string, gguf_outtype, "f32",
+          "GGUF weight type with --output_format=gguf: f32 | f16 | bf16 | "
+          "q8_0");
 
 namespace {
 
@@ -133,9 +141,39 @@ static int Main(int argc, char** argv) {
   if (!shard.ok()) return Fail(std::string(shard.status().message()), 2);
   options.max_shard_size = *shard;
 
+  const std::string format = absl::GetFlag(FLAGS_output_format);
+  if (format != "hf" && format != "gguf") {
+    return Fail("--output_format must be hf or gguf", 2);
+  }
+  std::string gguf_path;
+  verl::models::GgufExportOptions gguf;
+  if (format == "gguf") {
+    if (command == "test") {
+      return Fail("test compares HF folders; --output_format=gguf is for merge",
+                  2);
+    }
+    if (absl::GetFlag(FLAGS_dtype) != "bf16") {
+      return Fail(
+          "--dtype does not apply to --output_format=gguf (the merge is fp32; "
+          "pick the GGUF type with --gguf_outtype)",
+          2);
+    }
+    auto type = verl::ckpt::ParseGgmlType(absl::GetFlag(FLAGS_gguf_outtype));
+    if (!type.ok()) return Fail(std::string(type.status().message()), 2);
+    gguf.type = *type;
+    gguf.name =
+        std::filesystem::path(options.target_dir).lexically_normal().filename();
+    gguf_path = options.target_dir + "/model.gguf";
+    if (std::filesystem::exists(gguf_path) && !options.overwrite) {
+      return Fail(gguf_path + " exists (pass --overwrite to replace it)");
+    }
+    options.dtype = at::kFloat;
+    options.overwrite = false;
+  }
+
   std::string merged_dir = options.target_dir;
-  if (command == "test") {
-    if (absl::GetFlag(FLAGS_test_hf_dir).empty()) {
+  if (command == "test" || format == "gguf") {
+    if (command == "test" && absl::GetFlag(FLAGS_test_hf_dir).empty()) {
       return Fail("test needs --test_hf_dir", 2);
     }
     char tmpl[] = "/tmp/model_merger_test_XXXXXX";
@@ -143,9 +181,31 @@ static int Main(int argc, char** argv) {
     merged_dir = std::string(tmpl) + "/merged";
     options.target_dir = merged_dir;
   }
+  // The temporary folder of test mode and of the GGUF path goes either way.
+  auto remove_temp = [&] {
+    if (merged_dir == absl::GetFlag(FLAGS_target_dir)) return;
+    std::error_code ec;
+    std::filesystem::remove_all(std::filesystem::path(merged_dir).parent_path(),
+                                ec);
+  };
   absl::StatusOr<verl::ckpt::MergeStats> stats =
       verl::ckpt::MergeFsdpCheckpoint(options);
-  if (!stats.ok()) return Fail(std::string(stats.status().message()));
+  if (!stats.ok()) {
+    remove_temp();
+    return Fail(std::string(stats.status().message()));
+  }
+  if (format == "gguf") {
+    std::error_code ec;
+    std::filesystem::create_directories(absl::GetFlag(FLAGS_target_dir), ec);
+    absl::Status exported =
+        verl::models::ExportHfFolderToGguf(merged_dir, gguf_path, gguf);
+    remove_temp();
+    if (!exported.ok()) return Fail(std::string(exported.message()));
+    std::cerr << "merged " << stats->num_tensors << " tensors from "
+              << stats->num_shard_files << " shard files into " << gguf_path
+              << std::endl;
+    return 0;
+  }
   std::cerr << "merged " << stats->num_tensors << " tensors from "
             << stats->num_shard_files << " shard files (world size "
             << stats->world_size << ") into " << options.target_dir
@@ -158,9 +218,7 @@ static int Main(int argc, char** argv) {
 
   auto report = verl::ckpt::CompareHfFolders(merged_dir,
                                              absl::GetFlag(FLAGS_test_hf_dir));
-  std::error_code ec;
-  std::filesystem::remove_all(std::filesystem::path(merged_dir).parent_path(),
-                              ec);
+  remove_temp();
   if (!report.ok()) return Fail(std::string(report.status().message()));
   for (const std::string& line : report->mismatches) {
     std::cerr << "mismatch: " << line << std::endl;

@@ -15,15 +15,18 @@
 
 #include "glog/logging.h"
 #include "verl/ckpt/checkpoint_manager.h"
+#include "verl/ckpt/gguf.h"
 #include "verl/ckpt/merger/checkpoint_merger.h"
 #include "verl/ckpt/safetensors_sharded.h"
 #include "verl/core/file_util.h"
 #include "verl/core/status.h"
 #include "verl/core/test_util.h"
 #include "verl/models/decoder.h"
+#include "verl/models/gguf_export.h"
 #include "verl/models/hf_checkpoint.h"
 #include "verl/models/hf_config.h"
 #include "verl/models/presets.h"
+#include "verl/models/tokenizer/tokenizer_builtin.h"
 
 namespace verl::ckpt {
 namespace {
@@ -344,6 +347,74 @@ TEST(ModelMergerTest, CommandLine) {
             1);
   EXPECT_NE(out.find("fsdp_config.json not found"), std::string::npos) << out;
   EXPECT_FALSE(fs::exists(root + "/x"));
+}
+
+// --output_format=gguf: the checkpoint merged (fp32) and exported is the
+// same file, byte for byte, as //tools:export_gguf's export of the fp32 HF
+// merge; an existing model.gguf is kept unless --overwrite; bad types and
+// test mode are refused.
+TEST(ModelMergerTest, GgufOutputEqualsExportOfTheFp32Merge) {
+  const std::string root = Tmp("gguf");
+  const std::string actor = SaveCheckpoint(root, 2, TinyModel().full);
+  VERL_CHECK_OK(
+      models::MakeBuiltinTokenizer().SaveToDirectory(actor + "/huggingface"));
+  std::string out;
+  ASSERT_EQ(RunMerger("merge --backend fsdp --local_dir " + actor +
+                          " --target_dir " + root + "/ref --dtype=fp32",
+                      &out),
+            0)
+      << out;
+  for (const char* type : {"f32", "q8_0"}) {
+    const std::string dir = root + "/gguf_" + type;
+    ASSERT_EQ(RunMerger("merge --backend fsdp --local_dir " + actor +
+                            " --target_dir " + dir +
+                            " --output_format gguf --gguf_outtype " + type,
+                        &out),
+              0)
+        << out;
+    models::GgufExportOptions o;
+    o.type = *ParseGgmlType(type);
+    o.name = std::string("gguf_") + type;
+    VERL_CHECK_OK(
+        models::ExportHfFolderToGguf(root + "/ref", root + "/want.gguf", o));
+    EXPECT_EQ(*core::ReadFile(dir + "/model.gguf"),
+              *core::ReadFile(root + "/want.gguf"))
+        << type;
+    // Nothing but the GGUF file is left behind.
+    EXPECT_EQ(
+        std::distance(fs::directory_iterator(dir), fs::directory_iterator()),
+        1);
+  }
+  const std::string existing = root + "/gguf_f32/model.gguf";
+  const std::string before = *core::ReadFile(existing);
+  EXPECT_EQ(
+      RunMerger("merge --backend fsdp --local_dir " + actor + " --target_dir " +
+                    root + "/gguf_f32 --output_format gguf --gguf_outtype f16",
+                &out),
+      1);
+  EXPECT_NE(out.find("exists (pass --overwrite"), std::string::npos) << out;
+  EXPECT_EQ(*core::ReadFile(existing), before);
+  EXPECT_EQ(
+      RunMerger("merge --backend fsdp --local_dir " + actor + " --target_dir " +
+                    root + "/g --output_format gguf --gguf_outtype q3",
+                &out),
+      2);
+  EXPECT_EQ(
+      RunMerger("merge --backend fsdp --local_dir " + actor + " --target_dir " +
+                    root + "/g --output_format gguf --dtype fp16",
+                &out),
+      2);
+  EXPECT_NE(out.find("--gguf_outtype"), std::string::npos) << out;
+  EXPECT_EQ(
+      RunMerger("test --backend fsdp --local_dir " + actor + " --test_hf_dir " +
+                    root + "/ref --output_format gguf",
+                &out),
+      2);
+  EXPECT_EQ(RunMerger("merge --backend fsdp --local_dir " + actor +
+                          " --target_dir " + root + "/g --output_format onnx",
+                      &out),
+            2);
+  EXPECT_FALSE(fs::exists(root + "/g"));
 }
 
 }  // namespace
