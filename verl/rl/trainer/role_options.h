@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "verl/infer/agent/agent_loop.h"
 #include "verl/infer/engine.h"
+#include "verl/models/tokenizer/tokenizer.h"
 #include "verl/parallel/ulysses.h"
 #include "verl/rl/algos/rollout_correction.h"
 #include "verl/rl/rewards/reward_manager.h"
@@ -23,7 +24,6 @@
 #include "verl/rl/workers/actor.h"
 #include "verl/rl/workers/critic.h"
 #include "verl/rl/workers/ppo_update.h"
-#include "verl/models/tokenizer/tokenizer.h"
 #include "verl/rl/workers/rollout.h"
 
 namespace verl::rl {
