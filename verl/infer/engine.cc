@@ -60,6 +60,11 @@ absl::StatusOr<std::unique_ptr<LLMEngine>> LLMEngine::Create(
   if (cfg.is_value_model) {
     return absl::InvalidArgumentError("cannot generate with a value model");
   }
+  if (cfg.IsMla()) {
+    return absl::UnimplementedError(
+        "the rollout engine does not serve multi-head latent attention "
+        "(deepseek_v3) models yet; train and score them with the decoder");
+  }
   EngineOptions opt = in;
   if (opt.block_size <= 0) {
     return absl::InvalidArgumentError(

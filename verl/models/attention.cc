@@ -8,7 +8,6 @@
 #include <ATen/ops/ones.h>
 #include <ATen/ops/softmax.h>
 #include <ATen/ops/tensor.h>
-#include <ATen/ops/zeros_like.h>
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -104,8 +103,8 @@ at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k,
       at::softmax(scores, -1,
                   q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat)
           .to(q.scalar_type());
-  at::Tensor out = at::matmul(probs, vh);  // [n_kv, group, Lq, d]
-  return out.permute({2, 0, 1, 3}).reshape({lq, n_heads, d});
+  at::Tensor out = at::matmul(probs, vh);  // [n_kv, group, Lq, dv]
+  return out.permute({2, 0, 1, 3}).reshape({lq, n_heads, v.size(2)});
 }
 
 at::Tensor VarlenCausalAttention::Attend(int64_t layer, const at::Tensor& q,
@@ -125,12 +124,13 @@ at::Tensor VarlenCausalAttention::Attend(int64_t layer, const at::Tensor& q,
   const int64_t n_heads = q.size(1), n_kv = k.size(1), d = q.size(2);
   CHECK_EQ(n_heads % n_kv, 0) << "n_heads must be a multiple of n_kv_heads";
   const int64_t group = n_heads / n_kv;
-  at::Tensor out = at::zeros_like(q);
+  const int64_t dv = v.size(2);
+  at::Tensor out = q.new_zeros({q.size(0), n_heads, dv});
   for (const Group& g : groups_) {
     const at::Device dev = q.device();
     auto pad = [&](const at::Tensor& x) {
       return x.index_select(0, g.gather.to(dev))
-          .view({g.n, g.max_len, x.size(1), d});
+          .view({g.n, g.max_len, x.size(1), x.size(2)});
     };
     // [n, n_kv, group, L, d] x [n, n_kv, 1, d, L]
     at::Tensor qh =
@@ -152,7 +152,7 @@ at::Tensor VarlenCausalAttention::Attend(int64_t layer, const at::Tensor& q,
             .to(q.scalar_type());
     at::Tensor o = at::matmul(probs, vh)  // [n, n_kv, group, L, d]
                        .permute({0, 3, 1, 2, 4})
-                       .reshape({g.n * g.max_len, n_heads, d});
+                       .reshape({g.n * g.max_len, n_heads, dv});
     out = out.index_copy(0, g.tokens.to(dev),
                          o.index_select(0, g.scatter.to(dev)));
   }

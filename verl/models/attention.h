@@ -21,7 +21,10 @@ class AttentionBackend {
   virtual ~AttentionBackend() = default;
   // q: [T, n_heads, head_dim]; k, v: [T, n_kv_heads, head_dim] for this
   // forward's tokens, after RoPE and q/k-norm. Returns [T, n_heads, head_dim].
-  // `layer` indexes the decoder layer.
+  // `layer` indexes the decoder layer. Scores are scaled by head_dim^-0.5
+  // (callers wanting another scale pre-scale q). Backends in verl/models
+  // also accept v with its own head dim (MLA's v_head_dim); the output then
+  // has v's head dim.
   virtual at::Tensor Attend(int64_t layer, const at::Tensor& q,
                             const at::Tensor& k, const at::Tensor& v) = 0;
 };

@@ -27,18 +27,6 @@ std::shared_ptr<M> Reg(torch::nn::Module* parent, const std::string& name,
   return parent->register_module(name, std::move(child));
 }
 
-// A container module so that children are named "<name>.<index>".
-class IndexedList : public torch::nn::Module {
- public:
-  template <typename M>
-  void Add(const std::shared_ptr<M>& m) {
-    register_module(std::to_string(count_++), m);
-  }
-
- private:
-  int64_t count_ = 0;
-};
-
 // Identity in forward; in backward calls `fn` (once all incoming gradients
 // have arrived) and passes the gradients through. Wraps the tensors of `xs`
 // that require grad; returns `xs` unchanged when none does.
@@ -134,7 +122,7 @@ MoeBlock::MoeBlock(const ModelConfig& c)
   CHECK_LE(top_k, num_experts);
   const int64_t h = c.hidden_size;
   gate = Reg(this, "gate", std::make_shared<Linear>(h, num_experts, false));
-  auto list = Reg(this, "experts", std::make_shared<IndexedList>());
+  auto list = Reg(this, "experts", std::make_shared<ModuleList>());
   for (int64_t e = 0; e < num_experts; ++e) {
     experts.push_back(std::make_shared<MLP>(h, c.moe_intermediate_size));
     list->Add(experts.back());
@@ -150,30 +138,8 @@ MoeBlock::MoeBlock(const ModelConfig& c)
 
 std::pair<at::Tensor, at::Tensor> MoeBlock::Forward(const at::Tensor& x) const {
   at::Tensor router_logits = gate->Forward(x);  // [T, E]
-  at::Tensor probs =
-      at::softmax(router_logits, 1, ComputeDtype(x.scalar_type()));
-  auto [weights, selected] = at::topk(probs, top_k, -1);  // [T, k]
-  if (norm_topk_prob) weights = weights / weights.sum(-1, /*keepdim=*/true);
-  weights = weights.to(x.scalar_type());
-  // Group the T*k (token, slot) pairs by expert with one sort, then run each
-  // expert once on its tokens.
-  at::Tensor flat_expert = selected.reshape({-1});
-  at::Tensor order = std::get<1>(flat_expert.sort(/*stable=*/true, 0, false));
-  at::Tensor token_of = at::floor_divide(order, top_k);
-  at::Tensor slot_weight = weights.reshape({-1}).index_select(0, order);
-  at::Tensor counts =
-      at::bincount(flat_expert, {}, num_experts).to(at::kCPU).contiguous();
-  const int64_t* cnt = counts.data_ptr<int64_t>();
-  at::Tensor out = at::zeros_like(x);
-  int64_t start = 0;
-  for (int64_t e = 0; e < num_experts; ++e) {
-    if (cnt[e] == 0) continue;
-    at::Tensor tokens = token_of.narrow(0, start, cnt[e]);
-    at::Tensor y = experts[e]->Forward(x.index_select(0, tokens)) *
-                   slot_weight.narrow(0, start, cnt[e]).unsqueeze(1);
-    out = out.index_add(0, tokens, y);
-    start += cnt[e];
-  }
+  at::Tensor out =
+      RunExperts(x, experts, SoftmaxTopK(router_logits, top_k, norm_topk_prob));
   if (shared_expert) {
     out = out + at::sigmoid(shared_expert_gate->Forward(x)) *
                     shared_expert->Forward(x);
@@ -185,11 +151,17 @@ DecoderLayer::DecoderLayer(const ModelConfig& c, int64_t layer) {
   input_layernorm =
       Reg(this, "input_layernorm",
           std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps));
-  self_attn = Reg(this, "self_attn", std::make_shared<Attention>(c, layer));
+  if (c.IsMla()) {
+    mla_attn = Reg(this, "self_attn", std::make_shared<MlaAttention>(c, layer));
+  } else {
+    self_attn = Reg(this, "self_attn", std::make_shared<Attention>(c, layer));
+  }
   post_attention_layernorm =
       Reg(this, "post_attention_layernorm",
           std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps));
-  if (c.LayerIsMoe(layer)) {
+  if (c.LayerIsMoe(layer) && c.scoring_func == "sigmoid") {
+    deepseek_moe = Reg(this, "mlp", std::make_shared<DeepseekMoe>(c));
+  } else if (c.LayerIsMoe(layer)) {
     moe = Reg(this, "mlp", std::make_shared<MoeBlock>(c));
   } else {
     mlp = Reg(this, "mlp",
@@ -200,20 +172,22 @@ DecoderLayer::DecoderLayer(const ModelConfig& c, int64_t layer) {
 std::pair<at::Tensor, at::Tensor> DecoderLayer::Forward(
     const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
     AttentionBackend& backend) const {
-  at::Tensor h =
-      x + self_attn->Forward(input_layernorm->Forward(x), cos, sin, backend);
-  at::Tensor normed = post_attention_layernorm->Forward(h);
+  at::Tensor normed = input_layernorm->Forward(x);
+  at::Tensor h = x + (mla_attn ? mla_attn->Forward(normed, cos, sin, backend)
+                               : self_attn->Forward(normed, cos, sin, backend));
+  normed = post_attention_layernorm->Forward(h);
   if (moe) {
     auto [y, router_logits] = moe->Forward(normed);
     return {h + y, router_logits};
   }
+  if (deepseek_moe) return {h + deepseek_moe->Forward(normed), at::Tensor()};
   return {h + mlp->Forward(normed), at::Tensor()};
 }
 
 DecoderModel::DecoderModel(const ModelConfig& c) {
   embed_tokens = Reg(this, "embed_tokens",
                      std::make_shared<Embedding>(c.vocab_size, c.hidden_size));
-  auto list = Reg(this, "layers", std::make_shared<IndexedList>());
+  auto list = Reg(this, "layers", std::make_shared<ModuleList>());
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     layers.push_back(std::make_shared<DecoderLayer>(c, l));
     list->Add(layers.back());
@@ -228,6 +202,7 @@ CausalLM::CausalLM(const ModelConfig& c) : config_(c) {
   if (config_.num_key_value_heads <= 0) {
     config_.num_key_value_heads = config_.num_attention_heads;
   }
+  if (config_.IsMla()) config_.head_dim = config_.qk_rope_head_dim;
   model = Reg(this, "model", std::make_shared<DecoderModel>(config_));
   if (config_.is_value_model) {
     score =
@@ -237,6 +212,7 @@ CausalLM::CausalLM(const ModelConfig& c) : config_(c) {
                   std::make_shared<Linear>(c.hidden_size, c.vocab_size, false));
   }
   inv_freq_ = RopeInvFreq(config_);
+  rope_scale_ = RopeAttentionFactor(config_);
 }
 
 std::vector<int64_t> CausalLM::LayerWindows() const {
@@ -258,6 +234,10 @@ at::Tensor CausalLM::RunLayers(const at::Tensor& input_ids,
   at::Tensor h = model->embed_tokens->Forward(input_ids);
   auto [cos, sin] =
       RopeCosSin(inv_freq_, position_ids.reshape({-1}), h.scalar_type());
+  if (rope_scale_ != 1.0) {
+    cos = cos * rope_scale_;
+    sin = sin * rope_scale_;
+  }
   const bool checkpoint = checkpointing_ && torch::GradMode::is_enabled();
   for (int64_t i = 0; i < static_cast<int64_t>(model->layers.size()); ++i) {
     const auto& layer = model->layers[i];
@@ -383,8 +363,12 @@ std::shared_ptr<CausalLM> CreateModel(const ModelConfig& config, uint64_t seed,
     at::Tensor p = item.value();
     const bool is_norm = name.find("norm.weight") != std::string::npos ||
                          name.find("layernorm.weight") != std::string::npos;
-    const bool is_bias =
-        name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+    auto ends_with = [&name](const std::string& suffix) {
+      return name.size() >= suffix.size() &&
+             name.compare(name.size() - suffix.size(), suffix.size(), suffix) ==
+                 0;
+    };
+    const bool is_bias = ends_with(".bias") || ends_with("_bias");
     if (is_norm) {
       p.fill_(1.0);
     } else if (is_bias) {

@@ -1,7 +1,9 @@
 // File: verl/models/decoder.h
 //
-// The HF-compatible decoder family (Llama 3, Mistral, Qwen2/2.5, Qwen3 and
-// their MoE variants) as one configurable torch::nn::Module. Parameter names
+// The HF-compatible decoder family (Llama 3, Mistral, Qwen2/2.5, Qwen3, their
+// MoE variants, and DeepSeek-V3 with multi-head latent attention from
+// verl/models/mla and the sigmoid router from verl/models/moe) as one
+// configurable torch::nn::Module. Parameter names
 // are exactly HF's (`model.layers.0.self_attn.q_proj.weight`, ...), so HF
 // checkpoints load by name and weights sync to the rollout engine by name.
 //
@@ -21,7 +23,9 @@
 
 #include "verl/models/attention.h"
 #include "verl/models/layers.h"
+#include "verl/models/mla/mla_attention.h"
 #include "verl/models/model_config.h"
+#include "verl/models/moe/router.h"
 
 namespace verl::models {
 
@@ -74,9 +78,11 @@ class DecoderLayer : public torch::nn::Module {
                                             AttentionBackend& backend) const;
 
   std::shared_ptr<RMSNorm> input_layernorm, post_attention_layernorm;
-  std::shared_ptr<Attention> self_attn;
-  std::shared_ptr<MLP> mlp;       // dense layers
-  std::shared_ptr<MoeBlock> moe;  // MoE layers (registered as "mlp")
+  std::shared_ptr<Attention> self_attn;    // null for MLA models
+  std::shared_ptr<MlaAttention> mla_attn;  // MLA (registered as "self_attn")
+  std::shared_ptr<MLP> mlp;                // dense layers
+  std::shared_ptr<MoeBlock> moe;  // softmax-router MoE (registered as "mlp")
+  std::shared_ptr<DeepseekMoe> deepseek_moe;  // sigmoid router ("mlp")
 };
 
 // The `model.` sub-tree: embed_tokens, layers, norm.
@@ -115,6 +121,7 @@ struct ForwardOutput {
   at::Tensor values;    // value model: [T] packed / [B, L] padded
   at::Tensor aux_loss;  // MoE load-balancing loss (HF aux_loss, not yet
                         // multiplied by router_aux_loss_coef); else undefined
+                        // (dense models, DeepSeek's sigmoid router)
 };
 
 // *ForCausalLM (lm_head, tied to embed_tokens when tie_word_embeddings) or,
@@ -178,7 +185,8 @@ class CausalLM : public torch::nn::Module {
                       const std::vector<at::Tensor>& router_logits) const;
 
   ModelConfig config_;
-  at::Tensor inv_freq_;  // RoPE inverse frequencies (double, CPU)
+  at::Tensor inv_freq_;      // RoPE inverse frequencies (double, CPU)
+  double rope_scale_ = 1.0;  // cos/sin factor (YaRN attention_factor)
   bool checkpointing_ = false;
   std::shared_ptr<LayerHooks> hooks_;
 };

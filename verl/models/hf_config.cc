@@ -29,6 +29,7 @@ struct Family {
   int64_t default_experts_per_tok;
   int64_t default_moe_intermediate;
   int64_t default_shared_intermediate;
+  bool deepseek = false;  // MLA + sigmoid-router MoE, own keys (see below)
 };
 
 constexpr Family kFamilies[] = {
@@ -40,6 +41,8 @@ constexpr Family kFamilies[] = {
      60, 4, 1408, 5632},
     {"qwen3_moe", "Qwen3Moe", false, true, true, 128, true, false, true, false,
      128, 8, 768, 0},
+    {"deepseek_v3", "DeepseekV3", false, true, false, 0, false, false, false,
+     false, 0, 0, 0, 0, /*deepseek=*/true},
 };
 
 constexpr char kCausalLm[] = "ForCausalLM";
@@ -159,7 +162,7 @@ class Fields {
 
 // Reads an HF rope-scaling object (rope_scaling or rope_parameters).
 absl::Status ParseRope(const Json& rope, const std::string& source,
-                       RopeScaling* out) {
+                       bool allow_yarn, RopeScaling* out) {
   if (rope.is_null()) return absl::OkStatus();
   if (!rope.is_object()) {
     return absl::InvalidArgumentError(
@@ -183,10 +186,30 @@ absl::Status ParseRope(const Json& rope, const std::string& source,
     f.Double("high_freq_factor", &out->high_freq_factor);
     f.Int("original_max_position_embeddings",
           &out->original_max_position_embeddings);
+  } else if (type == "yarn" && allow_yarn) {
+    *out = RopeScaling();
+    out->rope_type = type;
+    for (const char* key : {"factor", "original_max_position_embeddings"}) {
+      f.Check(f.Has(key), absl::StrCat("yarn rope scaling needs '", key, "'"));
+    }
+    f.Double("factor", &out->factor);
+    f.Int("original_max_position_embeddings",
+          &out->original_max_position_embeddings);
+    f.Double("beta_fast", &out->beta_fast);
+    f.Double("beta_slow", &out->beta_slow);
+    f.Double("attention_factor", &out->attention_factor);
+    f.Double("mscale", &out->mscale);
+    f.Double("mscale_all_dim", &out->mscale_all_dim);
+    bool truncate = true;
+    f.Bool("truncate", &truncate);
+    f.Check(truncate, "yarn truncate=false is not supported");
+    f.Check(out->factor >= 1 && out->original_max_position_embeddings > 0,
+            "yarn needs factor >= 1 and original_max_position_embeddings > 0");
   } else {
     f.Check(false, absl::StrCat("rope type '", type,
                                 "' is not supported (supported: default, "
-                                "llama3)"));
+                                "llama3",
+                                allow_yarn ? ", yarn)" : ")"));
   }
   return f.status();
 }
@@ -194,6 +217,14 @@ absl::Status ParseRope(const Json& rope, const std::string& source,
 bool SameRope(const RopeScaling& a, const RopeScaling& b) {
   if (a.rope_type != b.rope_type) return false;
   if (a.rope_type == "default") return true;
+  if (a.rope_type == "yarn") {
+    return a.factor == b.factor &&
+           a.original_max_position_embeddings ==
+               b.original_max_position_embeddings &&
+           a.beta_fast == b.beta_fast && a.beta_slow == b.beta_slow &&
+           a.attention_factor == b.attention_factor && a.mscale == b.mscale &&
+           a.mscale_all_dim == b.mscale_all_dim;
+  }
   return a.factor == b.factor && a.low_freq_factor == b.low_freq_factor &&
          a.high_freq_factor == b.high_freq_factor &&
          a.original_max_position_embeddings ==
@@ -202,6 +233,18 @@ bool SameRope(const RopeScaling& a, const RopeScaling& b) {
 
 Json RopeToJson(const RopeScaling& r) {
   if (r.rope_type == "default") return {{"rope_type", "default"}};
+  if (r.rope_type == "yarn") {
+    Json out = {{"rope_type", r.rope_type},
+                {"factor", r.factor},
+                {"original_max_position_embeddings",
+                 r.original_max_position_embeddings},
+                {"beta_fast", r.beta_fast},
+                {"beta_slow", r.beta_slow}};
+    if (r.attention_factor > 0) out["attention_factor"] = r.attention_factor;
+    if (r.mscale != 0) out["mscale"] = r.mscale;
+    if (r.mscale_all_dim != 0) out["mscale_all_dim"] = r.mscale_all_dim;
+    return out;
+  }
   return {
       {"rope_type", r.rope_type},
       {"factor", r.factor},
@@ -242,6 +285,126 @@ void WriteIds(Json& out, int64_t bos, const std::vector<int64_t>& eos,
   PutOptional(out, "bos_token_id", IdOrNull(bos));
   PutOptional(out, "eos_token_id", IdList(eos, out, "eos_token_id"));
   PutOptional(out, "pad_token_id", IdOrNull(pad));
+}
+
+// DeepSeek-V3 keys (HF DeepseekV3Config defaults). transformers' model
+// always routes with sigmoid scores and "noaux_tc" and makes every layer
+// from first_k_dense_replace on an MoE layer, so other values of
+// scoring_func, topk_method and moe_layer_freq are refused, not ignored.
+void ReadDeepseekKeys(const Json& json, Fields& f, ModelConfig* c) {
+  auto null_is_zero = [&](const char* key, int64_t* out) {
+    auto it = json.find(key);
+    if (it != json.end() && it->is_null()) *out = 0;
+    f.Int(key, out);
+  };
+  c->q_lora_rank = 1536;
+  c->kv_lora_rank = 512;
+  c->qk_nope_head_dim = 128;
+  c->qk_rope_head_dim = 64;
+  c->v_head_dim = 128;
+  c->num_experts = 256;
+  c->num_experts_per_tok = 8;
+  c->moe_intermediate_size = 2048;
+  c->n_shared_experts = 1;
+  c->first_k_dense_replace = 3;
+  c->n_group = 8;
+  c->topk_group = 4;
+  c->routed_scaling_factor = 2.5;
+  c->norm_topk_prob = true;
+  c->scoring_func = "sigmoid";
+  null_is_zero("q_lora_rank", &c->q_lora_rank);
+  f.Int("kv_lora_rank", &c->kv_lora_rank);
+  f.Int("qk_nope_head_dim", &c->qk_nope_head_dim);
+  f.Int("qk_rope_head_dim", &c->qk_rope_head_dim);
+  f.Int("v_head_dim", &c->v_head_dim);
+  f.Bool("rope_interleave", &c->rope_interleave);
+  null_is_zero("n_routed_experts", &c->num_experts);
+  null_is_zero("n_shared_experts", &c->n_shared_experts);
+  f.Int("num_experts_per_tok", &c->num_experts_per_tok);
+  f.Int("moe_intermediate_size", &c->moe_intermediate_size);
+  f.Int("first_k_dense_replace", &c->first_k_dense_replace);
+  f.Int("n_group", &c->n_group);
+  f.Int("topk_group", &c->topk_group);
+  f.Double("routed_scaling_factor", &c->routed_scaling_factor);
+  f.Bool("norm_topk_prob", &c->norm_topk_prob);
+  f.String("scoring_func", &c->scoring_func);
+  std::string topk_method = "noaux_tc";
+  f.String("topk_method", &topk_method);
+  int64_t moe_layer_freq = 1;
+  f.Int("moe_layer_freq", &moe_layer_freq);
+  f.Check(c->scoring_func == "sigmoid",
+          absl::StrCat("scoring_func '", c->scoring_func,
+                       "' is not supported for deepseek_v3 (only 'sigmoid')"));
+  f.Check(topk_method == "noaux_tc",
+          absl::StrCat("topk_method '", topk_method,
+                       "' is not supported for deepseek_v3 (only 'noaux_tc')"));
+  f.Check(moe_layer_freq == 1,
+          absl::StrCat("moe_layer_freq ", moe_layer_freq,
+                       " is not supported (only 1, as transformers has it)"));
+  c->head_dim = c->qk_rope_head_dim;  // the RoPE width, as HF sets head_dim
+}
+
+void CheckDeepseek(const ModelConfig& c, Fields& f) {
+  f.Check(c.kv_lora_rank > 0 && c.q_lora_rank >= 0 && c.qk_nope_head_dim > 0 &&
+              c.qk_rope_head_dim > 0 && c.qk_rope_head_dim % 2 == 0 &&
+              c.v_head_dim > 0,
+          absl::StrCat("invalid MLA shape: q_lora_rank=", c.q_lora_rank,
+                       " kv_lora_rank=", c.kv_lora_rank,
+                       " qk_nope_head_dim=", c.qk_nope_head_dim,
+                       " qk_rope_head_dim=", c.qk_rope_head_dim,
+                       " (must be even) v_head_dim=", c.v_head_dim));
+  const RopeScaling& rs = c.rope_scaling;
+  if (rs.rope_type == "yarn") {
+    // transformers versions differ on which factor yarn uses when these two
+    // disagree; real DeepSeek configs keep them equal.
+    const double ratio = static_cast<double>(c.max_position_embeddings) /
+                         rs.original_max_position_embeddings;
+    f.Check(ratio == rs.factor,
+            absl::StrCat("yarn factor ", rs.factor,
+                         " must equal max_position_embeddings / "
+                         "original_max_position_embeddings = ",
+                         ratio));
+  }
+  if (c.num_experts == 0) return;  // dense
+  const int64_t per_group = c.n_group > 0 ? c.num_experts / c.n_group : 0;
+  f.Check(c.n_group > 0 && c.num_experts % c.n_group == 0 && per_group >= 2 &&
+              c.topk_group > 0 && c.topk_group <= c.n_group &&
+              c.num_experts_per_tok > 0 &&
+              c.num_experts_per_tok <= c.topk_group * per_group &&
+              c.moe_intermediate_size > 0 && c.n_shared_experts >= 0 &&
+              c.first_k_dense_replace >= 0,
+          absl::StrCat(
+              "invalid MoE settings: n_routed_experts=", c.num_experts,
+              " n_group=", c.n_group, " topk_group=", c.topk_group,
+              " num_experts_per_tok=", c.num_experts_per_tok,
+              " moe_intermediate_size=", c.moe_intermediate_size,
+              " n_shared_experts=", c.n_shared_experts,
+              " first_k_dense_replace=", c.first_k_dense_replace,
+              " (groups need >= 2 experts, top-k must fit the kept groups)"));
+}
+
+// 0 is written as null: absent keys would read back as HF's defaults.
+void WriteDeepseekKeys(const ModelConfig& c, Json& out) {
+  Put(out, "q_lora_rank",
+      c.q_lora_rank > 0 ? Json(c.q_lora_rank) : Json(nullptr));
+  Put(out, "kv_lora_rank", c.kv_lora_rank);
+  Put(out, "qk_nope_head_dim", c.qk_nope_head_dim);
+  Put(out, "qk_rope_head_dim", c.qk_rope_head_dim);
+  Put(out, "v_head_dim", c.v_head_dim);
+  Put(out, "rope_interleave", c.rope_interleave);
+  Put(out, "n_routed_experts",
+      c.num_experts > 0 ? Json(c.num_experts) : Json(nullptr));
+  Put(out, "n_shared_experts",
+      c.n_shared_experts > 0 ? Json(c.n_shared_experts) : Json(nullptr));
+  Put(out, "num_experts_per_tok", c.num_experts_per_tok);
+  Put(out, "moe_intermediate_size", c.moe_intermediate_size);
+  Put(out, "first_k_dense_replace", c.first_k_dense_replace);
+  Put(out, "n_group", c.n_group);
+  Put(out, "topk_group", c.topk_group);
+  Put(out, "routed_scaling_factor", c.routed_scaling_factor);
+  Put(out, "norm_topk_prob", c.norm_topk_prob);
+  Put(out, "scoring_func", c.scoring_func);
+  Put(out, "topk_method", "noaux_tc");
 }
 
 absl::Status WriteJson(const std::string& path, const Json& json) {
@@ -329,12 +492,12 @@ absl::StatusOr<ModelConfig> ModelConfigFromHfJson(const Json& json,
   VERL_RETURN_IF_ERROR(f.status());
   if (json.contains("rope_scaling")) {
     VERL_RETURN_IF_ERROR(ParseRope(json["rope_scaling"], src + ": rope_scaling",
-                                   &c.rope_scaling));
+                                   family->deepseek, &c.rope_scaling));
   }
   if (f.Has("rope_parameters")) {
     const Json& params = json["rope_parameters"];
-    VERL_RETURN_IF_ERROR(
-        ParseRope(params, src + ": rope_parameters", &c.rope_scaling));
+    VERL_RETURN_IF_ERROR(ParseRope(params, src + ": rope_parameters",
+                                   family->deepseek, &c.rope_scaling));
     Fields pf(params, src + ": rope_parameters");
     pf.Double("rope_theta", &c.rope_theta);
     VERL_RETURN_IF_ERROR(pf.status());
@@ -378,6 +541,7 @@ absl::StatusOr<ModelConfig> ModelConfigFromHfJson(const Json& json,
     f.IntList("mlp_only_layers", &c.mlp_only_layers);
     f.Double("router_aux_loss_coef", &c.router_aux_loss_coef);
   }
+  if (family->deepseek) ReadDeepseekKeys(json, f, &c);
   ReadIds(f, &c.bos_token_id, &c.eos_token_ids, &c.pad_token_id);
 
   // Value model: one label.
@@ -420,6 +584,7 @@ absl::StatusOr<ModelConfig> ModelConfigFromHfJson(const Json& json,
                          " moe_intermediate_size=", c.moe_intermediate_size,
                          " decoder_sparse_step=", c.decoder_sparse_step));
   }
+  if (family->deepseek) CheckDeepseek(c, f);
   VERL_RETURN_IF_ERROR(f.status());
   return c;
 }
@@ -448,7 +613,7 @@ absl::StatusOr<Json> ModelConfigToHfJson(const ModelConfig& c,
       c.attention_bias) {
     return invalid("attention_bias is not expressible");
   }
-  if (!family->moe && c.num_experts > 0) {
+  if (!family->moe && !family->deepseek && c.num_experts > 0) {
     return invalid("not a mixture-of-experts family");
   }
   Json out = base.is_object() ? base : Json::object();
@@ -461,7 +626,9 @@ absl::StatusOr<Json> ModelConfigToHfJson(const ModelConfig& c,
   Put(out, "num_hidden_layers", c.num_hidden_layers);
   Put(out, "num_attention_heads", c.num_attention_heads);
   Put(out, "num_key_value_heads", c.num_key_value_heads);
-  if (family->default_head_dim > 0) {
+  if (family->deepseek) {
+    out.erase("head_dim");  // HF derives it from qk_rope_head_dim
+  } else if (family->default_head_dim > 0) {
     Put(out, "head_dim", c.HeadDim());
   } else if (c.head_dim > 0) {
     Put(out, "head_dim", c.head_dim);
@@ -482,7 +649,8 @@ absl::StatusOr<Json> ModelConfigToHfJson(const ModelConfig& c,
     Json& params = out["rope_parameters"];
     RopeScaling old;
     double old_theta = 0;
-    bool same = params.is_object() && ParseRope(params, "", &old).ok() &&
+    bool same = params.is_object() &&
+                ParseRope(params, "", family->deepseek, &old).ok() &&
                 SameRope(old, c.rope_scaling);
     if (same) {
       Fields pf(params, "");
@@ -496,9 +664,10 @@ absl::StatusOr<Json> ModelConfigToHfJson(const ModelConfig& c,
   } else {
     Put(out, "rope_theta", c.rope_theta);
     RopeScaling old;
-    const bool same = out.contains("rope_scaling") &&
-                      ParseRope(out["rope_scaling"], "", &old).ok() &&
-                      SameRope(old, c.rope_scaling);
+    const bool same =
+        out.contains("rope_scaling") &&
+        ParseRope(out["rope_scaling"], "", family->deepseek, &old).ok() &&
+        SameRope(old, c.rope_scaling);
     if (!same) {
       PutOptional(out, "rope_scaling",
                   c.rope_scaling.rope_type == "default"
@@ -533,6 +702,7 @@ absl::StatusOr<Json> ModelConfigToHfJson(const ModelConfig& c,
     }
     Put(out, "router_aux_loss_coef", c.router_aux_loss_coef);
   }
+  if (family->deepseek) WriteDeepseekKeys(c, out);
   WriteIds(out, c.bos_token_id, c.eos_token_ids, c.pad_token_id);
   if (c.is_value_model && !out.contains("id2label")) {
     out["id2label"] = {{"0", "LABEL_0"}};

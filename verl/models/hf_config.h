@@ -1,11 +1,13 @@
 // File: verl/models/hf_config.h
 //
 // HuggingFace config.json <-> ModelConfig for the supported decoder families
-// (Llama, Qwen2, Qwen3, Mistral, Qwen2-MoE, Qwen3-MoE; *ForCausalLM and the
-// *ForTokenClassification value-model variants), and generation_config.json
-// <-> GenerationConfig. Family rules HF encodes in code rather than keys are
-// applied here: Qwen2 q/k/v projections always have bias, Qwen3 has per-head
-// q/k RMSNorm and a 128 head_dim default. RoPE settings are read from the
+// (Llama, Qwen2, Qwen3, Mistral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V3;
+// *ForCausalLM and the *ForTokenClassification value-model variants), and
+// generation_config.json <-> GenerationConfig. Family rules HF encodes in
+// code rather than keys are applied here: Qwen2 q/k/v projections always
+// have bias, Qwen3 has per-head q/k RMSNorm and a 128 head_dim default,
+// DeepSeek-V3 routes with sigmoid/noaux_tc only and uses YaRN ("yarn" rope
+// scaling is accepted for it alone). RoPE settings are read from the
 // top-level `rope_theta` / `rope_scaling` or from transformers v5's
 // `rope_parameters`.
 //

@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/cat.h>
+#include <ATen/ops/clamp.h>
 #include <ATen/ops/linear.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/pow.h>
@@ -14,6 +15,7 @@
 #include <ATen/ops/zeros.h>
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace verl::models {
@@ -102,11 +104,45 @@ at::Tensor RopeInvFreq(const ModelConfig& config) {
     at::Tensor smoothed = (1.0 - smooth) * scaled / rs.factor + smooth * scaled;
     at::Tensor is_medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen);
     inv_freq = at::where(is_medium, smoothed, scaled);
+  } else if (rs.rope_type == "yarn") {
+    // HF _compute_yarn_parameters: frequencies below the beta_fast..beta_slow
+    // rotation band are interpolated (divided by factor), those above kept,
+    // a linear ramp in between.
+    const double orig =
+        static_cast<double>(rs.original_max_position_embeddings);
+    const double log_base = std::log(config.rope_theta);
+    auto correction_dim = [&](double rotations) {
+      return dim * std::log(orig / (rotations * 2.0 * M_PI)) / (2.0 * log_base);
+    };
+    const double low = std::max(std::floor(correction_dim(rs.beta_fast)), 0.0);
+    double high = std::min(std::ceil(correction_dim(rs.beta_slow)),
+                           static_cast<double>(dim - 1));
+    if (low == high) high += 0.001;
+    at::Tensor ramp =
+        ((at::arange(dim / 2, at::kDouble) - low) / (high - low)).clamp(0, 1);
+    at::Tensor extrapolation = 1.0 - ramp;
+    inv_freq =
+        inv_freq / rs.factor * (1.0 - extrapolation) + inv_freq * extrapolation;
   } else {
     CHECK(rs.rope_type == "default" || rs.rope_type.empty())
         << "unsupported rope_type " << rs.rope_type;
   }
   return inv_freq;
+}
+
+double YarnMscale(double scale, double mscale) {
+  return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
+}
+
+double RopeAttentionFactor(const ModelConfig& config) {
+  const RopeScaling& rs = config.rope_scaling;
+  if (rs.rope_type != "yarn") return 1.0;
+  if (rs.attention_factor > 0) return rs.attention_factor;
+  if (rs.mscale != 0 && rs.mscale_all_dim != 0) {
+    return YarnMscale(rs.factor, rs.mscale) /
+           YarnMscale(rs.factor, rs.mscale_all_dim);
+  }
+  return YarnMscale(rs.factor, 1.0);
 }
 
 std::pair<at::Tensor, at::Tensor> RopeCosSin(const at::Tensor& inv_freq,

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "verl/models/model_config.h"
@@ -59,6 +60,18 @@ class RMSNorm : public torch::nn::Module {
 };
 
 // SwiGLU MLP: down(silu(gate(x)) * up(x)); HF names gate/up/down_proj.
+// A container whose children are named "<index>" (HF nn.ModuleList).
+class ModuleList : public torch::nn::Module {
+ public:
+  template <typename M>
+  void Add(const std::shared_ptr<M>& m) {
+    register_module(std::to_string(count_++), m);
+  }
+
+ private:
+  int64_t count_ = 0;
+};
+
 class MLP : public torch::nn::Module {
  public:
   MLP(int64_t hidden, int64_t intermediate);
@@ -68,8 +81,14 @@ class MLP : public torch::nn::Module {
 };
 
 // Rotary embeddings. Inverse frequencies [head_dim/2] (double, CPU) for the
-// config's rope_theta and rope_scaling ("default" or "llama3").
+// config's rope_theta and rope_scaling ("default", "llama3" or "yarn").
 at::Tensor RopeInvFreq(const ModelConfig& config);
+
+// The factor HF multiplies cos/sin by (yarn's attention_factor; else 1).
+double RopeAttentionFactor(const ModelConfig& config);
+
+// HF yarn_get_mscale: 0.1 * mscale * ln(scale) + 1 for scale > 1, else 1.
+double YarnMscale(double scale, double mscale);
 
 // cos/sin tables [T, head_dim] for `position_ids` [T] in `dtype`, computed in
 // fp32 like HF (double when dtype is double).

@@ -70,6 +70,10 @@ absl::Status ValidateMegatronModel(const ModelConfig& c,
                absl::StrCat("does not divide intermediate_size ",
                             c.intermediate_size));
   }
+  if (c.IsMla()) {
+    return absl::UnimplementedError(
+        "megatron: multi-head latent attention (deepseek_v3) is not built yet");
+  }
   if (c.IsMoe()) {
     return absl::UnimplementedError(
         "megatron: MoE layers (num_experts > 0) need expert parallelism, not "

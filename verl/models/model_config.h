@@ -12,13 +12,21 @@
 
 namespace verl::models {
 
-// Rotary-embedding scaling (HF `rope_scaling`). Only "default" and "llama3".
+// Rotary-embedding scaling (HF `rope_scaling`): "default", "llama3", and
+// "yarn" (DeepSeek-V3 only).
 struct RopeScaling {
-  std::string rope_type = "default";  // "default" | "llama3"
+  std::string rope_type = "default";  // "default" | "llama3" | "yarn"
   double factor = 1.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int64_t original_max_position_embeddings = 8192;
+  // yarn: ramp bounds, cos/sin scale (0 => derived from mscale and
+  // mscale_all_dim as HF does) and the mscales (0 => key absent).
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  double attention_factor = 0.0;
+  double mscale = 0.0;
+  double mscale_all_dim = 0.0;
 };
 
 struct ModelConfig {
@@ -58,6 +66,26 @@ struct ModelConfig {
   std::vector<int64_t> mlp_only_layers;
   double router_aux_loss_coef = 0.001;
 
+  // DeepSeek-V3 (model_type "deepseek_v3"). Multi-head latent attention when
+  // kv_lora_rank > 0: q (q_lora_rank > 0) and kv low-rank compression,
+  // per-head q/k = [nope | rope] with the rope key shared by all heads;
+  // head_dim then holds qk_rope_head_dim (the RoPE width, as HF sets it).
+  int64_t q_lora_rank = 0;  // 0 => HF null: q_proj directly
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+  bool rope_interleave = true;  // HF's interleaved rope layout of q/k rope
+  // DeepSeek MoE: sigmoid router with a per-expert selection bias,
+  // group-limited top-k; the first `first_k_dense_replace` layers are dense.
+  // num_experts holds n_routed_experts.
+  std::string scoring_func = "softmax";  // "softmax" (Qwen) | "sigmoid"
+  int64_t n_shared_experts = 0;  // shared MLP of n * moe_intermediate_size
+  int64_t first_k_dense_replace = 0;
+  int64_t n_group = 1;
+  int64_t topk_group = 1;
+  double routed_scaling_factor = 1.0;
+
   // Special token ids (generation_config.json may list several eos ids).
   int64_t bos_token_id = -1;
   std::vector<int64_t> eos_token_ids;
@@ -70,9 +98,10 @@ struct ModelConfig {
     return head_dim > 0 ? head_dim : hidden_size / num_attention_heads;
   }
   bool IsMoe() const { return num_experts > 0; }
+  bool IsMla() const { return kv_lora_rank > 0; }
   // Whether decoder layer `layer` uses a sparse MoE block (HF rule).
   bool LayerIsMoe(int64_t layer) const {
-    if (!IsMoe()) return false;
+    if (!IsMoe() || layer < first_k_dense_replace) return false;
     for (int64_t l : mlp_only_layers) {
       if (l == layer) return false;
     }

@@ -95,6 +95,39 @@ ModelConfig TinyQwen3Moe() {
   return c;
 }
 
+// DeepSeek-V3 shape in miniature: MLA with q and kv compression, YaRN,
+// one dense layer then sigmoid-routed MoE layers (4 groups of 2 experts, 2
+// groups kept) with a shared expert.
+ModelConfig TinyDeepseekV3() {
+  ModelConfig c = Tiny("DeepseekV3ForCausalLM", "deepseek_v3");
+  c.num_key_value_heads = 4;
+  c.q_lora_rank = 64;
+  c.kv_lora_rank = 32;
+  c.qk_nope_head_dim = 32;
+  c.qk_rope_head_dim = 16;
+  c.v_head_dim = 32;
+  c.head_dim = 16;  // = qk_rope_head_dim, as HF sets it
+  c.rope_theta = 10000.0;
+  c.max_position_embeddings = 4096;
+  c.rope_scaling.rope_type = "yarn";
+  c.rope_scaling.factor = 4.0;
+  c.rope_scaling.original_max_position_embeddings = 1024;
+  c.rope_scaling.mscale = 1.0;
+  c.rope_scaling.mscale_all_dim = 1.0;
+  c.scoring_func = "sigmoid";
+  c.num_experts = 8;
+  c.num_experts_per_tok = 2;
+  c.moe_intermediate_size = 64;
+  c.n_shared_experts = 1;
+  c.first_k_dense_replace = 1;
+  c.n_group = 4;
+  c.topk_group = 2;
+  c.norm_topk_prob = true;
+  c.routed_scaling_factor = 2.5;
+  c.tie_word_embeddings = false;
+  return c;
+}
+
 struct Preset {
   const char* name;
   ModelConfig (*make)();
@@ -104,7 +137,7 @@ constexpr Preset kPresets[] = {
     {"tiny-qwen2", TinyQwen2},        {"qwen2-30m", Qwen2_30m},
     {"tiny-qwen3", TinyQwen3},        {"tiny-llama3", TinyLlama3},
     {"tiny-mistral", TinyMistral},    {"tiny-qwen2-moe", TinyQwen2Moe},
-    {"tiny-qwen3-moe", TinyQwen3Moe},
+    {"tiny-qwen3-moe", TinyQwen3Moe}, {"tiny-deepseek-v3", TinyDeepseekV3},
 };
 
 }  // namespace

@@ -16,7 +16,7 @@
 namespace verl::models {
 
 // Names accepted by MakePreset: tiny-qwen2, qwen2-30m, tiny-qwen3,
-// tiny-llama3, tiny-mistral, tiny-qwen2-moe, tiny-qwen3-moe.
+// tiny-llama3, tiny-mistral, tiny-qwen2-moe, tiny-qwen3-moe, tiny-deepseek-v3.
 std::vector<std::string> PresetNames();
 
 // The preset's config; `vocab_size` > 0 overrides the preset's vocabulary
