@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
+#include "verl/infer/mla_paged_attention.h"
 
 namespace verl::infer {
 namespace {
@@ -60,11 +61,6 @@ absl::StatusOr<std::unique_ptr<LLMEngine>> LLMEngine::Create(
   if (cfg.is_value_model) {
     return absl::InvalidArgumentError("cannot generate with a value model");
   }
-  if (cfg.IsMla()) {
-    return absl::UnimplementedError(
-        "the rollout engine does not serve multi-head latent attention "
-        "(deepseek_v3) models yet; train and score them with the decoder");
-  }
   EngineOptions opt = in;
   if (opt.block_size <= 0) {
     return absl::InvalidArgumentError(
@@ -102,6 +98,11 @@ absl::StatusOr<std::unique_ptr<LLMEngine>> LLMEngine::Create(
   spec.head_dim = cfg.HeadDim();
   spec.block_size = opt.block_size;
   spec.dtype = model->parameters().front().scalar_type();
+  if (cfg.IsMla()) {  // one latent + rope key per token and layer
+    spec.num_kv_heads = 1;
+    spec.head_dim = cfg.kv_lora_rank + cfg.qk_rope_head_dim;
+    spec.latent = true;
+  }
 
   const int64_t blocks_per_seq =
       (opt.max_model_len + opt.block_size - 1) / opt.block_size;
@@ -149,8 +150,12 @@ LLMEngine::LLMEngine(std::shared_ptr<models::CausalLM> model,
   so.max_num_batched_tokens = options_.max_num_batched_tokens;
   so.enable_chunked_prefill = options_.enable_chunked_prefill;
   scheduler_ = std::make_unique<Scheduler>(so, blocks_.get());
-  attention_ =
-      std::make_unique<PagedAttention>(kv_cache_.get(), model_->LayerWindows());
+  if (spec.latent) {
+    attention_ = std::make_unique<MlaPagedAttention>(kv_cache_.get());
+  } else {
+    attention_ = std::make_unique<PagedAttention>(kv_cache_.get(),
+                                                  model_->LayerWindows());
+  }
   forward_ =
       std::make_unique<FusedForward>(model_.get(), options_.max_model_len);
   model_->eval();

@@ -78,6 +78,7 @@ at::Tensor Rows(at::Tensor& buf, int64_t rows, int64_t cols) {
 FusedForward::FusedForward(models::CausalLM* model, int64_t max_positions)
     : model_(model), max_positions_(max_positions) {
   CHECK(model_ != nullptr);
+  if (model_->config().IsMla()) return;  // never applies (see Applies())
   for (const auto& layer : model_->model->layers) {
     const models::Attention& a = *layer->self_attn;
     for (const auto* lin :
@@ -95,6 +96,7 @@ FusedForward::FusedForward(models::CausalLM* model, int64_t max_positions)
 }
 
 bool FusedForward::Applies() const {
+  if (model_->config().IsMla()) return false;  // the model's own MLA forward
   const at::Tensor& w = model_->model->embed_tokens->weight;
   if (w.scalar_type() != at::kFloat || !w.device().is_cpu()) return false;
   for (const models::Linear* lin : linears_) {

@@ -13,8 +13,9 @@
 // copied, and re-copies what changed (UpdateWeights, LoRA merges, optimizer
 // steps on a shared model all bump the version).
 //
-// Applies to fp32 CPU models without active (unmerged) LoRA adapters;
-// otherwise Forward() is the model's own. MoE layers run the model's MoE
+// Applies to fp32 CPU models without active (unmerged) LoRA adapters and
+// without multi-head latent attention; otherwise Forward() is the model's
+// own. MoE layers run the model's MoE
 // block on the fused path's normed activations.
 #ifndef VERL_INFER_FUSED_FORWARD_H_
 #define VERL_INFER_FUSED_FORWARD_H_

@@ -16,7 +16,7 @@
 namespace verl::infer {
 
 int64_t KvCacheSpec::BytesPerBlock() const {
-  return 2 * num_layers * block_size * num_kv_heads * head_dim *
+  return (latent ? 1 : 2) * num_layers * block_size * num_kv_heads * head_dim *
          static_cast<int64_t>(c10::elementSize(dtype));
 }
 
@@ -66,7 +66,7 @@ void KvCache::Allocate() {
                                       spec_.num_kv_heads, spec_.head_dim};
   for (int64_t l = 0; l < spec_.num_layers; ++l) {
     keys_.push_back(at::empty(shape, opts));
-    values_.push_back(at::empty(shape, opts));
+    if (!spec_.latent) values_.push_back(at::empty(shape, opts));
   }
 }
 
@@ -87,6 +87,7 @@ void KvCache::CopyBlocks(const std::vector<BlockCopy>& copies) {
   const at::Tensor dst_t = at::tensor(dst, at::kLong);
   for (int64_t l = 0; l < spec_.num_layers; ++l) {
     keys_[l].index_copy_(0, dst_t, keys_[l].index_select(0, src_t));
+    if (spec_.latent) continue;
     values_[l].index_copy_(0, dst_t, values_[l].index_select(0, src_t));
   }
 }

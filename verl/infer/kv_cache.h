@@ -1,7 +1,9 @@
 // File: verl/infer/kv_cache.h
 //
 // The paged KV cache storage: for every decoder layer one key and one value
-// tensor of shape [num_blocks, block_size, n_kv_heads, head_dim]. Block ids
+// tensor of shape [num_blocks, block_size, n_kv_heads, head_dim] (for
+// multi-head latent attention only the "key" tensor, holding each token's
+// latent and rope key: n_kv_heads 1, head_dim kv_lora_rank + rope). Block ids
 // come from BlockManager; this class only owns the memory, sizes it from a
 // byte budget (explicit, or a fraction of available memory like vLLM's
 // gpu_memory_utilization -- on CPU, MemAvailable from /proc/meminfo), frees
@@ -27,6 +29,7 @@ struct KvCacheSpec {
   int64_t head_dim = 0;
   int64_t block_size = 16;
   c10::ScalarType dtype = c10::ScalarType::Float;
+  bool latent = false;  // MLA: keys only (the latent), no values
 
   // Bytes of one block across all layers, keys and values.
   int64_t BytesPerBlock() const;

@@ -45,6 +45,12 @@ class PagedAttention : public models::AttentionBackend {
   // Wall time spent in Attend() so far (cache writes + attention).
   double attend_seconds() const { return attend_seconds_; }
 
+ protected:
+  // The layout Prepare() was given and each packed row's cache slot.
+  const std::vector<AttentionSequence>& sequences() const { return seqs_; }
+  const at::Tensor& slot_mapping() const { return slot_mapping_; }
+  double& mutable_attend_seconds() { return attend_seconds_; }
+
  private:
   int64_t Window(int64_t layer) const;
   // fp32 rows x [T, n_kv, d] (row stride free) into `cache` at the slots.

@@ -139,6 +139,54 @@ TEST_P(DeepseekV3GoldenTest, SaveLoadRoundTrip) {
   EXPECT_EQ(back->rope_scaling.mscale, ckpt->config.rope_scaling.mscale);
 }
 
+// A latent cache of one sequence that grows by concatenation, attended with
+// the absorbed projections (the rollout engine's math without paging).
+class ContiguousLatentCache : public AttentionBackend,
+                              public LatentAttentionBackend {
+ public:
+  at::Tensor Attend(int64_t, const at::Tensor&, const at::Tensor&,
+                    const at::Tensor&) override {
+    ADD_FAILURE() << "MLA layers must call AttendLatent";
+    return at::Tensor();
+  }
+  at::Tensor AttendLatent(const MlaAttention& attn, const at::Tensor& q,
+                          const MlaAttention::Latent& latent) override {
+    auto grow = [](std::vector<at::Tensor>& v, int64_t l, const at::Tensor& x) {
+      if (static_cast<int64_t>(v.size()) <= l) v.resize(l + 1);
+      v[l] = v[l].defined() ? at::cat({v[l], x}) : x;
+      return v[l];
+    };
+    return attn.AttendAbsorbed(q, grow(c_, attn.layer, latent.c_kv),
+                               grow(k_, attn.layer, latent.k_rope));
+  }
+
+ private:
+  std::vector<at::Tensor> c_, k_;
+};
+
+TEST_P(DeepseekV3GoldenTest, AbsorbedLatentDecodeEqualsTrainingForward) {
+  auto golden = ckpt::LoadSafetensors(std::string(kTestdata) + GetParam() +
+                                      "_golden.safetensors");
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  auto model = LoadModel(kTestdata + GetParam());
+  const std::vector<int64_t> cu = CuSeqlens(golden->at("cu_seqlens"));
+  at::NoGradGuard no_grad;
+  // The first sequence: a 4-token prefill chunk, then one token at a time.
+  const int64_t n = cu[1];
+  at::Tensor ids = golden->at("input_ids").narrow(0, 0, n);
+  ContiguousLatentCache cache;
+  std::vector<at::Tensor> logits;
+  for (int64_t start = 0; start < n;) {
+    const int64_t len = start == 0 ? 4 : 1;
+    at::Tensor h = model->Forward(ids.narrow(0, start, len),
+                                  at::arange(start, start + len), cache);
+    logits.push_back(model->Logits(h));
+    start += len;
+  }
+  EXPECT_LT(RelErr(at::cat(logits), golden->at("logits").narrow(0, 0, n)),
+            1e-10);
+}
+
 INSTANTIATE_TEST_SUITE_P(Variants, DeepseekV3GoldenTest,
                          ::testing::Values("deepseek_v3_tiny",
                                            "deepseek_v3_plain"));

@@ -5,6 +5,7 @@
 #include <glog/logging.h>
 
 #include <cmath>
+#include <limits>
 
 namespace verl::models {
 namespace {
@@ -99,11 +100,51 @@ MlaAttention::Latent MlaAttention::CompressKv(const at::Tensor& x,
   return out;
 }
 
+at::Tensor MlaAttention::AttendAbsorbed(const at::Tensor& q,
+                                        const at::Tensor& c_kv,
+                                        const at::Tensor& k_rope) const {
+  const int64_t lq = q.size(0), lk = c_kv.size(0), h = num_heads;
+  const int64_t nope = qk_nope_head_dim, dr = qk_rope_head_dim;
+  CHECK_LE(lq, lk);
+  const Linear& kv_b = *kv_b_proj;
+  if (kv_b.lora.lora_A && kv_b.lora.enabled && !kv_b.lora.merged) {
+    at::Tensor kv = kv_b.Forward(c_kv).view({lk, h, nope + v_head_dim});
+    at::Tensor k = at::cat(
+        {kv.narrow(-1, 0, nope), k_rope.unsqueeze(1).expand({lk, h, dr})}, -1);
+    return CausalAttention(
+        q * (softmax_scale * std::sqrt(static_cast<double>(nope + dr))), k,
+        kv.narrow(-1, nope, v_head_dim), 0);
+  }
+  const c10::ScalarType ct = ComputeDtype(q.scalar_type());
+  at::Tensor w = kv_b.weight.to(ct).view({h, nope + v_head_dim, kv_lora_rank});
+  at::Tensor c = c_kv.to(ct), kr = k_rope.to(ct);
+  at::Tensor qh = q.to(ct).transpose(0, 1);  // [h, Lq, nope + dr]
+  // [h, Lq, nope] x [h, nope, r] -> the query in latent space [h, Lq, r].
+  at::Tensor q_lat = at::matmul(qh.narrow(-1, 0, nope), w.narrow(1, 0, nope));
+  at::Tensor scores =
+      (at::matmul(q_lat, c.t()) + at::matmul(qh.narrow(-1, nope, dr), kr.t())) *
+      softmax_scale;  // [h, Lq, Lk]
+  if (lq > 1) {
+    at::Tensor qi = at::arange(lk - lq, lk, q.options().dtype(at::kLong));
+    at::Tensor kj = at::arange(lk, q.options().dtype(at::kLong));
+    scores = scores.masked_fill(kj.unsqueeze(0) > qi.unsqueeze(1),
+                                -std::numeric_limits<double>::infinity());
+  }
+  at::Tensor o_lat = at::matmul(at::softmax(scores, -1), c);  // [h, Lq, r]
+  at::Tensor o = at::matmul(
+      o_lat, w.narrow(1, nope, v_head_dim).transpose(1, 2));  // [h, Lq, v]
+  return o.transpose(0, 1).to(q.scalar_type());
+}
+
 at::Tensor MlaAttention::Forward(const at::Tensor& x, const at::Tensor& cos,
                                  const at::Tensor& sin,
                                  AttentionBackend& backend) const {
   const int64_t t = x.size(0), qk = qk_nope_head_dim + qk_rope_head_dim;
   Latent latent = CompressKv(x, cos, sin);
+  if (auto* cache = dynamic_cast<LatentAttentionBackend*>(&backend)) {
+    at::Tensor o = cache->AttendLatent(*this, Queries(x, cos, sin), latent);
+    return o_proj->Forward(o.reshape({t, num_heads * v_head_dim}));
+  }
   at::Tensor kv = kv_b_proj->Forward(latent.c_kv)
                       .view({t, num_heads, qk_nope_head_dim + v_head_dim});
   at::Tensor k = at::cat(

@@ -8,6 +8,11 @@
 // parts, in HF's interleaved layout when rope_interleave. Scores are scaled
 // by (nope + rope)^-0.5, times yarn_get_mscale(factor, mscale_all_dim)^2
 // under YaRN. Parameter names are HF's.
+//
+// A backend implementing LatentAttentionBackend (the rollout engine's latent
+// paged cache) gets the queries and the per-token latent instead of
+// expanded K/V; AttendAbsorbed() is the attention over such a cache with
+// kv_b folded into the query and the output (DeepSeek's absorbed decode).
 #ifndef VERL_MODELS_MLA_MLA_ATTENTION_H_
 #define VERL_MODELS_MLA_MLA_ATTENTION_H_
 
@@ -53,6 +58,16 @@ class MlaAttention : public torch::nn::Module {
   Latent CompressKv(const at::Tensor& x, const at::Tensor& cos,
                     const at::Tensor& sin) const;
 
+  // Attention of one sequence's queries q [Lq, heads, nope + rope] (from
+  // Queries()) over its cached latents c_kv [Lk, kv_lora_rank] and rope keys
+  // k_rope [Lk, rope], the queries being the last Lq positions (causal).
+  // Uses the absorbed projections: scores = (q_nope W_uk) c^T + q_rope
+  // k_rope^T, output (softmax c) W_uv^T, with W_uk / W_uv the k / v rows of
+  // kv_b_proj; the expanded K/V path instead when kv_b_proj has an active
+  // LoRA adapter. Returns [Lq, heads, v_head_dim] (before o_proj).
+  at::Tensor AttendAbsorbed(const at::Tensor& q, const at::Tensor& c_kv,
+                            const at::Tensor& k_rope) const;
+
   int64_t layer, num_heads, q_lora_rank, kv_lora_rank, qk_nope_head_dim,
       qk_rope_head_dim, v_head_dim;
   bool rope_interleave;
@@ -62,6 +77,17 @@ class MlaAttention : public torch::nn::Module {
   std::shared_ptr<RMSNorm> q_a_layernorm;
   std::shared_ptr<Linear> kv_a_proj_with_mqa, kv_b_proj, o_proj;
   std::shared_ptr<RMSNorm> kv_a_layernorm;
+};
+
+// A backend that caches MLA's latent rather than per-head K/V. For MLA
+// layers CausalLM::Forward calls AttendLatent instead of Attend.
+class LatentAttentionBackend {
+ public:
+  virtual ~LatentAttentionBackend() = default;
+  // q [T, heads, nope + rope] after RoPE (unscaled) and this step's latents
+  // for layer attn.layer. Returns [T, heads, v_head_dim] (before o_proj).
+  virtual at::Tensor AttendLatent(const MlaAttention& attn, const at::Tensor& q,
+                                  const MlaAttention::Latent& latent) = 0;
 };
 
 }  // namespace verl::models
