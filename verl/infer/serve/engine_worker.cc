@@ -1,9 +1,14 @@
 // File: verl/infer/serve/engine_worker.cc
 #include "verl/infer/serve/engine_worker.h"
 
+#include <glog/logging.h>
+
+#include <exception>
+#include <string>
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 
 namespace verl::infer::serve {
 
@@ -159,7 +164,22 @@ void EngineWorker::Loop() {
       job->Close(absl::CancelledError("cancelled"));
     }
     if (!engine_->HasUnfinished()) continue;
-    for (const RequestOutput& out : engine_->Step()) {
+    std::vector<RequestOutput> finished;
+    try {
+      finished = engine_->Step();
+    } catch (const std::exception& e) {
+      // E.g. out of memory: the running requests fail, the server lives on.
+      const std::string what = e.what();
+      const absl::Status error = absl::InternalError(absl::StrCat(
+          "engine step failed: ", what.substr(0, what.find('\n'))));
+      LOG(ERROR) << error.message();
+      for (auto& [id, job] : running_) {
+        engine_->AbortRequest(id);
+        job->Close(error);
+      }
+      running_.clear();
+    }
+    for (const RequestOutput& out : finished) {
       auto it = running_.find(out.request_id);
       if (it == running_.end()) continue;
       it->second->Finish(out);
