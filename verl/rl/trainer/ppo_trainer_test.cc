@@ -211,6 +211,13 @@ PpoTrainerConfig OneStep(const std::string& estimator,
 // verl's tool config); the step logs verl's multi-turn metrics and timing.
 TEST(PpoTrainerTest, MultiTurnRolloutRunsThroughTheAgentLoop) {
   PpoTrainerConfig config = OneStep("grpo", "multi_turn", "NR % 3");
+  // The tool quickstart's rows (tool_agent, "calculator: a+b=?") and its
+  // warm start on the reference trajectories (model turns trained only).
+  config.mutable_data()->set_train_files(
+      0, "builtin:arithmetic/train?calculator=1");
+  config.mutable_data()->set_max_prompt_length(40);
+  config.mutable_actor_rollout_ref()->mutable_sft_warmup()->set_response_key(
+      "extra_info.answer_trajectory");
   auto* rollout = config.mutable_actor_rollout_ref()->mutable_rollout();
   rollout->mutable_multi_turn()->set_enable(true);
   rollout->mutable_multi_turn()->set_tool_config_path(
@@ -225,6 +232,13 @@ TEST(PpoTrainerTest, MultiTurnRolloutRunsThroughTheAgentLoop) {
   EXPECT_TRUE(m.count("timing_s/agent_loop/generate_sequences/max"));
   EXPECT_TRUE(std::isfinite(m.at("actor/pg_loss")));
 
+  // A trajectory answer without the agent loop is refused up front.
+  PpoTrainerConfig single = config;
+  single.mutable_actor_rollout_ref()->mutable_rollout()->clear_multi_turn();
+  single.mutable_actor_rollout_ref()->mutable_rollout()->clear_agent();
+  EXPECT_THAT(RunPpo(single, nullptr),
+              core::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                      "needs the agent loop"));
   rollout->mutable_multi_turn()->set_tool_config_path("/nonexistent.yaml");
   EXPECT_THAT(RunPpo(config, nullptr),
               core::testing::StatusIs(absl::StatusCode::kNotFound,

@@ -21,6 +21,30 @@ uint64_t Mix(uint64_t x) {
 
 }  // namespace
 
+std::map<std::string, at::Tensor> TrajectoryTensors(
+    const at::Tensor& prompt_ids, const at::Tensor& prompt_mask,
+    const at::Tensor& responses, const at::Tensor& response_attention,
+    const at::Tensor& response_mask, const at::Tensor& rollout_log_probs) {
+  const int64_t P = prompt_ids.size(1);
+  const int64_t R = responses.size(1);
+  at::Tensor prompt_pos = (prompt_mask.cumsum(1) - 1).clamp_min(0);
+  at::Tensor last_pos = prompt_pos.select(1, P - 1).unsqueeze(1);
+  at::Tensor response_pos =
+      last_pos + torch::arange(1, R + 1, torch::kLong).unsqueeze(0);
+  std::map<std::string, at::Tensor> tensors = {
+      {"prompts", prompt_ids},
+      {"responses", responses},
+      {"input_ids", torch::cat({prompt_ids, responses}, 1)},
+      {"attention_mask", torch::cat({prompt_mask, response_attention}, 1)},
+      {"position_ids", torch::cat({prompt_pos, response_pos}, 1)},
+      {"response_mask", response_mask},
+  };
+  if (rollout_log_probs.defined()) {
+    tensors["rollout_log_probs"] = rollout_log_probs;
+  }
+  return tensors;
+}
+
 uint64_t RolloutSeed(uint64_t seed, int64_t step, int64_t index) {
   return Mix(Mix(Mix(seed) ^ static_cast<uint64_t>(step)) ^
              static_cast<uint64_t>(index));
@@ -131,20 +155,10 @@ absl::StatusOr<core::Batch> Rollout::Generate(const core::Batch& prompts,
   at::Tensor prompt_ids = input_ids.repeat_interleave(n, 0);
   at::Tensor prompt_mask =
       attention_mask.to(torch::kLong).repeat_interleave(n, 0);
-  at::Tensor prompt_pos = (prompt_mask.cumsum(1) - 1).clamp_min(0);
-  at::Tensor last_pos = prompt_pos.select(1, P - 1).unsqueeze(1);
-  at::Tensor response_pos =
-      last_pos + torch::arange(1, R + 1, torch::kLong).unsqueeze(0);
-
-  std::map<std::string, at::Tensor> tensors = {
-      {"prompts", prompt_ids},
-      {"responses", responses},
-      {"input_ids", torch::cat({prompt_ids, responses}, 1)},
-      {"attention_mask", torch::cat({prompt_mask, response_mask}, 1)},
-      {"position_ids", torch::cat({prompt_pos, response_pos}, 1)},
-      {"response_mask", response_mask.to(torch::kFloat)},
-  };
-  if (options_.calculate_log_probs) tensors["rollout_log_probs"] = log_probs;
+  std::map<std::string, at::Tensor> tensors = TrajectoryTensors(
+      prompt_ids, prompt_mask, responses, response_mask,
+      response_mask.to(torch::kFloat),
+      options_.calculate_log_probs ? log_probs : at::Tensor());
   VERL_ASSIGN_OR_RETURN(core::Batch result,
                         core::Batch::FromColumns(std::move(tensors)));
   if (options_.free_cache_engine) engine_->Sleep();

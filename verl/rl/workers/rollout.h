@@ -98,6 +98,16 @@ class Rollout {
   ProgressFn progress_;
 };
 
+// verl's trajectory columns from prompts [N, P] (left-padded, mask) and
+// responses [N, R] (right-padded; attention = real tokens, response_mask =
+// trained tokens): prompts, responses, input_ids, attention_mask,
+// position_ids (responses continue from the prompt's last position),
+// response_mask, and rollout_log_probs when defined.
+std::map<std::string, at::Tensor> TrajectoryTensors(
+    const at::Tensor& prompt_ids, const at::Tensor& prompt_mask,
+    const at::Tensor& responses, const at::Tensor& response_attention,
+    const at::Tensor& response_mask, const at::Tensor& rollout_log_probs);
+
 // Seed of the request for global prompt `index` at `step` (splitmix-style).
 uint64_t RolloutSeed(uint64_t seed, int64_t step, int64_t index);
 

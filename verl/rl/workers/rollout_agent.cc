@@ -158,19 +158,9 @@ absl::StatusOr<core::Batch> Rollout::GenerateWithAgentLoop(
     preempted.push_back(static_cast<double>(out.num_preempted));
   }
 
-  at::Tensor prompt_pos = (prompt_mask.cumsum(1) - 1).clamp_min(0);
-  at::Tensor last_pos = prompt_pos.select(1, P - 1).unsqueeze(1);
-  at::Tensor response_pos =
-      last_pos + torch::arange(1, R + 1, torch::kLong).unsqueeze(0);
-  std::map<std::string, at::Tensor> tensors = {
-      {"prompts", prompt_ids},
-      {"responses", responses},
-      {"input_ids", torch::cat({prompt_ids, responses}, 1)},
-      {"attention_mask", torch::cat({prompt_mask, response_attn}, 1)},
-      {"position_ids", torch::cat({prompt_pos, response_pos}, 1)},
-      {"response_mask", response_mask},
-  };
-  if (options_.calculate_log_probs) tensors["rollout_log_probs"] = log_probs;
+  std::map<std::string, at::Tensor> tensors = TrajectoryTensors(
+      prompt_ids, prompt_mask, responses, response_attn, response_mask,
+      options_.calculate_log_probs ? log_probs : at::Tensor());
   VERL_ASSIGN_OR_RETURN(
       core::Batch result,
       core::Batch::FromColumns(
