@@ -8,7 +8,7 @@
 // max_tokens, so both sides do identical work. Prints generated tokens/s of
 // each, the ratio server/engine and the server's mean time to first token.
 //   bench_serve --preset=qwen2-30m --requests=64 --prompt_len=64 \
-//               --max_tokens=64 --concurrency=1,8,32 --threads=2
+//               --max_tokens=64 --concurrency=1,8,32 --threads=1
 #include <glog/logging.h>
 #include <httplib.h>
 
@@ -43,7 +43,10 @@ ABSL_FLAG(int64_t, prompt_len, 64, "prompt tokens per request");
 ABSL_FLAG(int64_t, max_tokens, 64, "generated tokens per request");
 ABSL_FLAG(std::string, concurrency, "1,8,32", "comma-separated client counts");
 ABSL_FLAG(int64_t, kv_cache_mb, 512, "KV cache budget of each engine (MiB)");
-ABSL_FLAG(int, threads, 0, "LibTorch threads (0: default)");
+// Two engines run here (this thread's and the server's engine thread), each
+// with its own OpenMP team: more than one thread each oversubscribes small
+// machines (on 2 loaded cores --threads=2 crawled), so 1 by default.
+ABSL_FLAG(int, threads, 1, "LibTorch threads per engine (0: default)");
 
 namespace verl {
 namespace {
