@@ -26,8 +26,10 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "verl/infer/cpu_isa.h"
 #include "verl/infer/engine.h"
 #include "verl/models/attention.h"
 #include "verl/models/decoder.h"
@@ -49,6 +51,11 @@ ABSL_FLAG(std::string, decode_batches, "1,8,32,64,128",
 ABSL_FLAG(int, decode_steps, 32, "decode steps timed per window");
 ABSL_FLAG(int, decode_repeats, 3,
           "timed windows per batch size (each next to its own GEMM peak)");
+ABSL_FLAG(int, vocab, 0, "vocabulary size (0: the preset's)");
+ABSL_FLAG(int, num_kv_heads, 0, "key/value heads (0: the preset's)");
+ABSL_FLAG(int, decode_prompt, 64, "prompt tokens of each decode-sweep request");
+ABSL_FLAG(bool, workload, true,
+          "run the GRPO workload comparison (engine / no_share / static)");
 ABSL_FLAG(bool, compare_unfused, true,
           "also time the model's own Forward (no FusedForward) at batch >= 64");
 
@@ -76,6 +83,14 @@ std::string BlasInUse() {
     }
   }
   return "unknown";
+}
+
+// The 1/5/15-minute load averages (the machine is shared).
+std::string LoadAverage() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  f >> a >> b >> c;
+  return absl::StrCat(a, " ", b, " ", c);
 }
 
 // Best-of-3 fp32 GEMM rate (GFLOP/s) of an m x k by k x n matmul.
@@ -281,6 +296,7 @@ struct Range {
 // windows of `steps` decode steps, each next to a fresh GEMM peak.
 struct DecodePoint {
   Range tok_s, gflops, fraction, peak, inner_gemm;
+  double prefill_tok_s = 0;
   // Time split over all windows (fractions of decode wall time).
   double gemm = 0, attention = 0, elementwise = 0, sampling = 0, sched = 0,
          other = 0;
@@ -297,15 +313,20 @@ DecodePoint MeasureDecode(std::shared_ptr<models::CausalLM> model,
   g.do_sample = false;
   g.ignore_eos = true;
   g.max_tokens = repeats * steps + 2;
-  constexpr int64_t kPrompt = 64;
+  const int64_t kPrompt = absl::GetFlag(FLAGS_decode_prompt);
   for (int64_t i = 0; i < b; ++i) {
     std::vector<int64_t> p(kPrompt);
     for (auto& t : p) t = tok(rng);
     CHECK((*engine)->AddRequest(p, g).ok());
   }
-  (*engine)->Step();  // prefill
-  (*engine)->Step();  // first decode (warm-up)
   DecodePoint d;
+  auto tp = Clock::now();
+  const int64_t prefilled = (*engine)->stats().prefill_tokens;
+  while ((*engine)->stats().prefill_tokens - prefilled < b * kPrompt) {
+    (*engine)->Step();  // prefill (one step unless over the token budget)
+  }
+  d.prefill_tok_s = b * kPrompt / Since(tp);
+  (*engine)->Step();  // first decode (warm-up)
   double total = 0;
   for (int w = 0; w < repeats; ++w) {
     const double peak =
@@ -351,10 +372,12 @@ DecodePoint MeasureDecode(std::shared_ptr<models::CausalLM> model,
 void PrintDecode(const char* tag, int64_t b, const DecodePoint& d) {
   absl::PrintF(
       "  %-8s batch %4d: %7.1f tok/s [%.1f-%.1f]  %6.1f GFLOP/s = %4.1f%% "
-      "[%.1f-%.1f%%] of GEMM peak %.1f [%.1f-%.1f]",
+      "[%.1f-%.1f%%] of GEMM peak %.1f [%.1f-%.1f]; prefill %.0f tok/s; "
+      "load %s",
       tag, b, d.tok_s.Median(), d.tok_s.Min(), d.tok_s.Max(), d.gflops.Median(),
       100 * d.fraction.Median(), 100 * d.fraction.Min(), 100 * d.fraction.Max(),
-      d.peak.Median(), d.peak.Min(), d.peak.Max());
+      d.peak.Median(), d.peak.Min(), d.peak.Max(), d.prefill_tok_s,
+      LoadAverage());
   if (!d.inner_gemm.v.empty()) {
     absl::PrintF("; GEMMs inside run at %.1f GFLOP/s", d.inner_gemm.Median());
   }
@@ -365,11 +388,55 @@ void PrintDecode(const char* tag, int64_t b, const DecodePoint& d) {
       100 * d.sched, 100 * d.other);
 }
 
+// The GRPO workload three ways (engine, no prefix sharing, static
+// batching); returns {speedup vs static, prefix sharing gain}.
+std::pair<double, double> RunWorkload(
+    std::shared_ptr<models::CausalLM> model, const EngineOptions& opt,
+    const std::vector<std::vector<int64_t>>& prompts,
+    const SamplingParams& params) {
+  RunResult eng = RunEngine(model, opt, prompts, params, true);
+  int64_t longest = 0;
+  for (auto& r : eng.responses) longest = std::max<int64_t>(longest, r.size());
+  absl::PrintF(
+      "engine:   %6d tokens in %6.2f s = %8.1f tok/s  (steps %d, "
+      "preemptions %d, prefix hit rate %.2f, mean response %.1f, "
+      "longest %d)\n",
+      eng.tokens, eng.seconds, eng.TokPerS(), eng.stats.steps,
+      eng.stats.preemptions, eng.stats.prefix_cache_hit_rate,
+      double(eng.tokens) / eng.responses.size(), longest);
+  EngineOptions no_cache = opt;
+  no_cache.enable_prefix_caching = false;
+  RunResult ns = RunEngine(model, no_cache, prompts, params, false);
+  absl::PrintF(
+      "no_share: %6d tokens in %6.2f s = %8.1f tok/s  (prefill "
+      "tokens %d vs %d with sharing)\n",
+      ns.tokens, ns.seconds, ns.TokPerS(), ns.stats.prefill_tokens,
+      eng.stats.prefill_tokens);
+  std::vector<std::vector<int64_t>> rows;
+  for (const auto& p : prompts) {
+    for (int i = 0; i < params.n; ++i) rows.push_back(p);
+  }
+  const double st =
+      RunStatic(*model, rows, eng.responses, absl::GetFlag(FLAGS_static_batch));
+  absl::PrintF(
+      "static:   %6d tokens in %6.2f s = %8.1f tok/s  (batch %d, "
+      "padded contiguous KV, runs to longest)\n",
+      eng.tokens, st, eng.tokens / st, absl::GetFlag(FLAGS_static_batch));
+  PrintBreakdown("engine", eng);
+  PrintBreakdown("no_share", ns);
+
+  return {eng.TokPerS() / (eng.tokens / st), eng.TokPerS() / ns.TokPerS()};
+}
+
 int Main() {
   const int threads = absl::GetFlag(FLAGS_threads);
   infer::SetIntraOpThreads(threads);  // before the first GEMM (BLIS threads)
-  auto cfg = models::MakePreset(absl::GetFlag(FLAGS_preset));
+  auto cfg = models::MakePreset(absl::GetFlag(FLAGS_preset),
+                                absl::GetFlag(FLAGS_vocab));
   CHECK(cfg.ok()) << cfg.status();
+  if (absl::GetFlag(FLAGS_num_kv_heads) > 0) {
+    cfg->num_key_value_heads = absl::GetFlag(FLAGS_num_kv_heads);
+  }
   const int64_t max_resp = absl::GetFlag(FLAGS_max_response);
   cfg->max_position_embeddings = std::max<int64_t>(
       cfg->max_position_embeddings, absl::GetFlag(FLAGS_max_prompt) + max_resp);
@@ -380,9 +447,14 @@ int Main() {
                threads, std::getenv("BLIS_NUM_THREADS"),
                std::getenv("OMP_WAIT_POLICY"), BlasInUse());
   absl::PrintF(
-      "model=%s params=%.1fM  gemm_peak=%.1f GFLOP/s (fp32, best of "
-      "2048^3 / 1024^3)\n",
-      absl::GetFlag(FLAGS_preset), models::NumParameters(*model) / 1e6, peak);
+      "model=%s (hidden %d, %d layers, %d/%d heads, intermediate %d, vocab "
+      "%d) params=%.1fM  gemm_peak=%.1f GFLOP/s (fp32, best of 2048^3 / "
+      "1024^3)  cpu_isa=%s  load %s\n",
+      absl::GetFlag(FLAGS_preset), cfg->hidden_size, cfg->num_hidden_layers,
+      cfg->num_attention_heads, cfg->num_key_value_heads,
+      cfg->intermediate_size, cfg->vocab_size,
+      models::NumParameters(*model) / 1e6, peak,
+      infer::CpuIsaName(infer::ActiveCpuIsa()), LoadAverage());
 
   // Workload.
   const int n = absl::GetFlag(FLAGS_n);
@@ -414,46 +486,23 @@ int Main() {
       prompts.size(), n, absl::GetFlag(FLAGS_min_prompt),
       absl::GetFlag(FLAGS_max_prompt), max_resp, absl::GetFlag(FLAGS_stop_ids));
 
-  RunResult eng = RunEngine(model, opt, prompts, params, true);
-  int64_t longest = 0;
-  for (auto& r : eng.responses) longest = std::max<int64_t>(longest, r.size());
-  absl::PrintF(
-      "engine:   %6d tokens in %6.2f s = %8.1f tok/s  (steps %d, "
-      "preemptions %d, prefix hit rate %.2f, mean response %.1f, "
-      "longest %d)\n",
-      eng.tokens, eng.seconds, eng.TokPerS(), eng.stats.steps,
-      eng.stats.preemptions, eng.stats.prefix_cache_hit_rate,
-      double(eng.tokens) / eng.responses.size(), longest);
-  EngineOptions no_cache = opt;
-  no_cache.enable_prefix_caching = false;
-  RunResult ns = RunEngine(model, no_cache, prompts, params, false);
-  absl::PrintF(
-      "no_share: %6d tokens in %6.2f s = %8.1f tok/s  (prefill "
-      "tokens %d vs %d with sharing)\n",
-      ns.tokens, ns.seconds, ns.TokPerS(), ns.stats.prefill_tokens,
-      eng.stats.prefill_tokens);
-  std::vector<std::vector<int64_t>> rows;
-  for (const auto& p : prompts) {
-    for (int i = 0; i < n; ++i) rows.push_back(p);
+  double speedup_vs_static = 0, prefix_gain = 0;
+  if (absl::GetFlag(FLAGS_workload)) {
+    const auto [speedup, gain] = RunWorkload(model, opt, prompts, params);
+    speedup_vs_static = speedup;
+    prefix_gain = gain;
   }
-  const double st =
-      RunStatic(*model, rows, eng.responses, absl::GetFlag(FLAGS_static_batch));
-  absl::PrintF(
-      "static:   %6d tokens in %6.2f s = %8.1f tok/s  (batch %d, "
-      "padded contiguous KV, runs to longest)\n",
-      eng.tokens, st, eng.tokens / st, absl::GetFlag(FLAGS_static_batch));
-  PrintBreakdown("engine", eng);
-  PrintBreakdown("no_share", ns);
 
   // Decode sweep: B requests of 64-token prompts, greedy, fixed length.
   const ModelFlops flops = CountFlops(*cfg);
   const int steps = absl::GetFlag(FLAGS_decode_steps);
   const int repeats = absl::GetFlag(FLAGS_decode_repeats);
   absl::PrintF(
-      "decode sweep (prompt 64, %d windows x %d steps; FLOPs per token = "
+      "decode sweep (prompt %d, %d windows x %d steps; FLOPs per token = "
       "%.1f M matmul + %.3f M per context token of attention; median "
       "[min-max]):\n",
-      repeats, steps, flops.matmul / 1e6, flops.attention_per_ctx / 1e6);
+      absl::GetFlag(FLAGS_decode_prompt), repeats, steps, flops.matmul / 1e6,
+      flops.attention_per_ctx / 1e6);
   double best_fraction = 0, best_lo = 0, best_hi = 0;
   for (absl::string_view b_str :
        absl::StrSplit(absl::GetFlag(FLAGS_decode_batches), ',')) {
@@ -480,8 +529,7 @@ int Main() {
   absl::PrintF(
       "rollout_speedup_vs_static=%.2f prefix_sharing_gain=%.2f "
       "decode_gemm_fraction=%.2f\n",
-      eng.TokPerS() / (eng.tokens / st), eng.TokPerS() / ns.TokPerS(),
-      best_fraction);
+      speedup_vs_static, prefix_gain, best_fraction);
   return 0;
 }
 

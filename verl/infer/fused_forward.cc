@@ -12,6 +12,7 @@
 #include <cstring>
 #include <utility>
 
+#include "verl/infer/kernels.h"
 #include "verl/models/layers.h"
 
 namespace verl::infer {
@@ -23,29 +24,6 @@ double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// out = w * (x * rsqrt(mean(x^2) + eps)) over `n` (HF RMSNorm, fp32).
-__attribute__((target_clones("arch=haswell", "default"))) void RmsNormRow(
-    const float* x, const float* w, float eps, int64_t n, float* out) {
-  float ss = 0.f;
-#pragma omp simd reduction(+ : ss)
-  for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
-  const float r = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) out[i] = w[i] * (x[i] * r);
-}
-
-// Rotate-half RoPE of one head in place: x * cos + rotate_half(x) * sin.
-__attribute__((target_clones("arch=haswell", "default"))) void RopeHead(
-    float* x, const float* c, const float* s, int64_t d) {
-  const int64_t half = d / 2;
-#pragma omp simd
-  for (int64_t i = 0; i < half; ++i) {
-    const float a = x[i], b = x[i + half];
-    x[i] = a * c[i] + (-b) * s[i];
-    x[i + half] = b * c[i + half] + a * s[i + half];
-  }
-}
-
 // Rows of `x` ([rows, n] with row stride `ld`) normalised into `out`
 // ([rows, n] contiguous), in parallel over rows.
 void RmsNormRows(const at::Tensor& x, const at::Tensor& weight, double eps,
@@ -55,12 +33,13 @@ void RmsNormRows(const at::Tensor& x, const at::Tensor& weight, double eps,
   const float* wp = weight.data_ptr<float>();
   float* op = out.data_ptr<float>();
   const float e = static_cast<float>(eps);
+  const KernelTable& k = Kernels();
   // Parallel only for long batches: a parallel region costs more than a
   // few rows of work (and far more on an oversubscribed machine).
   at::parallel_for(0, rows, std::max<int64_t>(1, 65536 / n),
                    [&](int64_t b, int64_t end) {
                      for (int64_t r = b; r < end; ++r) {
-                       RmsNormRow(xp + r * ld, wp, e, n, op + r * n);
+                       k.rms_norm_row(xp + r * ld, wp, e, n, op + r * n);
                      }
                    });
 }
@@ -223,6 +202,7 @@ void FusedForward::Attention(int64_t l, const at::Tensor& x, const int64_t* pos,
   const float* kn = a.k_norm ? a.k_norm->weight.data_ptr<float>() : nullptr;
   const float qe = a.q_norm ? static_cast<float>(a.q_norm->eps) : 0.f;
   const float ke = a.k_norm ? static_cast<float>(a.k_norm->eps) : 0.f;
+  const KernelTable& kernels = Kernels();
   at::parallel_for(
       0, t, std::max<int64_t>(1, 65536 / width), [&](int64_t b, int64_t e) {
         for (int64_t r = b; r < e; ++r) {
@@ -234,8 +214,10 @@ void FusedForward::Attention(int64_t l, const at::Tensor& x, const int64_t* pos,
           for (int64_t hd = 0; hd < nq + nkv; ++hd) {
             float* x = row + hd * d;
             const float* nw = hd < nq ? qn : kn;
-            if (nw != nullptr) RmsNormRow(x, nw, hd < nq ? qe : ke, d, x);
-            RopeHead(x, c, s, d);
+            if (nw != nullptr) {
+              kernels.rms_norm_row(x, nw, hd < nq ? qe : ke, d, x);
+            }
+            kernels.rope_head(x, c, s, d);
           }
         }
       });

@@ -15,78 +15,10 @@
 #include <limits>
 #include <utility>
 
-#include "verl/infer/vec_math.h"
+#include "verl/infer/kernels.h"
 
 namespace verl::infer {
-namespace {
-
-inline float Dot(const float* a, const float* b, int64_t n) {
-  float acc = 0.f;
-#pragma omp simd reduction(+ : acc)
-  for (int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
-  return acc;
-}
-
-inline void Axpy(float alpha, const float* x, float* y, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
-}
-
-struct DecodeJobArgs {
-  int64_t bs, n_kv, d, n_heads, group, window;
-  int64_t q_stride;  // floats between consecutive query rows
-  float scale;
-  const float* q;
-  float* out;
-  const float* k;
-  const float* v;
-};
-
-// One (sequence, kv head) of decode attention: the `group` query heads that
-// share kv head `h` attend over the sequence's cached keys through its block
-// table. Compiled for AVX2+FMA too (picked at run time when available).
-__attribute__((target_clones("arch=haswell", "default"))) void DecodeJob(
-    const DecodeJobArgs& a, int64_t row, int64_t len, int64_t h,
-    const int32_t* table, std::vector<float>* scratch) {
-  const int64_t d = a.d, group = a.group;
-  const int64_t start = a.window > 0 ? std::max<int64_t>(0, len - a.window) : 0;
-  const int64_t span = len - start;
-  scratch->resize(group * span);
-  float* scores = scratch->data();
-  const float* qrow = a.q + row * a.q_stride + h * group * d;
-  auto slot = [&](int64_t p) {
-    return (static_cast<int64_t>(table[p / a.bs]) * a.bs + p % a.bs) * a.n_kv +
-           h;
-  };
-  for (int64_t p = start; p < len; ++p) {
-    const float* krow = a.k + slot(p) * d;
-    for (int64_t g = 0; g < group; ++g) {
-      scores[g * span + p - start] = Dot(qrow + g * d, krow, d) * a.scale;
-    }
-  }
-  float* orow = a.out + (row * a.n_heads + h * group) * d;
-  for (int64_t g = 0; g < group; ++g) {
-    float* sc = scores + g * span;
-    const float mx = *std::max_element(sc, sc + span);
-    float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t p = 0; p < span; ++p) {
-      sc[p] = VecExp(sc[p] - mx);
-      sum += sc[p];
-    }
-    const float inv = 1.0f / sum;
-    for (int64_t p = 0; p < span; ++p) sc[p] *= inv;
-    std::fill(orow + g * d, orow + (g + 1) * d, 0.f);
-  }
-  for (int64_t p = start; p < len; ++p) {
-    const float* vrow = a.v + slot(p) * d;
-    for (int64_t g = 0; g < group; ++g) {
-      Axpy(scores[g * span + p - start], vrow, orow + g * d, d);
-    }
-  }
-}
-
-}  // namespace
+namespace {}  // namespace
 
 PagedAttention::PagedAttention(KvCache* cache,
                                std::vector<int64_t> layer_windows)
@@ -109,6 +41,8 @@ void PagedAttention::Prepare(const std::vector<AttentionSequence>& seqs,
   prefill_slots_.clear();
   decode_.clear();
   decode_tables_.clear();
+  decode_rows_.clear();
+  decode_lens_.clear();
   decode_table_width_ = 0;
 
   std::vector<int64_t> slots(num_tokens, -1);
@@ -129,6 +63,8 @@ void PagedAttention::Prepare(const std::vector<AttentionSequence>& seqs,
     }
     if (s.query_len == 1) {
       decode_.push_back(i);
+      decode_rows_.push_back(s.query_start);
+      decode_lens_.push_back(s.context_len);
       decode_table_width_ =
           std::max(decode_table_width_, (s.context_len + bs - 1) / bs);
     } else if (s.query_len > 1) {
@@ -168,28 +104,26 @@ void PagedAttention::WriteSlots(const at::Tensor& x,
 void PagedAttention::DecodeAttention(int64_t layer, const at::Tensor& q,
                                      at::Tensor& out) const {
   const KvCacheSpec& spec = cache_->spec();
-  DecodeJobArgs a;
-  a.bs = spec.block_size;
-  a.n_kv = spec.num_kv_heads;
-  a.d = spec.head_dim;
-  a.n_heads = q.size(1);
-  a.group = a.n_heads / a.n_kv;
+  DecodeAttentionArgs a;
+  a.block_size = spec.block_size;
+  a.num_kv_heads = spec.num_kv_heads;
+  a.head_dim = spec.head_dim;
+  a.num_heads = q.size(1);
   a.window = Window(layer);
-  a.scale = 1.0f / std::sqrt(static_cast<float>(a.d));
+  a.scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
   a.q = q.data_ptr<float>();
   a.q_stride = q.stride(0);
   a.out = out.data_ptr<float>();
   a.k = cache_->key(layer).data_ptr<float>();
   a.v = cache_->value(layer).data_ptr<float>();
-  const int64_t n = static_cast<int64_t>(decode_.size());
-  at::parallel_for(0, n * a.n_kv, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores;
-    for (int64_t job = begin; job < end; ++job) {
-      const int64_t j = job / a.n_kv;
-      const AttentionSequence& s = seqs_[decode_[j]];
-      DecodeJob(a, s.query_start, s.context_len, job % a.n_kv,
-                decode_tables_.data() + j * decode_table_width_, &scores);
-    }
+  a.rows = decode_rows_.data();
+  a.lens = decode_lens_.data();
+  a.tables = decode_tables_.data();
+  a.table_width = decode_table_width_;
+  const KernelTable& kernels = Kernels();
+  const int64_t jobs = static_cast<int64_t>(decode_.size()) * a.num_kv_heads;
+  at::parallel_for(0, jobs, 1, [&](int64_t begin, int64_t end) {
+    kernels.decode_attention(a, begin, end);
   });
 }
 

@@ -8,8 +8,10 @@
 //   2. attends each sequence's queries over its cached context (causal
 //      within the chunk, grouped-query, optional sliding window).
 // Decode sequences (one query token) are handled together by one kernel
-// that reads K/V straight from the blocks (no gather copy), parallel over
-// (sequence, kv head); prefill chunks gather their context and use the
+// (kernels.h, run-time ISA dispatch) that reads each K/V block straight
+// from the cache once per kv head group (no gather copy), keeps the
+// online-softmax state in registers, parallel over (sequence, kv head);
+// prefill chunks gather their context and use the
 // model's dense CausalAttention.
 #ifndef VERL_INFER_PAGED_ATTENTION_H_
 #define VERL_INFER_PAGED_ATTENTION_H_
@@ -67,8 +69,9 @@ class PagedAttention : public models::AttentionBackend {
   // Prefill chunks: their index in seqs_ and their context slots.
   std::vector<int64_t> prefill_;
   std::vector<at::Tensor> prefill_slots_;
-  // Decode sequences: index in seqs_, and a dense [n, max_blocks] table.
-  std::vector<int64_t> decode_;
+  // Decode sequences: index in seqs_, query row, context length, and a
+  // dense [n, max_blocks] table (the decode kernel's arguments).
+  std::vector<int64_t> decode_, decode_rows_, decode_lens_;
   std::vector<int32_t> decode_tables_;
   int64_t decode_table_width_ = 0;
   double attend_seconds_ = 0;

@@ -8,91 +8,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
-#include "verl/infer/vec_math.h"
+#include "verl/infer/kernels.h"
 
 namespace verl::infer {
 namespace {
 
-// Tokens a filtered row may draw from: the top-k, then the smallest prefix of
-// the descending order whose probability mass reaches top_p. `w` holds the
-// row's (possibly unnormalised) probabilities. Returns false (and leaves
-// `kept` empty) when neither filter is active.
-bool FilterTokens(const float* w, int64_t vocab, const SamplingParams& p,
-                  std::vector<int64_t>* kept) {
-  kept->clear();
-  const bool use_k = p.top_k > 0 && p.top_k < vocab;
-  const bool use_p = p.top_p < 1.0;
-  if (!use_k && !use_p) return false;
-  kept->resize(vocab);
-  for (int64_t i = 0; i < vocab; ++i) (*kept)[i] = i;
-  auto heavier = [w](int64_t a, int64_t b) {
-    return w[a] > w[b] || (w[a] == w[b] && a < b);
-  };
-  const int64_t limit = use_k ? p.top_k : vocab;
-  double total = 0.0;  // mass of the top-k candidates (or of everything)
-  if (use_p) {
-    if (use_k) {
-      std::nth_element(kept->begin(), kept->begin() + (limit - 1), kept->end(),
-                       heavier);
-      kept->resize(limit);
-    }
-    for (int64_t i : *kept) total += w[i];
-  }
-  // Select the heaviest m tokens in sorted order; for top-p grow m
-  // geometrically until they hold top_p of the mass, so the nucleus costs
-  // O(V) rather than a full sort of the vocabulary.
-  int64_t m = use_p ? std::min<int64_t>(limit, 64) : limit;
-  while (true) {
-    if (m < static_cast<int64_t>(kept->size())) {
-      std::nth_element(kept->begin(), kept->begin() + (m - 1), kept->end(),
-                       heavier);
-    }
-    std::sort(kept->begin(), kept->begin() + m, heavier);
-    if (!use_p) {
-      kept->resize(m);
-      return true;
-    }
-    double cum = 0.0;
-    for (int64_t i = 0; i < m; ++i) {
-      cum += w[(*kept)[i]];
-      if (cum >= p.top_p * total) {
-        kept->resize(i + 1);
-        return true;
-      }
-    }
-    if (m >= limit) {  // rounding: keep all candidates
-      kept->resize(m);
-      return true;
-    }
-    m = std::min<int64_t>(limit, m * 8);
-  }
-}
+// Vocabulary chunk of the softmax statistics: the draw and the greedy
+// search touch one chunk of logits after the single vectorised pass.
+constexpr int64_t kChunk = 256;
 
 double Uniform01(SeqRng& rng) {
   return static_cast<double>(rng() >> 11) * 0x1.0p-53;
-}
-
-// Inverse-CDF draw over `w` restricted to `kept` (all tokens if !filtered).
-int64_t Draw(const float* w, int64_t vocab, bool filtered,
-             const std::vector<int64_t>& kept, SeqRng& rng) {
-  const double u = Uniform01(rng);
-  const int64_t n = filtered ? static_cast<int64_t>(kept.size()) : vocab;
-  auto id = [&](int64_t i) { return filtered ? kept[i] : i; };
-  double total = 0.0;
-  for (int64_t i = 0; i < n; ++i) total += w[id(i)];
-  const double target = u * total;
-  double cum = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    cum += w[id(i)];
-    if (cum > target) return id(i);
-  }
-  // Rounding: fall back to the last token with non-zero weight.
-  for (int64_t i = n - 1; i >= 0; --i) {
-    if (w[id(i)] > 0.f) return id(i);
-  }
-  return id(0);
 }
 
 double InvTemperature(const SamplingParams& p) {
@@ -101,7 +30,7 @@ double InvTemperature(const SamplingParams& p) {
 
 // Per-thread buffers of the row kernel.
 struct RowScratch {
-  std::vector<float> penalized, weights;
+  std::vector<float> penalized, chunk_max, chunk_sum, weights;
   std::vector<int64_t> kept;
 };
 
@@ -125,21 +54,187 @@ const float* PenalizedLogits(const float* x, int64_t vocab,
   return scratch->penalized.data();
 }
 
-// exp((x - max) / T) of a row into `w`; returns log of their sum and sets
-// `*max_out`.
-__attribute__((target_clones("arch=haswell", "default"))) double ScaledExp(
-    const float* x, int64_t vocab, float inv_t, float* w, float* max_out) {
-  float mx = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : mx)
-  for (int64_t i = 0; i < vocab; ++i) mx = std::max(mx, x[i]);
-  double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < vocab; ++i) {
-    w[i] = VecExp((x[i] - mx) * inv_t);
-    sum += w[i];
+// One row's softmax over temperature-scaled logits, from one pass of
+// per-chunk maxima and exp-sums: the global maximum, the normaliser, and
+// each chunk's mass relative to the maximum.
+class RowSoftmax {
+ public:
+  RowSoftmax(const float* x, int64_t vocab, float inv_t, RowScratch* s)
+      : x_(x), vocab_(vocab), inv_t_(inv_t), s_(s) {
+    nch_ = (vocab + kChunk - 1) / kChunk;
+    s->chunk_max.resize(nch_);
+    s->chunk_sum.resize(nch_);
+    Kernels().chunk_softmax_stats(x, vocab, kChunk, inv_t, s->chunk_max.data(),
+                                  s->chunk_sum.data());
+    max_ = *std::max_element(s->chunk_max.begin(), s->chunk_max.end());
+    total_ = 0.0;
+    for (int64_t c = 0; c < nch_; ++c) total_ += ChunkMass(c);
+    log_total_ = std::log(total_);
   }
-  *max_out = mx;
-  return std::log(sum);
+
+  float max() const { return max_; }
+  double total() const { return total_; }
+  // log_softmax(x / T) at token t.
+  float LogProb(int64_t t) const {
+    return static_cast<float>((x_[t] - max_) * inv_t_ - log_total_);
+  }
+  // exp((x_t - max) / T): token t's unnormalised probability.
+  double Weight(int64_t t) const {
+    return std::exp(static_cast<double>((x_[t] - max_) * inv_t_));
+  }
+  // The first maximum of the row (greedy): only its chunk is searched.
+  int64_t ArgMax() const {
+    const int64_t c =
+        std::find(s_->chunk_max.begin(), s_->chunk_max.end(), max_) -
+        s_->chunk_max.begin();
+    const float* lo = x_ + c * kChunk;
+    return std::find(lo, x_ + std::min(vocab_, (c + 1) * kChunk), max_) - x_;
+  }
+  // Inverse-CDF draw over the whole vocabulary in index order: whole chunks
+  // are skipped by their mass; exp is evaluated inside one chunk only.
+  int64_t Draw(double u) const {
+    const double target = u * total_;
+    double cum = 0.0;
+    int64_t last = -1;  // last chunk with mass (rounding fallback)
+    for (int64_t c = 0; c < nch_; ++c) {
+      const double mass = ChunkMass(c);
+      if (mass > 0) last = c;
+      if (cum + mass <= target) {
+        cum += mass;
+        continue;
+      }
+      const int64_t t = DrawInChunk(c, target - cum);
+      if (t >= 0) return t;
+      cum += mass;
+    }
+    return std::max<int64_t>(0, LastWithWeight(std::max<int64_t>(last, 0)));
+  }
+  // Weights of all tokens into scratch->weights (for full distributions).
+  const float* AllWeights() const {
+    s_->weights.resize(vocab_);
+    Kernels().scaled_exp(x_, vocab_, max_, inv_t_, s_->weights.data());
+    return s_->weights.data();
+  }
+  int64_t num_chunks() const { return nch_; }
+  const std::vector<float>& chunk_max() const { return s_->chunk_max; }
+
+ private:
+  double ChunkMass(int64_t c) const {
+    return s_->chunk_sum[c] *
+           std::exp(static_cast<double>((s_->chunk_max[c] - max_) * inv_t_));
+  }
+  // The token of chunk c where the running sum passes `target`, or -1.
+  int64_t DrawInChunk(int64_t c, double target) const {
+    const int64_t lo = c * kChunk, n = std::min(kChunk, vocab_ - lo);
+    float w[kChunk];
+    Kernels().scaled_exp(x_ + lo, n, max_, inv_t_, w);
+    double cum = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      cum += w[i];
+      if (cum > target) return lo + i;
+    }
+    return -1;
+  }
+  int64_t LastWithWeight(int64_t c) const {
+    const int64_t lo = c * kChunk, n = std::min(kChunk, vocab_ - lo);
+    float w[kChunk];
+    Kernels().scaled_exp(x_ + lo, n, max_, inv_t_, w);
+    for (int64_t i = n - 1; i >= 0; --i) {
+      if (w[i] > 0.f) return lo + i;
+    }
+    return lo;
+  }
+
+  const float* x_;
+  int64_t vocab_, nch_;
+  float inv_t_, max_;
+  double total_, log_total_;
+  RowScratch* s_;
+};
+
+// Tokens a filtered row may draw from, most likely first (ties: lower id):
+// the top-k by partial selection, then the smallest prefix whose mass
+// reaches top_p. Returns false (and leaves `kept` empty) when neither
+// filter is active.
+bool FilterTokens(const float* x, int64_t vocab, const SamplingParams& p,
+                  const RowSoftmax& sm, std::vector<int64_t>* kept) {
+  kept->clear();
+  const bool use_k = p.top_k > 0 && p.top_k < vocab;
+  const bool use_p = p.top_p < 1.0;
+  if (!use_k && !use_p) return false;
+  auto heavier = [x](int64_t a, int64_t b) {
+    return x[a] > x[b] || (x[a] == x[b] && a < b);
+  };
+  const int64_t limit = use_k ? p.top_k : vocab;
+  if (use_k && limit <= sm.num_chunks()) {
+    // The k-th largest chunk maximum bounds the k-th largest logit from
+    // below: only chunks reaching it can hold candidates.
+    std::vector<float> maxima = sm.chunk_max();
+    std::nth_element(maxima.begin(), maxima.begin() + (limit - 1), maxima.end(),
+                     std::greater<float>());
+    const float bound = maxima[limit - 1];
+    for (int64_t c = 0; c < sm.num_chunks(); ++c) {
+      if (sm.chunk_max()[c] < bound) continue;
+      const int64_t hi = std::min(vocab, (c + 1) * kChunk);
+      for (int64_t i = c * kChunk; i < hi; ++i) {
+        if (x[i] >= bound) kept->push_back(i);
+      }
+    }
+  } else {
+    kept->resize(vocab);
+    for (int64_t i = 0; i < vocab; ++i) (*kept)[i] = i;
+  }
+  if (use_k && static_cast<int64_t>(kept->size()) > limit) {
+    std::nth_element(kept->begin(), kept->begin() + (limit - 1), kept->end(),
+                     heavier);
+    kept->resize(limit);
+  }
+  double total = sm.total();  // mass of the candidates
+  if (use_p && use_k) {
+    total = 0.0;
+    for (int64_t i : *kept) total += sm.Weight(i);
+  }
+  // Select the heaviest m tokens in sorted order; for top-p grow m
+  // geometrically until they hold top_p of the mass, so the nucleus costs
+  // O(V) rather than a full sort of the vocabulary.
+  const int64_t size = static_cast<int64_t>(kept->size());
+  int64_t m = use_p ? std::min<int64_t>(size, 64) : size;
+  while (true) {
+    if (m < size) {
+      std::nth_element(kept->begin(), kept->begin() + (m - 1), kept->end(),
+                       heavier);
+    }
+    std::sort(kept->begin(), kept->begin() + m, heavier);
+    if (!use_p) return true;
+    double cum = 0.0;
+    for (int64_t i = 0; i < m; ++i) {
+      cum += sm.Weight((*kept)[i]);
+      if (cum >= p.top_p * total) {
+        kept->resize(i + 1);
+        return true;
+      }
+    }
+    if (m >= size) return true;  // rounding: keep all candidates
+    m = std::min<int64_t>(size, m * 8);
+  }
+}
+
+// Inverse-CDF draw over `kept` in its order.
+int64_t DrawKept(const RowSoftmax& sm, const std::vector<int64_t>& kept,
+                 SeqRng& rng) {
+  const double u = Uniform01(rng);
+  double total = 0.0;
+  for (int64_t t : kept) total += sm.Weight(t);
+  const double target = u * total;
+  double cum = 0.0;
+  for (int64_t t : kept) {
+    cum += sm.Weight(t);
+    if (cum > target) return t;
+  }
+  for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
+    if (sm.Weight(*it) > 0) return *it;
+  }
+  return kept.front();
 }
 
 // Samples one row: the token and its log-probability under the
@@ -151,39 +246,33 @@ SampledToken SampleRowImpl(const float* raw, int64_t vocab,
                            const std::vector<int64_t>* context, SeqRng* rng,
                            RowScratch* scratch, std::vector<double>* probs) {
   const float* x = PenalizedLogits(raw, vocab, p, context, scratch);
-  const float inv_t = static_cast<float>(InvTemperature(p));
-  scratch->weights.resize(vocab);
-  float* w = scratch->weights.data();
-  float mx = 0.f;
-  const double log_sum = ScaledExp(x, vocab, inv_t, w, &mx);
-  auto logprob = [&](int64_t t) {
-    return static_cast<float>((x[t] - mx) * inv_t - log_sum);
-  };
+  const RowSoftmax sm(x, vocab, static_cast<float>(InvTemperature(p)), scratch);
   if (p.greedy()) {
     // First maximum of the (penalised) logits: exact, no rounding ties.
-    const int64_t token = std::max_element(x, x + vocab) - x;
+    const int64_t token = sm.ArgMax();
     if (probs != nullptr) {
       probs->assign(vocab, 0.0);
       (*probs)[token] = 1.0;
     }
-    return {token, logprob(token)};
+    return {token, sm.LogProb(token)};
   }
-  const bool filtered = FilterTokens(w, vocab, p, &scratch->kept);
+  const bool filtered = FilterTokens(x, vocab, p, sm, &scratch->kept);
   if (probs != nullptr) {
     probs->assign(vocab, 0.0);
-    double total = 0.0;
     if (filtered) {
-      for (int64_t i : scratch->kept) total += w[i];
-      for (int64_t i : scratch->kept) (*probs)[i] = w[i] / total;
+      double total = 0.0;
+      for (int64_t i : scratch->kept) total += sm.Weight(i);
+      for (int64_t i : scratch->kept) (*probs)[i] = sm.Weight(i) / total;
     } else {
-      for (int64_t i = 0; i < vocab; ++i) total += w[i];
-      for (int64_t i = 0; i < vocab; ++i) (*probs)[i] = w[i] / total;
+      const float* w = sm.AllWeights();
+      for (int64_t i = 0; i < vocab; ++i) (*probs)[i] = w[i] / sm.total();
     }
     return {-1, 0.f};
   }
   CHECK(rng != nullptr) << "sampled row has no rng";
-  const int64_t token = Draw(w, vocab, filtered, scratch->kept, *rng);
-  return {token, logprob(token)};
+  const int64_t token =
+      filtered ? DrawKept(sm, scratch->kept, *rng) : sm.Draw(Uniform01(*rng));
+  return {token, sm.LogProb(token)};
 }
 
 }  // namespace

@@ -1,11 +1,15 @@
 // File: verl/infer/sampler.h
 //
-// Token sampling for a batch of sequences from their next-token logits.
-// Per row: repetition penalty over the row's context (if not 1), then greedy
-// (argmax) or temperature -> top-k -> top-p -> draw from the renormalised
-// distribution with the sequence's own generator, so results
-// do not depend on batch composition or preemption. Returns the token and
-// its log-probability under the temperature-scaled (unfiltered)
+// Token sampling for a batch of sequences from their next-token logits,
+// parallel over rows. Per row: repetition penalty over the row's context (if
+// not 1), then greedy (argmax) or temperature -> top-k -> top-p -> draw from
+// the renormalised distribution with the sequence's own generator, so
+// results do not depend on batch composition or preemption. One vectorised
+// pass (kernels.h) gives per-chunk maxima and exp-sums of the row; greedy,
+// the log-prob, the unfiltered inverse-CDF draw and top-k's candidate bound
+// need nothing else but one chunk; top-k is a partial selection (no sort of
+// the vocabulary), top-p grows a sorted prefix geometrically. Returns the token
+// and its log-probability under the temperature-scaled (unfiltered)
 // distribution, which is what verl compares against as rollout_log_probs
 // (temperature 1 for greedy rows).
 #ifndef VERL_INFER_SAMPLER_H_

@@ -1,0 +1,72 @@
+// File: verl/infer/kernel_table.h
+//
+// The engine's hand-written fp32 kernels as a table of function pointers.
+// The same source (kernels_impl.inc) is compiled once per ISA (baseline
+// SSE2, AVX2+FMA, AVX-512) into its own translation unit; kernels.h picks
+// the table for the CPU at start-up. All pointers take raw fp32 buffers:
+// no tensors, no allocation.
+#ifndef VERL_INFER_KERNEL_TABLE_H_
+#define VERL_INFER_KERNEL_TABLE_H_
+
+#include <cstdint>
+
+#include "verl/infer/cpu_isa.h"
+
+namespace verl::infer {
+
+// Decode attention of sequences with one new token each over a paged KV
+// cache [num_blocks, block_size, num_kv_heads, head_dim]. Job
+// `j * num_kv_heads + h` computes the query heads of kv head `h` (GQA:
+// num_heads / num_kv_heads of them) of decode sequence `j`.
+struct DecodeAttentionArgs {
+  int64_t block_size = 0, num_kv_heads = 0, head_dim = 0, num_heads = 0;
+  int64_t window = 0;               // sliding window (0: full context)
+  int64_t q_stride = 0;             // floats between consecutive query rows
+  float scale = 1.f;                // softmax scale (1/sqrt(head_dim))
+  const float* q = nullptr;         // query rows [., num_heads, head_dim]
+  float* out = nullptr;             // [., num_heads, head_dim], contiguous rows
+  const float* k = nullptr;         // the layer's key cache
+  const float* v = nullptr;         // the layer's value cache
+  const int64_t* rows = nullptr;    // per sequence: its query/output row
+  const int64_t* lens = nullptr;    // per sequence: context length
+  const int32_t* tables = nullptr;  // [num_seqs, table_width] block ids
+  int64_t table_width = 0;
+};
+
+// Trivial aggregate (no member initialisers), so the per-ISA translation
+// units emit no constructor the linker could share.
+struct KernelTable {
+  CpuIsa isa;
+  // Runs jobs [begin, end) of DecodeAttentionArgs.
+  void (*decode_attention)(const DecodeAttentionArgs& a, int64_t begin,
+                           int64_t end);
+  // out = w * (x * rsqrt(mean(x^2) + eps)) over n (HF RMSNorm); out may
+  // alias x.
+  void (*rms_norm_row)(const float* x, const float* w, float eps, int64_t n,
+                       float* out);
+  // Rotate-half RoPE of one head of d (even) in place.
+  void (*rope_head)(float* x, const float* cos, const float* sin, int64_t d);
+  // Softmax statistics of x[0, n) in chunks of `chunk` elements: per chunk
+  // c its maximum max[c] and sum[c] = sum_i exp((x_i - max[c]) * inv_t).
+  void (*chunk_softmax_stats)(const float* x, int64_t n, int64_t chunk,
+                              float inv_t, float* max, float* sum);
+  // w[i] = exp((x[i] - m) * inv_t) for i < n; returns their sum.
+  double (*scaled_exp)(const float* x, int64_t n, float m, float inv_t,
+                       float* w);
+};
+
+// The table of each per-ISA translation unit (kernels_<isa>.cc); call only
+// through KernelsFor() (kernels.h), which checks that the CPU supports it.
+namespace kernels_baseline {
+const KernelTable& Table();
+}
+namespace kernels_avx2 {
+const KernelTable& Table();
+}
+namespace kernels_avx512 {
+const KernelTable& Table();
+}
+
+}  // namespace verl::infer
+
+#endif  // VERL_INFER_KERNEL_TABLE_H_
