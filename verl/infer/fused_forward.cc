@@ -52,6 +52,42 @@ at::Tensor Rows(at::Tensor& buf, int64_t rows, int64_t cols) {
   return buf.narrow(0, 0, rows);
 }
 
+// out = x w (+ bias), or out += x w, through the small-batch kernels
+// (kernels.h) when x has <= 8 fp32 rows (decode of few sequences): w is
+// [k, n], or [n, k] when `w_transposed` (the LM head); in parallel over
+// column blocks. False (nothing done) when they do not apply. BLIS packs
+// the weight matrix on every call, which at these sizes reads the weights
+// ~3 times; these kernels read them once.
+bool SmallGemm(at::Tensor& out, const at::Tensor& x, const at::Tensor& w,
+               const at::Tensor& bias, bool accumulate, bool w_transposed) {
+  const int64_t m = x.size(0);
+  if (m < 1 || m > kMaxSmallGemmRows || x.scalar_type() != at::kFloat ||
+      w.scalar_type() != at::kFloat || x.stride(1) != 1 || w.stride(1) != 1 ||
+      out.stride(1) != 1 || (bias.defined() && !bias.is_contiguous())) {
+    return false;
+  }
+  SmallGemmArgs a;
+  a.m = m;
+  a.k = x.size(1);
+  a.x = x.data_ptr<float>();
+  a.ldx = x.stride(0);
+  a.w = w.data_ptr<float>();
+  a.ldw = w.stride(0);
+  a.bias = bias.defined() ? bias.data_ptr<float>() : nullptr;
+  a.out = out.data_ptr<float>();
+  a.ldo = out.stride(0);
+  a.accumulate = accumulate;
+  const int64_t n = w_transposed ? w.size(0) : w.size(1);
+  const KernelTable& k = Kernels();
+  auto kernel = w_transposed ? k.small_gemm_nt : k.small_gemm_nn;
+  // Column blocks of 64: whole vectors at every ISA, enough work per task.
+  constexpr int64_t kBlock = 64;
+  at::parallel_for(0, (n + kBlock - 1) / kBlock, 1, [&](int64_t b, int64_t e) {
+    kernel(a, b * kBlock, std::min(n, e * kBlock));
+  });
+  return true;
+}
+
 }  // namespace
 
 FusedForward::FusedForward(models::CausalLM* model, int64_t max_positions)
@@ -170,12 +206,14 @@ void FusedForward::Gemm(at::Tensor& out, const at::Tensor& x,
                         const at::Tensor& w, const at::Tensor& bias,
                         bool accumulate) {
   const auto t0 = Clock::now();
-  if (accumulate) {
-    out.addmm_(x, w);
-  } else if (bias.defined()) {
-    at::addmm_out(out, bias, x, w);
-  } else {
-    at::mm_out(out, x, w);
+  if (!SmallGemm(out, x, w, bias, accumulate, /*w_transposed=*/false)) {
+    if (accumulate) {
+      out.addmm_(x, w);
+    } else if (bias.defined()) {
+      at::addmm_out(out, bias, x, w);
+    } else {
+      at::mm_out(out, x, w);
+    }
   }
   stats_.gemm_s += Since(t0);
   stats_.gemm_flops += 2.0 * x.size(0) * x.size(1) * w.size(1);
@@ -285,7 +323,26 @@ at::Tensor FusedForward::Forward(const at::Tensor& input_ids,
 
 at::Tensor FusedForward::Logits(const at::Tensor& hidden) {
   const auto t0 = Clock::now();
-  at::Tensor logits = model_->Logits(hidden);
+  at::Tensor logits;
+  const models::Linear* head = model_->lm_head.get();
+  const bool plain_head =
+      Applies() &&
+      (head == nullptr ||
+       (!head->bias.defined() &&
+        !(head->lora.lora_A && head->lora.enabled && !head->lora.merged)));
+  if (plain_head && hidden.size(0) <= kMaxSmallGemmRows) {
+    const at::Tensor w =
+        (head != nullptr ? head->weight : model_->model->embed_tokens->weight)
+            .detach();
+    const at::Tensor x = hidden.contiguous();
+    logits = at::empty({x.size(0), w.size(0)}, at::kFloat);
+    if (!w.is_contiguous() ||
+        !SmallGemm(logits, x, w, at::Tensor(), false, /*w_transposed=*/true)) {
+      logits = model_->Logits(hidden);
+    }
+  } else {
+    logits = model_->Logits(hidden);
+  }
   if (Applies()) {
     stats_.gemm_s += Since(t0);
     stats_.gemm_flops += 2.0 * hidden.size(0) * hidden.size(1) *

@@ -33,6 +33,22 @@ struct DecodeAttentionArgs {
   int64_t table_width = 0;
 };
 
+// out (+)= x w (+ bias) for a few rows of x (decode at batch <= 8), fp32,
+// row-major with leading dimensions; `w` is [k, n] for the NN kernel and
+// [n, k] (nn.Linear / embedding layout) for the NT kernel.
+struct SmallGemmArgs {
+  int64_t m = 0, k = 0;  // rows of x (1..8), inner dimension
+  const float* x = nullptr;
+  int64_t ldx = 0;
+  const float* w = nullptr;
+  int64_t ldw = 0;
+  const float* bias = nullptr;  // [n] or null
+  float* out = nullptr;
+  int64_t ldo = 0;
+  bool accumulate = false;  // out += x w instead of out = x w
+};
+inline constexpr int64_t kMaxSmallGemmRows = 8;
+
 // Trivial aggregate (no member initialisers), so the per-ISA translation
 // units emit no constructor the linker could share.
 struct KernelTable {
@@ -53,6 +69,9 @@ struct KernelTable {
   // w[i] = exp((x[i] - m) * inv_t) for i < n; returns their sum.
   double (*scaled_exp)(const float* x, int64_t n, float m, float inv_t,
                        float* w);
+  // Columns [n0, n1) of the small-batch GEMM (parallel callers split n).
+  void (*small_gemm_nn)(const SmallGemmArgs& a, int64_t n0, int64_t n1);
+  void (*small_gemm_nt)(const SmallGemmArgs& a, int64_t n0, int64_t n1);
 };
 
 // The table of each per-ISA translation unit (kernels_<isa>.cc); call only
