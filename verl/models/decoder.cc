@@ -224,16 +224,29 @@ std::vector<int64_t> CausalLM::LayerWindows() const {
 }
 
 at::Tensor CausalLM::RunLayers(const at::Tensor& input_ids,
+                               const at::Tensor& inputs_embeds,
                                const at::Tensor& position_ids,
                                std::shared_ptr<AttentionBackend> attention,
                                std::vector<at::Tensor>* router_logits) {
-  CHECK_EQ(input_ids.dim(), 1) << "packed input_ids must be [T]";
-  CHECK_EQ(position_ids.numel(), input_ids.numel());
+  const int64_t tokens =
+      inputs_embeds.defined() ? inputs_embeds.size(0) : input_ids.numel();
+  CHECK(inputs_embeds.defined() ? inputs_embeds.dim() == 2
+                                : input_ids.dim() == 1)
+      << "packed input_ids must be [T], inputs_embeds [T, H]";
+  // M-RoPE positions are [3, T]; 1-D positions may come as [T] or [1, T].
+  const bool mrope = !config_.mrope_section.empty() &&
+                     position_ids.dim() == 2 && position_ids.size(0) == 3 &&
+                     position_ids.size(1) == tokens;
+  CHECK_EQ(position_ids.numel(), (mrope ? 3 : 1) * tokens);
   std::shared_ptr<LayerHooks> hooks = hooks_;
   if (hooks) hooks->BeforeForward(LayerHooks::kRootStage);
-  at::Tensor h = model->embed_tokens->Forward(input_ids);
-  auto [cos, sin] =
-      RopeCosSin(inv_freq_, position_ids.reshape({-1}), h.scalar_type());
+  at::Tensor h = inputs_embeds.defined()
+                     ? inputs_embeds
+                     : model->embed_tokens->Forward(input_ids);
+  auto [cos, sin] = mrope ? MropeCosSin(inv_freq_, position_ids,
+                                        config_.mrope_section, h.scalar_type())
+                          : RopeCosSin(inv_freq_, position_ids.reshape({-1}),
+                                       h.scalar_type());
   if (rope_scale_ != 1.0) {
     cos = cos * rope_scale_;
     sin = sin * rope_scale_;
@@ -279,7 +292,17 @@ at::Tensor CausalLM::Forward(const at::Tensor& input_ids,
   // Non-owning handle: the caller keeps `attention` alive.
   std::shared_ptr<AttentionBackend> handle(&attention,
                                            [](AttentionBackend*) {});
-  return RunLayers(input_ids, position_ids, std::move(handle), router_logits);
+  return RunLayers(input_ids, at::Tensor(), position_ids, std::move(handle),
+                   router_logits);
+}
+
+at::Tensor CausalLM::ForwardEmbeds(const at::Tensor& inputs_embeds,
+                                   const at::Tensor& position_ids,
+                                   AttentionBackend& attention) {
+  std::shared_ptr<AttentionBackend> handle(&attention,
+                                           [](AttentionBackend*) {});
+  return RunLayers(at::Tensor(), inputs_embeds, position_ids, std::move(handle),
+                   nullptr);
 }
 
 at::Tensor CausalLM::Logits(const at::Tensor& hidden) const {
@@ -315,8 +338,8 @@ ForwardOutput CausalLM::ForwardPacked(const at::Tensor& input_ids,
   auto attention =
       std::make_shared<VarlenCausalAttention>(cu_seqlens, LayerWindows());
   std::vector<at::Tensor> router_logits;
-  at::Tensor hidden =
-      RunLayers(input_ids, position_ids, attention, &router_logits);
+  at::Tensor hidden = RunLayers(input_ids, at::Tensor(), position_ids,
+                                attention, &router_logits);
   return Heads(hidden, router_logits);
 }
 

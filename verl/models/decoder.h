@@ -133,14 +133,20 @@ class CausalLM : public torch::nn::Module {
 
   const ModelConfig& config() const { return config_; }
 
-  // Packed forward: input_ids [T], position_ids [T] -> final-normed hidden
-  // [T, H]. `router_logits`, if given, receives each MoE layer's [T, E]
-  // router logits. With gradient checkpointing on and grad mode enabled,
-  // `attention` must stay alive until backward() has run.
+  // Packed forward: input_ids [T], position_ids [T] (or [3, T] when the
+  // config has mrope_section) -> final-normed hidden [T, H]. `router_logits`,
+  // if given, receives each MoE layer's [T, E] router logits. With gradient
+  // checkpointing on and grad mode enabled, `attention` must stay alive until
+  // backward() has run.
   at::Tensor Forward(const at::Tensor& input_ids,
                      const at::Tensor& position_ids,
                      AttentionBackend& attention,
                      std::vector<at::Tensor>* router_logits = nullptr);
+  // As Forward, from input embeddings [T, H] the caller computed (a
+  // multimodal model splices image features into embed_tokens' output).
+  at::Tensor ForwardEmbeds(const at::Tensor& inputs_embeds,
+                           const at::Tensor& position_ids,
+                           AttentionBackend& attention);
   // LM head: hidden [..., H] -> logits [..., V].
   at::Tensor Logits(const at::Tensor& hidden) const;
   // Value head: hidden [..., H] -> values [...].
@@ -177,7 +183,9 @@ class CausalLM : public torch::nn::Module {
   std::shared_ptr<Linear> score;    // value model only
 
  private:
+  // Embeds `input_ids` unless `inputs_embeds` is defined.
   at::Tensor RunLayers(const at::Tensor& input_ids,
+                       const at::Tensor& inputs_embeds,
                        const at::Tensor& position_ids,
                        std::shared_ptr<AttentionBackend> attention,
                        std::vector<at::Tensor>* router_logits);

@@ -11,6 +11,7 @@
 #include <ATen/ops/pow.h>
 #include <ATen/ops/rsqrt.h>
 #include <ATen/ops/silu.h>
+#include <ATen/ops/tensor.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 #include <glog/logging.h>
@@ -151,6 +152,27 @@ std::pair<at::Tensor, at::Tensor> RopeCosSin(const at::Tensor& inv_freq,
   const c10::ScalarType ct = ComputeDtype(dtype);
   at::Tensor f = inv_freq.to(position_ids.device(), ct);
   at::Tensor freqs = position_ids.to(ct).unsqueeze(1) * f.unsqueeze(0);
+  at::Tensor emb = at::cat({freqs, freqs}, -1);
+  return {emb.cos().to(dtype), emb.sin().to(dtype)};
+}
+
+std::pair<at::Tensor, at::Tensor> MropeCosSin(
+    const at::Tensor& inv_freq, const at::Tensor& position_ids,
+    const std::vector<int64_t>& mrope_section, c10::ScalarType dtype) {
+  CHECK_EQ(position_ids.dim(), 2);
+  CHECK_EQ(position_ids.size(0), 3) << "M-RoPE position_ids must be [3, T]";
+  std::vector<int64_t> rows;
+  for (int64_t s = 0; s < static_cast<int64_t>(mrope_section.size()); ++s) {
+    rows.insert(rows.end(), mrope_section[s], s);
+  }
+  CHECK_EQ(static_cast<int64_t>(rows.size()), inv_freq.numel())
+      << "mrope_section must sum to head_dim / 2";
+  const c10::ScalarType ct = ComputeDtype(dtype);
+  at::Tensor f = inv_freq.to(position_ids.device(), ct);
+  at::Tensor row_index = at::tensor(rows, at::kLong).to(position_ids.device());
+  // [hd/2, T] positions per frequency -> [T, hd/2] angles.
+  at::Tensor freqs =
+      position_ids.to(ct).index_select(0, row_index).t() * f.unsqueeze(0);
   at::Tensor emb = at::cat({freqs, freqs}, -1);
   return {emb.cos().to(dtype), emb.sin().to(dtype)};
 }

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "verl/models/model_config.h"
 
@@ -95,6 +96,13 @@ double YarnMscale(double scale, double mscale);
 std::pair<at::Tensor, at::Tensor> RopeCosSin(const at::Tensor& inv_freq,
                                              const at::Tensor& position_ids,
                                              c10::ScalarType dtype);
+
+// M-RoPE tables [T, head_dim] for `position_ids` [3, T] (temporal, height,
+// width rows): frequency j takes its position from the row whose
+// `mrope_section` slice holds j (HF apply_multimodal_rotary_pos_emb).
+std::pair<at::Tensor, at::Tensor> MropeCosSin(
+    const at::Tensor& inv_freq, const at::Tensor& position_ids,
+    const std::vector<int64_t>& mrope_section, c10::ScalarType dtype);
 
 // Applies RoPE (rotate-half convention) to x [T, heads, head_dim].
 at::Tensor ApplyRope(const at::Tensor& x, const at::Tensor& cos,

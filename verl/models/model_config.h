@@ -45,6 +45,10 @@ struct ModelConfig {
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
+  // Multimodal RoPE (Qwen2-VL, HF rope_scaling.mrope_section): how many of
+  // the head_dim/2 frequencies follow the temporal, height and width
+  // position rows. Empty => 1-D RoPE.
+  std::vector<int64_t> mrope_section;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v bias (Qwen2 sets it implicitly)
   bool qk_norm = false;         // per-head RMSNorm on q and k (Qwen3)
