@@ -161,9 +161,12 @@ absl::Status LoadHfWeightsInto(const std::string& dir,
                                const HfLoadIntoOptions& options) {
   bool tied = false;
   if (fs::exists(Join(dir, kConfigFile))) {
-    VERL_ASSIGN_OR_RETURN(ModelConfig config,
-                          ReadHfConfig(Join(dir, kConfigFile)));
-    tied = config.tie_word_embeddings;
+    // Only the tie flag matters here: read it alone so that folders of other
+    // architectures (vision-language models) load as well.
+    VERL_ASSIGN_OR_RETURN(nlohmann::json config,
+                          core::ReadJsonFile(Join(dir, kConfigFile)));
+    const auto it = config.find("tie_word_embeddings");
+    tied = it != config.end() && it->is_boolean() && it->get<bool>();
   }
   at::NoGradGuard no_grad;
   std::set<std::string> loaded;

@@ -1,0 +1,67 @@
+// File: verl/models/vlm/vlm_checkpoint.cc
+#include "verl/models/vlm/vlm_checkpoint.h"
+
+#include <filesystem>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "verl/core/file_util.h"
+#include "verl/core/status.h"
+#include "verl/models/hf_checkpoint.h"
+
+namespace verl::models::vlm {
+namespace {
+
+constexpr char kConfigFile[] = "config.json";
+constexpr char kProcessorFile[] = "preprocessor_config.json";
+
+std::string Join(const std::string& dir, const char* name) {
+  return (std::filesystem::path(dir) / name).string();
+}
+
+}  // namespace
+
+absl::StatusOr<VlmCheckpoint> LoadVlmCheckpoint(const std::string& dir) {
+  VlmCheckpoint out;
+  const std::string config_path = Join(dir, kConfigFile);
+  VERL_ASSIGN_OR_RETURN(out.config_json, core::ReadJsonFile(config_path));
+  VERL_ASSIGN_OR_RETURN(VlmConfig config,
+                        VlmConfigFromHfJson(out.config_json, config_path));
+  const std::string processor_path = Join(dir, kProcessorFile);
+  if (std::filesystem::exists(processor_path)) {
+    VERL_ASSIGN_OR_RETURN(nlohmann::json json,
+                          core::ReadJsonFile(processor_path));
+    VERL_ASSIGN_OR_RETURN(out.processor,
+                          ImageProcessorConfigFromJson(json, processor_path));
+  }
+  out.model = std::make_shared<Qwen2VLForConditionalGeneration>(config);
+  std::map<std::string, at::Tensor> params;
+  for (const auto& item : out.model->named_parameters()) {
+    params[item.key()] = item.value();
+  }
+  VERL_RETURN_IF_ERROR(LoadHfWeightsInto(dir, &params));
+  return out;
+}
+
+absl::Status SaveVlmCheckpoint(const std::string& dir,
+                               const Qwen2VLForConditionalGeneration& model,
+                               const ImageProcessorConfig& processor,
+                               const nlohmann::json& config_json,
+                               const VlmSaveOptions& options) {
+  VERL_ASSIGN_OR_RETURN(nlohmann::json config,
+                        VlmConfigToHfJson(model.vlm_config(), config_json));
+  ckpt::TensorMap tensors;
+  for (const auto& item : model.named_parameters()) {
+    tensors[item.key()] = item.value().detach();
+  }
+  VERL_RETURN_IF_ERROR(core::MakeDirs(dir));
+  VERL_RETURN_IF_ERROR(
+      ckpt::SaveSafetensorsFolder(dir, tensors, options.max_shard_size));
+  VERL_RETURN_IF_ERROR(core::WriteFileAtomic(
+      Join(dir, kProcessorFile),
+      ImageProcessorConfigToJson(processor).dump(2) + "\n"));
+  // config.json last: a folder with a config has all its weights.
+  return core::WriteFileAtomic(Join(dir, kConfigFile), config.dump(2) + "\n");
+}
+
+}  // namespace verl::models::vlm

@@ -1,0 +1,94 @@
+// HF Qwen2.5-VL folders: save -> load round trip (sharded), config.json as
+// HF writes it, processor config kept, missing tensors named.
+#include "verl/models/vlm/vlm_checkpoint.h"
+
+#include <ATen/ops/tensor.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "verl/ckpt/safetensors_sharded.h"
+#include "verl/core/file_util.h"
+#include "verl/core/test_util.h"
+#include "verl/models/vlm/qwen2_vl.h"
+#include "verl/models/vlm/vlm_config.h"
+
+namespace verl::models::vlm {
+namespace {
+
+using ::verl::core::testing::FreshTestDir;
+using ::verl::core::testing::StatusIs;
+
+TEST(VlmCheckpointTest, SaveLoadRoundTrip) {
+  auto config = MakeVlmPreset("tiny-qwen2.5-vl");
+  ASSERT_TRUE(config.ok());
+  auto model = CreateVlmModel(*config, 3);
+  ImageProcessorConfig processor;
+  processor.max_pixels = 28 * 28 * 64;
+  const std::string dir = FreshTestDir("vlm_ckpt");
+  VlmSaveOptions options;
+  options.max_shard_size = 1 << 20;  // several shards with an index
+  ASSERT_TRUE(SaveVlmCheckpoint(dir, *model, processor, {}, options).ok());
+  EXPECT_TRUE(std::filesystem::exists(dir + "/model.safetensors.index.json"));
+  auto json = core::ReadJsonFile(dir + "/config.json");
+  ASSERT_TRUE(json.ok());
+  EXPECT_EQ((*json)["architectures"][0], "Qwen2_5_VLForConditionalGeneration");
+  EXPECT_EQ((*json)["vision_config"]["depth"], 4);
+
+  auto loaded = LoadVlmCheckpoint(dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->processor.max_pixels, 28 * 28 * 64);
+  auto want = model->named_parameters();
+  auto got = loaded->model->named_parameters();
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& item : want) {
+    EXPECT_TRUE(got[item.key()].equal(item.value())) << item.key();
+  }
+  torch::NoGradGuard no_grad;
+  const int64_t pad = config->image_token_id;
+  at::Tensor ids =
+      at::tensor(std::vector<int64_t>{3, pad, pad, pad, pad, 7}, at::kLong);
+  at::Tensor grid =
+      at::tensor(std::vector<int64_t>{1, 4, 4}, at::kLong).reshape({1, 3});
+  at::Tensor pix = at::randn({16, 1176});
+  auto a = model->ForwardMultimodal(ids, {0, 6}, pix, grid);
+  auto b = loaded->model->ForwardMultimodal(ids, {0, 6}, pix, grid);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(a->logits.equal(b->logits));
+
+  // Saving on top of the JSON read keeps keys the config does not model.
+  nlohmann::json base = loaded->config_json;
+  base["transformers_version"] = "4.51.0";
+  ASSERT_TRUE(
+      SaveVlmCheckpoint(dir, *loaded->model, loaded->processor, base).ok());
+  auto json2 = core::ReadJsonFile(dir + "/config.json");
+  ASSERT_TRUE(json2.ok());
+  EXPECT_EQ((*json2)["transformers_version"], "4.51.0");
+}
+
+TEST(VlmCheckpointTest, MissingTensorsAreNamed) {
+  auto config = MakeVlmPreset("tiny-qwen2.5-vl");
+  ASSERT_TRUE(config.ok());
+  auto model = CreateVlmModel(*config, 3);
+  const std::string dir = FreshTestDir("vlm_ckpt_missing");
+  ASSERT_TRUE(SaveVlmCheckpoint(dir, *model, ImageProcessorConfig()).ok());
+  // Rewrite the weights without the merger.
+  ckpt::TensorMap tensors;
+  for (const auto& item : model->named_parameters()) {
+    if (item.key().rfind("visual.merger", 0) != 0) {
+      tensors[item.key()] = item.value().detach();
+    }
+  }
+  ASSERT_TRUE(ckpt::SaveSafetensorsFolder(dir, tensors).ok());
+  EXPECT_THAT(LoadVlmCheckpoint(dir),
+              StatusIs(absl::StatusCode::kNotFound,
+                       "missing tensors: visual.merger.ln_q.weight"));
+  EXPECT_THAT(LoadVlmCheckpoint(dir + "/nope"),
+              StatusIs(absl::StatusCode::kNotFound, "config.json"));
+}
+
+}  // namespace
+}  // namespace verl::models::vlm
