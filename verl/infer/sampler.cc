@@ -189,26 +189,31 @@ bool FilterTokens(const float* x, int64_t vocab, const SamplingParams& p,
                      heavier);
     kept->resize(limit);
   }
+  if (!use_p) {
+    std::sort(kept->begin(), kept->end(), heavier);
+    return true;
+  }
+  // Top-p sums weights repeatedly: evaluate them once, vectorised.
+  const float* w = sm.AllWeights();
   double total = sm.total();  // mass of the candidates
-  if (use_p && use_k) {
+  if (use_k) {
     total = 0.0;
-    for (int64_t i : *kept) total += sm.Weight(i);
+    for (int64_t i : *kept) total += w[i];
   }
   // Select the heaviest m tokens in sorted order; for top-p grow m
   // geometrically until they hold top_p of the mass, so the nucleus costs
   // O(V) rather than a full sort of the vocabulary.
   const int64_t size = static_cast<int64_t>(kept->size());
-  int64_t m = use_p ? std::min<int64_t>(size, 64) : size;
+  int64_t m = std::min<int64_t>(size, 64);
   while (true) {
     if (m < size) {
       std::nth_element(kept->begin(), kept->begin() + (m - 1), kept->end(),
                        heavier);
     }
     std::sort(kept->begin(), kept->begin() + m, heavier);
-    if (!use_p) return true;
     double cum = 0.0;
     for (int64_t i = 0; i < m; ++i) {
-      cum += sm.Weight((*kept)[i]);
+      cum += w[(*kept)[i]];
       if (cum >= p.top_p * total) {
         kept->resize(i + 1);
         return true;
@@ -219,20 +224,22 @@ bool FilterTokens(const float* x, int64_t vocab, const SamplingParams& p,
   }
 }
 
-// Inverse-CDF draw over `kept` in its order.
+// Inverse-CDF draw over `kept` in its order; `w`: the row's weights when
+// already evaluated (top-p), else null.
 int64_t DrawKept(const RowSoftmax& sm, const std::vector<int64_t>& kept,
-                 SeqRng& rng) {
+                 const float* w, SeqRng& rng) {
+  auto weight = [&](int64_t t) { return w != nullptr ? w[t] : sm.Weight(t); };
   const double u = Uniform01(rng);
   double total = 0.0;
-  for (int64_t t : kept) total += sm.Weight(t);
+  for (int64_t t : kept) total += weight(t);
   const double target = u * total;
   double cum = 0.0;
   for (int64_t t : kept) {
-    cum += sm.Weight(t);
+    cum += weight(t);
     if (cum > target) return t;
   }
   for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
-    if (sm.Weight(*it) > 0) return *it;
+    if (weight(*it) > 0) return *it;
   }
   return kept.front();
 }
@@ -270,8 +277,9 @@ SampledToken SampleRowImpl(const float* raw, int64_t vocab,
     return {-1, 0.f};
   }
   CHECK(rng != nullptr) << "sampled row has no rng";
-  const int64_t token =
-      filtered ? DrawKept(sm, scratch->kept, *rng) : sm.Draw(Uniform01(*rng));
+  const float* w = p.top_p < 1.0 ? scratch->weights.data() : nullptr;
+  const int64_t token = filtered ? DrawKept(sm, scratch->kept, w, *rng)
+                                 : sm.Draw(Uniform01(*rng));
   return {token, sm.LogProb(token)};
 }
 
