@@ -474,6 +474,17 @@ absl::Status CheckMicroBatch(absl::string_view role, absl::string_view name,
   return absl::OkStatus();
 }
 
+// The trainer has no Megatron path yet: `<role>.strategy=megatron` is an
+// error, not a silent FSDP/replicated run (the model, its parallel layers
+// and the megatron.* key mapping exist: docs/megatron.md).
+absl::Status CheckStrategy(absl::string_view role, Strategy::Value strategy) {
+  if (strategy != Strategy::megatron) return absl::OkStatus();
+  return Invalid(absl::StrCat(
+      "'", role,
+      ".strategy=megatron': the trainer does not run the Megatron backend "
+      "yet (docs/megatron.md); use fsdp or fsdp2"));
+}
+
 absl::Status CheckLossAggMode(absl::string_view key, const std::string& mode) {
   for (const char* valid : {"token-mean", "seq-mean-token-sum",
                             "seq-mean-token-mean", "seq-mean-token-sum-norm"}) {
@@ -573,6 +584,13 @@ absl::Status ValidatePpoTrainerConfig(const PpoTrainerConfig& config) {
                               "mode': only async is supported"));
   }
 
+  problems.Add(CheckStrategy("actor_rollout_ref.actor", actor.strategy()));
+  if (NeedReferencePolicy(config)) {
+    problems.Add(CheckStrategy("actor_rollout_ref.ref", ref.strategy()));
+  }
+  if (NeedCritic(config)) {
+    problems.Add(CheckStrategy("critic", critic.strategy()));
+  }
   problems.Add(CheckMicroBatch(
       "actor_rollout_ref.actor", "ppo_micro_batch_size",
       actor.has_ppo_micro_batch_size(),

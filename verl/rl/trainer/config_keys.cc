@@ -444,6 +444,8 @@ constexpr KeyRule kKeyRules[] = {
     {"reward_model.model.external_lib", kNotServed, kPython},
     {"reward_model.sandbox_fusion", kNotServed,
      "the sandbox-fusion code executor needs a network service"},
+    {"**.megatron", kNotServed,
+     "the trainer does not run strategy=megatron yet (docs/megatron.md)"},
     {"trainer.default_hdfs_dir", kNotServed, "no HDFS here"},
     {"trainer.del_local_ckpt_after_load", kNotServed,
      "checkpoints are never deleted after loading"},

@@ -137,6 +137,24 @@ TEST(PpoTrainerConfigTest, DefaultsEqualVerls) {
       {"actor_rollout_ref.actor.fsdp_config.wrap_policy.min_num_params", "0"},
       {"actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size",
        "1"},
+      {"actor_rollout_ref.actor.megatron.tensor_model_parallel_size", "1"},
+      {"actor_rollout_ref.actor.megatron.pipeline_model_parallel_size", "1"},
+      {"actor_rollout_ref.actor.megatron."
+       "virtual_pipeline_model_parallel_size",
+       "null"},
+      {"actor_rollout_ref.actor.megatron.context_parallel_size", "1"},
+      {"actor_rollout_ref.actor.megatron.expert_model_parallel_size", "1"},
+      {"actor_rollout_ref.actor.megatron.expert_tensor_parallel_size", "null"},
+      {"actor_rollout_ref.actor.megatron.sequence_parallel", "true"},
+      {"actor_rollout_ref.actor.megatron.use_distributed_optimizer", "true"},
+      {"actor_rollout_ref.actor.megatron.param_offload", "false"},
+      {"actor_rollout_ref.actor.megatron.seed", "42"},
+      {"actor_rollout_ref.actor.megatron.override_transformer_config."
+       "recompute_granularity",
+       "null"},
+      {"actor_rollout_ref.actor.megatron.dtype", "bfloat16"},
+      {"actor_rollout_ref.ref.megatron.seed", "42"},
+      {"critic.megatron.tensor_model_parallel_size", "1"},
       {"actor_rollout_ref.actor.checkpoint.save_contents",
        "[model, optimizer, extra]"},
       {"actor_rollout_ref.actor.checkpoint.load_contents",
@@ -403,9 +421,10 @@ TEST(PpoTrainerConfigTest, UnknownKeysSuggestNearest) {
     EXPECT_THAT(LoadError({arg}), HasSubstr(expected)) << arg;
   }
   // An unrelated key is not suggested; Megatron keys say why they fail.
-  EXPECT_EQ(LoadError({"actor_rollout_ref.actor.megatron.use_mbridge=true"}),
+  // (use_te: not one of verl's megatron.* keys, which docs/megatron.md has.)
+  EXPECT_EQ(LoadError({"actor_rollout_ref.actor.megatron.use_te=true"}),
             "unknown config key "
-            "'actor_rollout_ref.actor.megatron.use_mbridge': the Megatron "
+            "'actor_rollout_ref.actor.megatron.use_te': the Megatron "
             "backend's settings are not available in this build (FSDP only; "
             "see docs/config.md)");
   EXPECT_THAT(LoadError({"actor_rollout_ref.actor.use_mbridge=true"}),
@@ -598,6 +617,38 @@ TEST(ValidatePpoTrainerConfigTest, ExampleIsValidAndViolationsNameKeys) {
            example));
   EXPECT_THAT(std::string(kl.message()),
               HasSubstr("'algorithm.kl_ctrl.horizon'"));
+}
+
+// strategy: megatron is refused until the trainer runs it (not a silent
+// FSDP run); the megatron sections parse.
+TEST(ValidatePpoTrainerConfigTest, MegatronStrategyIsAnErrorForNow) {
+  const std::string example = "examples/grpo_tiny.textproto";
+  absl::Status s = ValidatePpoTrainerConfig(
+      Load({"actor_rollout_ref.actor.strategy=megatron",
+            "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2"},
+           example));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("'actor_rollout_ref.actor.strategy=megatron': the "
+                        "trainer does not run the Megatron backend yet"));
+  EXPECT_THAT(
+      std::string(ValidatePpoTrainerConfig(
+                      Load({"critic.enable=true", "critic.strategy=megatron",
+                            "critic.ppo_micro_batch_size_per_gpu=2"},
+                           example))
+                      .message()),
+      HasSubstr("'critic.strategy=megatron'"));
+  PpoTrainerConfig c =
+      Load({"actor_rollout_ref.ref.megatron.tensor_model_parallel_size=2",
+            "critic.megatron.override_transformer_config.recompute_modules="
+            "[core_attn,mlp]"});
+  EXPECT_EQ(c.actor_rollout_ref().ref().megatron().tensor_model_parallel_size(),
+            2);
+  EXPECT_EQ(c.critic()
+                .megatron()
+                .override_transformer_config()
+                .recompute_modules_size(),
+            2);
 }
 
 // Every bad size/count/probability key of a command line is reported in one
