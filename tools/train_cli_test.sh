@@ -91,9 +91,13 @@ expect_error "'actor_rollout_ref.actor.optim.lr' (-0.001) must be >= 0" \
   "${GOOD[@]}" actor_rollout_ref.actor.optim.lr=-1e-3
 expect_lines 3 "unknown config key 'trainer.total_epoch'" "bad value 'x'" \
   "Megatron backend's settings are not available" -- --print_config \
-  trainer.total_epoch=1 trainer.save_freq=x actor_rollout_ref.actor.megatron.use_mbridge=True
+  trainer.total_epoch=1 trainer.save_freq=x actor_rollout_ref.actor.megatron.use_te=True
 expect_error "expected one of: native, vllm, sglang" "${GOOD[@]}" \
   actor_rollout_ref.rollout.name=hf
+# strategy=megatron is refused up front, not run as FSDP (docs/megatron.md).
+expect_error "'actor_rollout_ref.actor.strategy=megatron': the trainer does not run the Megatron backend yet" \
+  "${GOOD[@]}" actor_rollout_ref.actor.strategy=megatron actor_rollout_ref.ref.strategy=fsdp \
+  actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2
 # One source of truth for the process count.
 expect_error "--nproc_per_node=2 disagrees with trainer.n_gpus_per_node=1" \
   "${GOOD[@]}" --nproc_per_node=2
