@@ -90,12 +90,12 @@ expect_lines 4 "'actor_rollout_ref.actor.ppo_epochs' (-1) must be > 0" \
 expect_error "'actor_rollout_ref.actor.optim.lr' (-0.001) must be >= 0" \
   "${GOOD[@]}" actor_rollout_ref.actor.optim.lr=-1e-3
 expect_lines 3 "unknown config key 'trainer.total_epoch'" "bad value 'x'" \
-  "Megatron backend's settings are not available" -- --print_config \
+  "not one of the megatron.* keys" -- --print_config \
   trainer.total_epoch=1 trainer.save_freq=x actor_rollout_ref.actor.megatron.use_te=True
 expect_error "expected one of: native, vllm, sglang" "${GOOD[@]}" \
   actor_rollout_ref.rollout.name=hf
-# strategy=megatron is refused up front, not run as FSDP (docs/megatron.md).
-expect_error "'actor_rollout_ref.actor.strategy=megatron': the trainer does not run the Megatron backend yet" \
+# strategy=megatron: a tp that does not divide the ranks is one line up front.
+expect_error "'actor_rollout_ref.actor.megatron.tensor_model_parallel_size' (2) must divide the 1 ranks" \
   "${GOOD[@]}" actor_rollout_ref.actor.strategy=megatron actor_rollout_ref.ref.strategy=fsdp \
   actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2
 # One source of truth for the process count.

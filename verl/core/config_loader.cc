@@ -141,8 +141,8 @@ void SectionPaths(const Descriptor& d, const Descriptor& target,
 }
 
 constexpr absl::string_view kMegatronNote =
-    "the Megatron backend's settings are not available in this build (FSDP "
-    "only; see docs/config.md)";
+    "not one of the megatron.* keys of this build (docs/megatron.md lists "
+    "them)";
 
 // Whether a dotted key (or one segment) names a Megatron setting.
 bool IsMegatronKey(absl::string_view key) {

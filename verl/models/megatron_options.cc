@@ -60,7 +60,6 @@ absl::StatusOr<MegatronSettings> MegatronSettingsFromConfig(
                     "expert tensor parallelism other than tp");
   }
   const std::pair<const char*, bool> flags[] = {
-      {"use_distributed_optimizer", c.use_distributed_optimizer()},
       {"param_offload", c.param_offload()},
       {"grad_offload", c.grad_offload()},
       {"optimizer_offload", c.optimizer_offload()},
@@ -76,9 +75,16 @@ absl::StatusOr<MegatronSettings> MegatronSettingsFromConfig(
     return NotBuilt(prefix, "override_mcore_model_config", "{...}",
                     "overriding the mcore model config");
   }
-  if (c.dtype() != "bfloat16" && c.dtype() != "float16") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        prefix, ".dtype='", c.dtype(), "': expected 'bfloat16' or 'float16'"));
+  if (c.dtype() == "bfloat16" || c.dtype() == "float16") {
+    return NotBuilt(prefix, "dtype", c.dtype(),
+                    "half-precision parameters with fp32 master weights "
+                    "(set float32)");
+  }
+  if (c.dtype() != "float32") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix, ".dtype='", c.dtype(),
+                     "': expected 'float32' ('bfloat16' or 'float16' are "
+                     "not built yet)"));
   }
   const auto& o = c.override_transformer_config();
   const std::string otc = prefix + ".override_transformer_config";
@@ -104,6 +110,7 @@ absl::StatusOr<MegatronSettings> MegatronSettingsFromConfig(
   s.seed = c.seed();
   s.forward_only = c.forward_only();
   s.dtype = c.dtype();
+  s.distributed_optimizer = c.use_distributed_optimizer();
   return s;
 }
 

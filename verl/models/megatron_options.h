@@ -3,8 +3,8 @@
 // verl's `<role>.megatron.*` keys (megatron_config.proto) -> Megatron's
 // parallel sizes and the tensor-parallel model's options. What this backend
 // does not serve yet fails here with one line naming the full key
-// (pipeline/virtual-pipeline/context/expert parallelism, the distributed
-// optimizer, offload, dist checkpointing, DDP / mcore overrides), never
+// (pipeline/virtual-pipeline/context/expert parallelism, bf16/fp16
+// parameters, offload, dist checkpointing, DDP / mcore overrides), never
 // silently. The keys that select implementations verl-cpp does not have
 // (attention_backend, use_mbridge, vanilla_mbridge, variable_seq_lengths,
 // moe_token_dispatcher_type) are accepted: there is one implementation.
@@ -26,7 +26,8 @@ struct MegatronSettings {
   MegatronModelOptions model;
   int64_t seed = 42;
   bool forward_only = false;
-  std::string dtype = "bfloat16";  // bfloat16 | float16
+  std::string dtype = "float32";      // parameters (float32 only, for now)
+  bool distributed_optimizer = true;  // use_distributed_optimizer
 };
 
 // `prefix` is the role's path, e.g. "actor_rollout_ref.actor.megatron".

@@ -18,20 +18,8 @@ using parallel::megatron::MegatronConfig;
 
 constexpr char kPrefix[] = "actor_rollout_ref.actor.megatron";
 
-// verl's defaults, less the distributed optimizer (not built yet).
-MegatronConfig Served() {
-  MegatronConfig c;
-  c.set_use_distributed_optimizer(false);
-  return c;
-}
-
-TEST(MegatronOptionsTest, VerlDefaultsNameTheDistributedOptimizer) {
-  EXPECT_THAT(MegatronSettingsFromConfig(MegatronConfig(), kPrefix),
-              StatusIs(absl::StatusCode::kUnimplemented,
-                       "actor_rollout_ref.actor.megatron.use_distributed_"
-                       "optimizer=true: use_distributed_optimizer is not "
-                       "built yet"));
-}
+// The defaults (verl's, with float32 parameters) are served.
+MegatronConfig Served() { return MegatronConfig(); }
 
 TEST(MegatronOptionsTest, ServedKeysMap) {
   absl::StatusOr<MegatronSettings> s =
@@ -43,7 +31,8 @@ TEST(MegatronOptionsTest, ServedKeysMap) {
   EXPECT_EQ(s->model.recompute_modules, std::vector<std::string>{"core_attn"});
   EXPECT_EQ(s->model.make_vocab_size_divisible_by, 128);
   EXPECT_EQ(s->seed, 42);
-  EXPECT_EQ(s->dtype, "bfloat16");
+  EXPECT_EQ(s->dtype, "float32");
+  EXPECT_TRUE(s->distributed_optimizer);  // verl's default
 
   MegatronConfig c = Served();
   c.set_tensor_model_parallel_size(4);
@@ -108,8 +97,11 @@ TEST(MegatronOptionsTest, UnservedKeysFailNamingTheKey) {
       {[](MegatronConfig* c) { c->set_tensor_model_parallel_size(0); },
        absl::StatusCode::kInvalidArgument,
        "megatron.tensor_model_parallel_size=0: must be >= 1"},
-      {[](MegatronConfig* c) { c->set_dtype("float32"); },
-       absl::StatusCode::kInvalidArgument, "megatron.dtype='float32'"},
+      {[](MegatronConfig* c) { c->set_dtype("bfloat16"); },
+       absl::StatusCode::kUnimplemented,
+       "megatron.dtype=bfloat16: half-precision parameters"},
+      {[](MegatronConfig* c) { c->set_dtype("fp8"); },
+       absl::StatusCode::kInvalidArgument, "megatron.dtype='fp8'"},
       {[](MegatronConfig* c) {
          c->mutable_override_transformer_config()->set_recompute_granularity(
              "full");  // Megatron needs a method with full recompute

@@ -170,66 +170,75 @@ void UnfuseQkv(const at::Tensor& fused, const TpHeadLayout& h,
   (*out)[prefix + "v_proj." + kind] = flat(g.select(1, qpg + 1));
 }
 
+// The tensor gathered for `param`: the parameter's data, or what `of`
+// returns for it (same shape, e.g. an AdamW moment).
+at::Tensor Of(const ParamTensorFn& of, const at::Tensor& param) {
+  return of ? of(param).detach() : param.detach();
+}
+
 void GatherLayer(const MegatronGPTModel& model, int64_t l,
+                 const ParamTensorFn& of,
                  std::map<std::string, at::Tensor>* out) {
   parallel::Communicator& tp = *model.tp();
   const TpTransformerLayer& layer = *model.layers.at(l);
   const TpSelfAttention& attn = *layer.self_attention;
   const std::string hf = absl::StrCat("model.layers.", l, ".");
   (*out)[hf + "input_layernorm.weight"] =
-      layer.input_layernorm->weight.detach().clone();
+      Of(of, layer.input_layernorm->weight).clone();
   (*out)[hf + "post_attention_layernorm.weight"] =
-      layer.pre_mlp_layernorm->weight.detach().clone();
-  UnfuseQkv(Gathered(attn.linear_qkv->weight, 0, tp), attn.heads,
+      Of(of, layer.pre_mlp_layernorm->weight).clone();
+  UnfuseQkv(Gathered(Of(of, attn.linear_qkv->weight), 0, tp), attn.heads,
             hf + "self_attn.", "weight", out);
   if (attn.linear_qkv->bias.defined()) {
-    UnfuseQkv(Gathered(attn.linear_qkv->bias, 0, tp), attn.heads,
+    UnfuseQkv(Gathered(Of(of, attn.linear_qkv->bias), 0, tp), attn.heads,
               hf + "self_attn.", "bias", out);
   }
   if (attn.q_layernorm) {
     (*out)[hf + "self_attn.q_norm.weight"] =
-        attn.q_layernorm->weight.detach().clone();
+        Of(of, attn.q_layernorm->weight).clone();
     (*out)[hf + "self_attn.k_norm.weight"] =
-        attn.k_layernorm->weight.detach().clone();
+        Of(of, attn.k_layernorm->weight).clone();
   }
   (*out)[hf + "self_attn.o_proj.weight"] =
-      Gathered(attn.linear_proj->weight, 1, tp);
+      Gathered(Of(of, attn.linear_proj->weight), 1, tp);
   // fc1 shards are [gate_r; up_r]: gather both halves separately.
   std::vector<at::Tensor> gate_up =
-      layer.mlp->linear_fc1->weight.detach().chunk(2, 0);
+      Of(of, layer.mlp->linear_fc1->weight).chunk(2, 0);
   (*out)[hf + "mlp.gate_proj.weight"] = Gathered(gate_up[0], 0, tp);
   (*out)[hf + "mlp.up_proj.weight"] = Gathered(gate_up[1], 0, tp);
   (*out)[hf + "mlp.down_proj.weight"] =
-      Gathered(layer.mlp->linear_fc2->weight, 1, tp);
+      Gathered(Of(of, layer.mlp->linear_fc2->weight), 1, tp);
 }
 
-void GatherRoot(const MegatronGPTModel& model,
+void GatherRoot(const MegatronGPTModel& model, const ParamTensorFn& of,
                 std::map<std::string, at::Tensor>* out) {
   parallel::Communicator& tp = *model.tp();
   const int64_t vocab = model.config().vocab_size;
   (*out)["model.embed_tokens.weight"] =
-      Gathered(model.word_embeddings->weight, 0, tp).narrow(0, 0, vocab);
-  (*out)["model.norm.weight"] = model.final_layernorm->weight.detach().clone();
+      Gathered(Of(of, model.word_embeddings->weight), 0, tp)
+          .narrow(0, 0, vocab);
+  (*out)["model.norm.weight"] = Of(of, model.final_layernorm->weight).clone();
   if (model.value_head) {
-    (*out)["score.weight"] = model.value_head->weight.detach().clone();
-    (*out)["score.bias"] = model.value_head->bias.detach().clone();
+    (*out)["score.weight"] = Of(of, model.value_head->weight).clone();
+    (*out)["score.bias"] = Of(of, model.value_head->bias).clone();
   }
   if (model.output_layer) {
     (*out)["lm_head.weight"] =
-        Gathered(model.output_layer->weight, 0, tp).narrow(0, 0, vocab);
+        Gathered(Of(of, model.output_layer->weight), 0, tp).narrow(0, 0, vocab);
   }
 }
 
 }  // namespace
 
 std::map<std::string, at::Tensor> GatherHfTensors(const MegatronGPTModel& model,
-                                                  int64_t layer) {
+                                                  int64_t layer,
+                                                  const ParamTensorFn& of) {
   at::NoGradGuard no_grad;
   std::map<std::string, at::Tensor> out;
   if (layer == kMegatronRootStage) {
-    GatherRoot(model, &out);
+    GatherRoot(model, of, &out);
   } else {
-    GatherLayer(model, layer, &out);
+    GatherLayer(model, layer, of, &out);
   }
   return out;
 }

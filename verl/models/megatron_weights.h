@@ -56,9 +56,14 @@ absl::Status LoadMegatronFromHfFolder(const std::string& dir,
 // final norm and lm_head for layer == kMegatronRootStage, all-gathered over
 // tp (collective: every tp rank calls it with the same layer; every rank
 // gets the full tensors). One layer at a time keeps the peak at one layer.
+// `of` (optional) gathers, instead of each parameter's data, a tensor of
+// the same shape that belongs to it (e.g. its AdamW moment, for
+// checkpoints in HF layout).
 inline constexpr int64_t kMegatronRootStage = -1;
-std::map<std::string, at::Tensor> GatherHfTensors(const MegatronGPTModel& model,
-                                                  int64_t layer);
+using ParamTensorFn = std::function<at::Tensor(const at::Tensor& param)>;
+std::map<std::string, at::Tensor> GatherHfTensors(
+    const MegatronGPTModel& model, int64_t layer,
+    const ParamTensorFn& of = nullptr);
 
 }  // namespace verl::models
 

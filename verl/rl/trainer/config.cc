@@ -1,6 +1,7 @@
 // File: verl/rl/trainer/config.cc
 #include "verl/rl/trainer/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -15,6 +16,7 @@
 #include "google/protobuf/message.h"
 #include "verl/core/config_loader.h"
 #include "verl/core/status.h"
+#include "verl/models/megatron_options.h"
 #include "verl/rl/trainer/config_keys.h"
 
 namespace verl::rl {
@@ -474,15 +476,66 @@ absl::Status CheckMicroBatch(absl::string_view role, absl::string_view name,
   return absl::OkStatus();
 }
 
-// The trainer has no Megatron path yet: `<role>.strategy=megatron` is an
-// error, not a silent FSDP/replicated run (the model, its parallel layers
-// and the megatron.* key mapping exist: docs/megatron.md).
-absl::Status CheckStrategy(absl::string_view role, Strategy::Value strategy) {
+// `<role>.strategy=megatron`: the role's megatron.* keys must map to what
+// is built (MegatronSettingsFromConfig names the key otherwise), tp must
+// divide the ranks, and Ulysses is replaced by Megatron's own sequence
+// parallelism.
+absl::Status CheckMegatron(absl::string_view role, Strategy::Value strategy,
+                           const parallel::megatron::MegatronConfig& megatron,
+                           int64_t ulysses_sp, int64_t n_gpus) {
   if (strategy != Strategy::megatron) return absl::OkStatus();
-  return Invalid(absl::StrCat(
-      "'", role,
-      ".strategy=megatron': the trainer does not run the Megatron backend "
-      "yet (docs/megatron.md); use fsdp or fsdp2"));
+  const std::string prefix = absl::StrCat(role, ".megatron");
+  absl::Status settings =
+      models::MegatronSettingsFromConfig(megatron, prefix).status();
+  if (!settings.ok()) return Invalid(settings.message());
+  const int64_t tp = megatron.tensor_model_parallel_size();
+  if (n_gpus > 0 && n_gpus % tp != 0) {
+    return Invalid(absl::StrCat(
+        "'", prefix, ".tensor_model_parallel_size' (", tp, ") must divide the ",
+        n_gpus, " ranks (trainer.nnodes x trainer.n_gpus_per_node)"));
+  }
+  if (ulysses_sp > 1) {
+    return Invalid(
+        absl::StrCat("'", role, ".ulysses_sequence_parallel_size=", ulysses_sp,
+                     "' with strategy=megatron: use '", prefix,
+                     ".sequence_parallel' (Megatron's sequence parallelism)"));
+  }
+  return absl::OkStatus();
+}
+
+// The ranks a role's batch is split over: Megatron's dp (world / tp; the
+// tp ranks share rows), else the Ulysses dp (world / sp).
+int64_t DataParallelRanks(Strategy::Value strategy,
+                          const parallel::megatron::MegatronConfig& megatron,
+                          int64_t sp, int64_t n_gpus) {
+  if (strategy == Strategy::megatron) {
+    return std::max<int64_t>(
+        n_gpus / std::max<int64_t>(megatron.tensor_model_parallel_size(), 1),
+        1);
+  }
+  return n_gpus / sp;
+}
+
+// What the actor's Megatron path does not have (one line per key).
+void CheckMegatronActor(const PpoTrainerConfig& config, Problems& problems) {
+  const ActorConfig& actor = config.actor_rollout_ref().actor();
+  if (actor.strategy() != Strategy::megatron) return;
+  const char* what =
+      "' is not available with "
+      "actor_rollout_ref.actor.strategy=megatron";
+  if (config.actor_rollout_ref().model().lora_rank() > 0) {
+    problems.Add(absl::StrCat("'actor_rollout_ref.model.lora_rank=",
+                              config.actor_rollout_ref().model().lora_rank(),
+                              what, " (LoRA)"));
+  }
+  if (actor.policy_loss().loss_mode() == "flowrl") {
+    problems.Add(absl::StrCat(
+        "'actor_rollout_ref.actor.policy_loss.loss_mode=flowrl", what));
+  }
+  if (actor.calculate_sum_pi_squared()) {
+    problems.Add(absl::StrCat(
+        "'actor_rollout_ref.actor.calculate_sum_pi_squared=true", what));
+  }
 }
 
 absl::Status CheckLossAggMode(absl::string_view key, const std::string& mode) {
@@ -584,12 +637,19 @@ absl::Status ValidatePpoTrainerConfig(const PpoTrainerConfig& config) {
                               "mode': only async is supported"));
   }
 
-  problems.Add(CheckStrategy("actor_rollout_ref.actor", actor.strategy()));
+  problems.Add(CheckMegatron("actor_rollout_ref.actor", actor.strategy(),
+                             actor.megatron(),
+                             actor.ulysses_sequence_parallel_size(), n_gpus));
+  CheckMegatronActor(config, problems);
   if (NeedReferencePolicy(config)) {
-    problems.Add(CheckStrategy("actor_rollout_ref.ref", ref.strategy()));
+    problems.Add(CheckMegatron("actor_rollout_ref.ref", ref.strategy(),
+                               ref.megatron(),
+                               ref.ulysses_sequence_parallel_size(), n_gpus));
   }
   if (NeedCritic(config)) {
-    problems.Add(CheckStrategy("critic", critic.strategy()));
+    problems.Add(CheckMegatron("critic", critic.strategy(), critic.megatron(),
+                               critic.ulysses_sequence_parallel_size(),
+                               n_gpus));
   }
   problems.Add(CheckMicroBatch(
       "actor_rollout_ref.actor", "ppo_micro_batch_size",
@@ -612,11 +672,12 @@ absl::Status ValidatePpoTrainerConfig(const PpoTrainerConfig& config) {
       "actor_rollout_ref.actor.ulysses_sequence_parallel_size", actor_sp,
       n_gpus));
   if (!actor.use_dynamic_bsz() && actor_sp > 0) {
-    problems.Add(CheckMiniBatch("actor_rollout_ref.actor", train_batch_size,
-                                actor.ppo_mini_batch_size(), n,
-                                n_gpus / actor_sp,
-                                actor.has_ppo_micro_batch_size_per_gpu(),
-                                actor.ppo_micro_batch_size_per_gpu()));
+    problems.Add(CheckMiniBatch(
+        "actor_rollout_ref.actor", train_batch_size,
+        actor.ppo_mini_batch_size(), n,
+        DataParallelRanks(actor.strategy(), actor.megatron(), actor_sp, n_gpus),
+        actor.has_ppo_micro_batch_size_per_gpu(),
+        actor.ppo_micro_batch_size_per_gpu()));
   }
   problems.Add(CheckLossAggMode("actor_rollout_ref.actor.loss_agg_mode",
                                 actor.loss_agg_mode()));
@@ -641,7 +702,9 @@ absl::Status ValidatePpoTrainerConfig(const PpoTrainerConfig& config) {
     if (!critic.use_dynamic_bsz() && critic_sp > 0) {
       problems.Add(CheckMiniBatch(
           "critic", train_batch_size, critic.ppo_mini_batch_size(), n,
-          n_gpus / critic_sp, critic.has_ppo_micro_batch_size_per_gpu(),
+          DataParallelRanks(critic.strategy(), critic.megatron(), critic_sp,
+                            n_gpus),
+          critic.has_ppo_micro_batch_size_per_gpu(),
           critic.ppo_micro_batch_size_per_gpu()));
     }
     problems.Add(

@@ -36,6 +36,8 @@ constexpr char kEngineKnob[] =
 constexpr char kMemoryKnob[] =
     "a memory/speed knob of verl's PyTorch engine; results are the same here";
 constexpr char kNoRay[] = "no Ray here: one process per rank";
+constexpr char kOneMegatron[] =
+    "selects among Megatron implementations; there is one here";
 
 // Patterns: dotted segments; a pattern matches a key that starts with its
 // segments; a leading "**." matches at any depth. The most specific pattern
@@ -239,6 +241,19 @@ constexpr KeyRule kKeyRules[] = {
      kServed, ""},
     {"global_profiler.global_tool_config.torch_memory.stack_depth", kServed,
      ""},
+    // strategy: megatron (docs/megatron.md).
+    {"**.megatron.tensor_model_parallel_size", kServed, ""},
+    {"**.megatron.sequence_parallel", kServed, ""},
+    {"**.megatron.use_distributed_optimizer", kServed, ""},
+    {"**.megatron.dtype", kServed, "float32 only; bf16/fp16 are refused"},
+    {"**.megatron.make_vocab_size_divisible_by", kServed, ""},
+    {"**.megatron.override_transformer_config.recompute_granularity", kServed,
+     ""},
+    {"**.megatron.override_transformer_config.recompute_method", kServed, ""},
+    {"**.megatron.override_transformer_config.recompute_num_layers", kServed,
+     ""},
+    {"**.megatron.override_transformer_config.recompute_modules", kServed,
+     "core_attn, mlp; the others are refused"},
     // Checked equal to the key they follow (ValidatePpoTrainerConfig).
     {"actor_rollout_ref.rollout.prompt_length", kServed,
      "must equal data.max_prompt_length"},
@@ -357,6 +372,17 @@ constexpr KeyRule kKeyRules[] = {
     {"trainer.ray_wait_register_center_timeout", kNoEffect, kNoRay},
     {"trainer.use_legacy_worker_impl", kNoEffect,
      "one worker implementation here"},
+    {"**.megatron.seed", kNoEffect,
+     "the weights come from the HF model or preset (seeded by data.seed)"},
+    {"**.megatron.forward_only", kNoEffect, "set per role by the trainer"},
+    {"**.megatron.use_mbridge", kNoEffect, kOneMegatron},
+    {"**.megatron.vanilla_mbridge", kNoEffect, kOneMegatron},
+    {"**.megatron.override_transformer_config.attention_backend", kNoEffect,
+     kOneMegatron},
+    {"**.megatron.override_transformer_config.variable_seq_lengths", kNoEffect,
+     kOneMegatron},
+    {"**.megatron.override_transformer_config.moe_token_dispatcher_type",
+     kNoEffect, kOneMegatron},
 
     {"actor_rollout_ref.actor.tis_imp_ratio_cap", kServed, ""},
     {"actor_rollout_ref.actor.tau_pos", kServed,
@@ -444,8 +470,39 @@ constexpr KeyRule kKeyRules[] = {
     {"reward_model.model.external_lib", kNotServed, kPython},
     {"reward_model.sandbox_fusion", kNotServed,
      "the sandbox-fusion code executor needs a network service"},
-    {"**.megatron", kNotServed,
-     "the trainer does not run strategy=megatron yet (docs/megatron.md)"},
+    {"**.megatron.pipeline_model_parallel_size", kNotServed,
+     "pipeline parallelism is not built yet (#15)"},
+    {"**.megatron.virtual_pipeline_model_parallel_size", kNotServed,
+     "pipeline parallelism is not built yet (#15)"},
+    {"**.megatron.override_transformer_config.num_layers_in_first_pipeline_"
+     "stage",
+     kNotServed, "pipeline parallelism is not built yet (#15)"},
+    {"**.megatron.override_transformer_config.num_layers_in_last_pipeline_"
+     "stage",
+     kNotServed, "pipeline parallelism is not built yet (#15)"},
+    {"**.megatron.context_parallel_size", kNotServed,
+     "context parallelism is not built yet"},
+    {"**.megatron.expert_model_parallel_size", kNotServed,
+     "expert parallelism is not built yet"},
+    {"**.megatron.expert_tensor_parallel_size", kNotServed,
+     "expert parallelism is not built yet"},
+    {"**.megatron.param_offload", kNotServed,
+     "Megatron offload is not built yet"},
+    {"**.megatron.grad_offload", kNotServed,
+     "Megatron offload is not built yet"},
+    {"**.megatron.optimizer_offload", kNotServed,
+     "Megatron offload is not built yet"},
+    {"**.megatron.use_dist_checkpointing", kNotServed,
+     "mcore dist checkpoints are not built (checkpoints use verl's "
+     "world-size layout)"},
+    {"**.megatron.dist_checkpointing_path", kNotServed,
+     "mcore dist checkpoints are not built"},
+    {"**.megatron.dist_checkpointing_prefix", kNotServed,
+     "mcore dist checkpoints are not built"},
+    {"**.megatron.override_ddp_config", kNotServed,
+     "Megatron DDP overrides are not applied"},
+    {"**.megatron.override_mcore_model_config", kNotServed,
+     "mcore model-config overrides are not applied"},
     {"trainer.default_hdfs_dir", kNotServed, "no HDFS here"},
     {"trainer.del_local_ckpt_after_load", kNotServed,
      "checkpoints are never deleted after loading"},

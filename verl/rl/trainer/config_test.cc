@@ -152,7 +152,7 @@ TEST(PpoTrainerConfigTest, DefaultsEqualVerls) {
       {"actor_rollout_ref.actor.megatron.override_transformer_config."
        "recompute_granularity",
        "null"},
-      {"actor_rollout_ref.actor.megatron.dtype", "bfloat16"},
+      {"actor_rollout_ref.actor.megatron.dtype", "float32"},
       {"actor_rollout_ref.ref.megatron.seed", "42"},
       {"critic.megatron.tensor_model_parallel_size", "1"},
       {"actor_rollout_ref.actor.checkpoint.save_contents",
@@ -424,9 +424,8 @@ TEST(PpoTrainerConfigTest, UnknownKeysSuggestNearest) {
   // (use_te: not one of verl's megatron.* keys, which docs/megatron.md has.)
   EXPECT_EQ(LoadError({"actor_rollout_ref.actor.megatron.use_te=true"}),
             "unknown config key "
-            "'actor_rollout_ref.actor.megatron.use_te': the Megatron "
-            "backend's settings are not available in this build (FSDP only; "
-            "see docs/config.md)");
+            "'actor_rollout_ref.actor.megatron.use_te': not one of the "
+            "megatron.* keys of this build (docs/megatron.md lists them)");
   EXPECT_THAT(LoadError({"actor_rollout_ref.actor.use_mbridge=true"}),
               Not(HasSubstr("did you mean")));
 }
@@ -619,25 +618,40 @@ TEST(ValidatePpoTrainerConfigTest, ExampleIsValidAndViolationsNameKeys) {
               HasSubstr("'algorithm.kl_ctrl.horizon'"));
 }
 
-// strategy: megatron is refused until the trainer runs it (not a silent
-// FSDP run); the megatron sections parse.
-TEST(ValidatePpoTrainerConfigTest, MegatronStrategyIsAnErrorForNow) {
+// strategy: megatron validates its megatron.* section: tp must divide the
+// ranks, what is not built (pp, bf16 parameters, offload) and what the
+// Megatron path lacks (Ulysses, LoRA) are one line each; the sections parse.
+TEST(ValidatePpoTrainerConfigTest, MegatronStrategyChecksItsKeys) {
   const std::string example = "examples/grpo_tiny.textproto";
-  absl::Status s = ValidatePpoTrainerConfig(
-      Load({"actor_rollout_ref.actor.strategy=megatron",
-            "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2"},
-           example));
+  EXPECT_TRUE(
+      ValidatePpoTrainerConfig(
+          Load({"trainer.n_gpus_per_node=2",
+                "actor_rollout_ref.actor.strategy=megatron",
+                "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2",
+                "actor_rollout_ref.ref.strategy=megatron"},
+               example))
+          .ok());
+  absl::Status s = ValidatePpoTrainerConfig(Load(
+      {"trainer.n_gpus_per_node=2", "actor_rollout_ref.actor.strategy=megatron",
+       "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=4",
+       "actor_rollout_ref.ref.strategy=megatron",
+       "actor_rollout_ref.ref.megatron.dtype=bfloat16",
+       "actor_rollout_ref.model.lora_rank=8", "critic.enable=true",
+       "critic.strategy=megatron", "critic.ppo_micro_batch_size_per_gpu=2",
+       "critic.ulysses_sequence_parallel_size=2",
+       "critic.megatron.pipeline_model_parallel_size=2"},
+      example));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()),
-              HasSubstr("'actor_rollout_ref.actor.strategy=megatron': the "
-                        "trainer does not run the Megatron backend yet"));
-  EXPECT_THAT(
-      std::string(ValidatePpoTrainerConfig(
-                      Load({"critic.enable=true", "critic.strategy=megatron",
-                            "critic.ppo_micro_batch_size_per_gpu=2"},
-                           example))
-                      .message()),
-      HasSubstr("'critic.strategy=megatron'"));
+  const std::string m(s.message());
+  EXPECT_THAT(m, HasSubstr("'actor_rollout_ref.actor.megatron.tensor_model_"
+                           "parallel_size' (4) must divide the 2 ranks"));
+  EXPECT_THAT(m, HasSubstr("actor_rollout_ref.ref.megatron.dtype=bfloat16: "
+                           "half-precision parameters"));
+  EXPECT_THAT(m, HasSubstr("'actor_rollout_ref.model.lora_rank=8' is not "
+                           "available with actor_rollout_ref.actor.strategy="
+                           "megatron"));
+  EXPECT_THAT(m, HasSubstr("critic.megatron.pipeline_model_parallel_size=2: "
+                           "pipeline parallelism is not built yet"));
   PpoTrainerConfig c =
       Load({"actor_rollout_ref.ref.megatron.tensor_model_parallel_size=2",
             "critic.megatron.override_transformer_config.recompute_modules="

@@ -7,9 +7,12 @@
 
 #include "verl/core/status.h"
 #include "verl/models/hf_checkpoint.h"
+#include "verl/models/megatron_options.h"
+#include "verl/models/megatron_weights.h"
 #include "verl/models/presets.h"
 #include "verl/models/tokenizer/tokenizer_builtin.h"
 #include "verl/rl/workers/fsdp_train_state.h"
+#include "verl/rl/workers/megatron_train_state.h"
 
 namespace verl::rl {
 namespace {
@@ -94,6 +97,38 @@ absl::StatusOr<std::unique_ptr<TrainState>> MakeTrainState(
   }
   return std::unique_ptr<TrainState>(std::make_unique<ReplicatedTrainState>(
       NamedParameters(model), options, world));
+}
+
+absl::StatusOr<std::shared_ptr<models::MegatronGPTModel>> MakeMegatronModel(
+    const models::CausalLM& source,
+    const parallel::megatron::MegatronConfig& config, const std::string& prefix,
+    std::shared_ptr<parallel::megatron::ParallelState> mpu) {
+  VERL_ASSIGN_OR_RETURN(models::MegatronSettings settings,
+                        models::MegatronSettingsFromConfig(config, prefix));
+  VERL_RETURN_IF_ERROR(models::ValidateMegatronModel(
+      source.config(), settings.model, mpu->layout().sizes()));
+  auto model = std::make_shared<models::MegatronGPTModel>(
+      source.config(), settings.model, std::move(mpu));
+  std::map<std::string, at::Tensor> hf;
+  for (const auto& item : source.named_parameters(/*recurse=*/true)) {
+    hf[item.key()] = item.value().detach();
+  }
+  VERL_RETURN_IF_ERROR(
+      models::LoadMegatronFromHf(models::HfSourceFromMap(hf), model.get()));
+  return model;
+}
+
+absl::StatusOr<std::unique_ptr<TrainState>> MakeMegatronTrainState(
+    const models::CausalLM& source,
+    const parallel::megatron::MegatronConfig& config, const std::string& prefix,
+    const OptimizerOptions& options,
+    std::shared_ptr<parallel::megatron::ParallelState> mpu,
+    std::shared_ptr<models::MegatronGPTModel>* model) {
+  VERL_ASSIGN_OR_RETURN(*model, MakeMegatronModel(source, config, prefix, mpu));
+  VERL_ASSIGN_OR_RETURN(auto state, MegatronTrainState::Create(
+                                        *model, std::move(mpu), options,
+                                        config.use_distributed_optimizer()));
+  return std::unique_ptr<TrainState>(std::move(state));
 }
 
 }  // namespace verl::rl

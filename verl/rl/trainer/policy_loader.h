@@ -4,7 +4,7 @@
 // tokenizer (HF folder or the built-in one), the policy (HF folder or a
 // preset, with the tokenizer's stop and pad ids), clones for the reference,
 // critic (value head) and rollout engine, and the trainable state a role's
-// strategy asks for (FSDP or replicated).
+// strategy asks for (FSDP, Megatron or replicated).
 #ifndef VERL_RL_TRAINER_POLICY_LOADER_H_
 #define VERL_RL_TRAINER_POLICY_LOADER_H_
 
@@ -14,9 +14,12 @@
 
 #include "absl/status/statusor.h"
 #include "verl/models/decoder.h"
+#include "verl/models/megatron_gpt.h"
 #include "verl/models/model_settings.pb.h"
 #include "verl/models/tokenizer/tokenizer.h"
 #include "verl/parallel/fsdp_config.pb.h"
+#include "verl/parallel/megatron/megatron_config.pb.h"
+#include "verl/parallel/megatron/parallel_state.h"
 #include "verl/parallel/process_group.h"
 #include "verl/rl/trainer/config.pb.h"
 #include "verl/rl/workers/train_state.h"
@@ -51,6 +54,24 @@ absl::StatusOr<std::unique_ptr<TrainState>> MakeTrainState(
     models::CausalLM& model, Strategy::Value strategy,
     const parallel::FsdpConfig& fsdp, const OptimizerOptions& options,
     std::shared_ptr<parallel::Communicator> world);
+
+// strategy: megatron. The tensor-parallel copy of `source` (its config and
+// current weights, HF names) on the groups of `mpu`, with the options of
+// `<prefix>` (e.g. "actor_rollout_ref.actor.megatron"); errors name the key.
+// Collective over the mpu's world.
+absl::StatusOr<std::shared_ptr<models::MegatronGPTModel>> MakeMegatronModel(
+    const models::CausalLM& source,
+    const parallel::megatron::MegatronConfig& config, const std::string& prefix,
+    std::shared_ptr<parallel::megatron::ParallelState> mpu);
+
+// The above plus its MegatronTrainState (use_distributed_optimizer from the
+// config); `*model` receives the tensor-parallel model.
+absl::StatusOr<std::unique_ptr<TrainState>> MakeMegatronTrainState(
+    const models::CausalLM& source,
+    const parallel::megatron::MegatronConfig& config, const std::string& prefix,
+    const OptimizerOptions& options,
+    std::shared_ptr<parallel::megatron::ParallelState> mpu,
+    std::shared_ptr<models::MegatronGPTModel>* model);
 
 }  // namespace verl::rl
 

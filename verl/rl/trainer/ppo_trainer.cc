@@ -12,6 +12,7 @@
 #include "glog/logging.h"
 #include "verl/core/status.h"
 #include "verl/models/lora.h"
+#include "verl/models/megatron_weights.h"
 #include "verl/rl/algos/advantage.h"
 #include "verl/rl/algos/pf_ppo.h"
 #include "verl/rl/trainer/config.h"
@@ -20,6 +21,7 @@
 #include "verl/rl/trainer/role_options.h"
 #include "verl/rl/workers/fsdp_train_state.h"
 #include "verl/rl/workers/lora_policy.h"
+#include "verl/rl/workers/megatron_train_state.h"
 
 namespace verl::rl {
 
@@ -132,6 +134,40 @@ absl::Status PpoTrainer::MakeRoleGroups() {
   const CriticConfig& c = config_.critic();
   VERL_ASSIGN_OR_RETURN(critic_par_, groups(c.ulysses_sequence_parallel_size(),
                                             c.model().fsdp_config()));
+  // Megatron roles: dp x tp groups, one layout per tp size; the tp ranks of
+  // a dp group take the same rows.
+  std::map<int64_t, std::shared_ptr<parallel::megatron::ParallelState>> mpus;
+  auto megatron = [&](Strategy::Value strategy,
+                      const parallel::megatron::MegatronConfig& m,
+                      parallel::UlyssesGroups* par,
+                      std::shared_ptr<parallel::megatron::ParallelState>* mpu)
+      -> absl::Status {
+    if (strategy != Strategy::megatron) return absl::OkStatus();
+    const int64_t tp = m.tensor_model_parallel_size();
+    auto it = mpus.find(tp);
+    if (it == mpus.end()) {
+      parallel::megatron::ModelParallelSizes sizes;
+      sizes.tp = static_cast<int>(tp);
+      VERL_ASSIGN_OR_RETURN(auto built,
+                            parallel::megatron::ParallelState::Initialize(
+                                world_, sizes, absl::StrCat("mpu_tp", tp)));
+      it = mpus.emplace(tp, std::move(built)).first;
+    }
+    *mpu = it->second;
+    *par = {(*mpu)->dp(), parallel::SingleProcessCommunicator()};
+    return absl::OkStatus();
+  };
+  VERL_RETURN_IF_ERROR(
+      megatron(a.strategy(), a.megatron(), &actor_par_, &actor_mpu_));
+  if (NeedReferencePolicy(config_) &&
+      config_.actor_rollout_ref().model().lora_rank() == 0) {
+    VERL_RETURN_IF_ERROR(
+        megatron(r.strategy(), r.megatron(), &ref_par_, &ref_mpu_));
+  }
+  if (NeedCritic(config_)) {
+    VERL_RETURN_IF_ERROR(
+        megatron(c.strategy(), c.megatron(), &critic_par_, &critic_mpu_));
+  }
   return absl::OkStatus();
 }
 
@@ -173,6 +209,16 @@ absl::Status PpoTrainer::InitRoles() {
       ref_options.disable_lora = true;
       ref_ = std::make_unique<Actor>(policy.model, nullptr, ref_options,
                                      ref_par_.dp);
+    } else if (ref_mpu_) {
+      // Megatron: the forward runs on the tp shards; the policy's CausalLM
+      // only describes the model.
+      VERL_ASSIGN_OR_RETURN(
+          ref_options.megatron,
+          MakeMegatronModel(*policy.model,
+                            config_.actor_rollout_ref().ref().megatron(),
+                            "actor_rollout_ref.ref.megatron", ref_mpu_));
+      ref_ = std::make_unique<Actor>(policy.model, nullptr, ref_options,
+                                     ref_par_.dp);
     } else {
       auto ref_model = CloneModel(*policy.model, false, seed_);
       // verl wraps the reference with FSDP: sharded, forward-only.
@@ -199,14 +245,21 @@ absl::Status PpoTrainer::InitRoles() {
         CloneModel(*policy.model, /*value_head=*/true, seed_ + 1);
     critic_model->enable_gradient_checkpointing(
         c.model().enable_gradient_checkpointing());
-    VERL_ASSIGN_OR_RETURN(
-        auto critic_state,
-        MakeTrainState(*critic_model, c.strategy(), c.model().fsdp_config(),
-                       copt, world_));
-    critic_ = std::make_unique<Critic>(
-        critic_model, std::move(critic_state),
-        CriticOptionsFromConfig(config_, critic_par_, ao.update_micro),
-        critic_par_.dp);
+    CriticOptions co =
+        CriticOptionsFromConfig(config_, critic_par_, ao.update_micro);
+    std::unique_ptr<TrainState> critic_state;
+    if (critic_mpu_) {
+      VERL_ASSIGN_OR_RETURN(
+          critic_state,
+          MakeMegatronTrainState(*critic_model, c.megatron(), "critic.megatron",
+                                 copt, critic_mpu_, &co.megatron));
+    } else {
+      VERL_ASSIGN_OR_RETURN(
+          critic_state, MakeTrainState(*critic_model, c.strategy(),
+                                       c.model().fsdp_config(), copt, world_));
+    }
+    critic_ = std::make_unique<Critic>(critic_model, std::move(critic_state),
+                                       std::move(co), critic_par_.dp);
   }
   VERL_ASSIGN_OR_RETURN(
       OptimizerOptions aopt,
@@ -220,6 +273,12 @@ absl::Status PpoTrainer::InitRoles() {
     // (the frozen base is replicated too).
     actor_state = std::make_unique<ReplicatedTrainState>(
         TrainableParameters(*policy.model), aopt, world_);
+  } else if (actor_mpu_) {
+    VERL_ASSIGN_OR_RETURN(
+        actor_state,
+        MakeMegatronTrainState(*policy.model, actor_cfg().megatron(),
+                               "actor_rollout_ref.actor.megatron", aopt,
+                               actor_mpu_, &ao.megatron));
   } else {
     VERL_ASSIGN_OR_RETURN(
         actor_state, MakeTrainState(*policy.model, actor_cfg().strategy(),
@@ -312,6 +371,16 @@ absl::Status PpoTrainer::SyncRolloutWeights() {
         actor_->model(), [&](const std::string& name, const at::Tensor& w) {
           return rollout_->engine().UpdateWeights({{name, w}});
         });
+  }
+  if (auto* mg = dynamic_cast<MegatronTrainState*>(actor_->train_state())) {
+    // Megatron: the tp shards gathered into HF tensors one layer at a time.
+    const int64_t layers = mg->model().config().num_hidden_layers;
+    for (int64_t l = models::kMegatronRootStage; l < layers; ++l) {
+      std::map<std::string, at::Tensor> hf = GatherHfTensors(mg->model(), l);
+      VERL_RETURN_IF_ERROR(rollout_->engine().UpdateWeights(
+          parallel::NamedTensors(hf.begin(), hf.end())));
+    }
+    return absl::OkStatus();
   }
   if (auto* fsdp = dynamic_cast<FsdpTrainState*>(actor_->train_state())) {
     return fsdp->fsdp().ForEachGatheredUnit(

@@ -20,6 +20,7 @@
 #include "nlohmann/json.hpp"
 #include "verl/core/batch.h"
 #include "verl/parallel/fsdp.h"
+#include "verl/parallel/megatron/parallel_state.h"
 #include "verl/parallel/process_group.h"
 #include "verl/parallel/ulysses.h"
 #include "verl/profiler/progress.h"
@@ -72,7 +73,8 @@ class PpoTrainer {
   // ---- Set-up (ppo_trainer.cc)
   absl::Status InitData();
   // actor_par_ / ref_par_ / critic_par_ from each role's
-  // ulysses_sequence_parallel_size (fsdp_config's when > 1, as verl).
+  // ulysses_sequence_parallel_size (fsdp_config's when > 1, as verl), or
+  // under strategy megatron from its tensor_model_parallel_size (*_mpu_).
   absl::Status MakeRoleGroups();
   // Actor, reference and critic from the (warmed-up) policy, then the
   // rollout engine with its own copy of the weights.
@@ -148,6 +150,10 @@ class PpoTrainer {
   // Ulysses sequence parallelism per role: the dp group the role's batch is
   // sharded over (ranks of one sp group get the same rows) and the sp group.
   parallel::UlyssesGroups actor_par_, ref_par_, critic_par_;
+  // strategy: megatron per role: Megatron's dp x tp groups (the role's
+  // *_par_.dp is their dp group); null for other strategies.
+  std::shared_ptr<parallel::megatron::ParallelState> actor_mpu_, ref_mpu_,
+      critic_mpu_;
   // The reference policy's FSDP shards (strategy fsdp on > 1 rank).
   std::shared_ptr<parallel::FsdpModule> ref_sharding_;
   std::unique_ptr<Critic> critic_;

@@ -14,7 +14,6 @@
 #include "verl/rl/algos/kl.h"
 #include "verl/rl/algos/rollout_correction.h"
 #include "verl/rl/algos/value_loss.h"
-#include "verl/rl/workers/model_forward.h"
 
 namespace verl::rl {
 
@@ -39,8 +38,29 @@ Actor::Actor(std::shared_ptr<models::CausalLM> model,
   }
 }
 
+ResponseForward Actor::Forward(const core::Batch& mb, int64_t response_length,
+                               bool with_entropy, const ForwardExtras& extras) {
+  if (options_.megatron) {
+    return ForwardResponses(*options_.megatron, mb.tensor("input_ids"),
+                            mb.tensor("attention_mask"),
+                            mb.tensor("position_ids"), response_length,
+                            options_.temperature, with_entropy);
+  }
+  return ForwardResponses(
+      *model_, mb.tensor("input_ids"), mb.tensor("attention_mask"),
+      mb.tensor("position_ids"), response_length, options_.temperature,
+      with_entropy, SequenceParallel{options_.sp_group}, extras);
+}
+
 absl::StatusOr<LogProbResult> Actor::ComputeLogProb(const core::Batch& batch,
                                                     bool with_entropy) {
+  if (options_.megatron) {
+    VERL_ASSIGN_OR_RETURN(
+        ResponseForward f,
+        ForwardBatchNoGrad(*options_.megatron, batch, options_.log_prob_micro,
+                           options_.temperature, with_entropy));
+    return LogProbResult{f.log_probs, f.entropy, f.sum_pi_squared};
+  }
   std::optional<models::ScopedLoraDisabled> base_only;
   if (options_.disable_lora) base_only.emplace(*model_);
   VERL_ASSIGN_OR_RETURN(
@@ -80,6 +100,7 @@ absl::StatusOr<MetricMap> Actor::UpdatePolicy(const core::Batch& batch) {
       options_.calculate_entropy || options_.entropy_coeff != 0;
   const double dp = dp_group_->size();
   model_->train();
+  if (options_.megatron) options_.megatron->train();
 
   if (flowrl) log_z_head_->train();
   // FlowRL (recipe/flowrl): the trajectory-balance loss alone.
@@ -88,10 +109,7 @@ absl::StatusOr<MetricMap> Actor::UpdatePolicy(const core::Batch& batch) {
           const AggOptions& agg) -> absl::StatusOr<MicroBatchResult> {
     ForwardExtras extras;
     extras.prompt_hidden = true;
-    ResponseForward f = ForwardResponses(
-        *model_, mb.tensor("input_ids"), mb.tensor("attention_mask"),
-        mb.tensor("position_ids"), R, options_.temperature,
-        /*with_entropy=*/false, SequenceParallel{options_.sp_group}, extras);
+    ResponseForward f = Forward(mb, R, /*with_entropy=*/false, extras);
     FlowRlInputs in;
     in.log_prob = f.log_probs;
     in.old_log_prob = mb.tensor("old_log_probs");
@@ -113,10 +131,7 @@ absl::StatusOr<MetricMap> Actor::UpdatePolicy(const core::Batch& batch) {
   auto micro_fn =
       [&](const core::Batch& mb,
           const AggOptions& agg) -> absl::StatusOr<MicroBatchResult> {
-    ResponseForward f = ForwardResponses(
-        *model_, mb.tensor("input_ids"), mb.tensor("attention_mask"),
-        mb.tensor("position_ids"), R, options_.temperature, want_entropy,
-        SequenceParallel{options_.sp_group});
+    ResponseForward f = Forward(mb, R, want_entropy);
     PolicyLossConfig loss_config = options_.policy_loss;
     loss_config.agg = agg;
     PolicyLossInputs in;

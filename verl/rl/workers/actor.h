@@ -36,10 +36,12 @@
 #include "absl/status/statusor.h"
 #include "verl/core/batch.h"
 #include "verl/models/decoder.h"
+#include "verl/models/megatron_gpt.h"
 #include "verl/parallel/process_group.h"
 #include "verl/rl/algos/flowrl.h"
 #include "verl/rl/algos/policy_loss.h"
 #include "verl/rl/workers/flowrl_log_z.h"
+#include "verl/rl/workers/model_forward.h"
 #include "verl/rl/workers/ppo_update.h"
 #include "verl/rl/workers/train_state.h"
 
@@ -74,6 +76,10 @@ struct ActorOptions {
   // Ulysses sequence parallelism: this rank's sp group (null: none); the
   // dp_group passed to the constructor is then the ranks with this sp index.
   std::shared_ptr<parallel::Communicator> sp_group;
+  // strategy: megatron: the forward passes run on this tensor-parallel model
+  // (the CausalLM given to the constructor only describes the policy) and
+  // the dp_group is Megatron's dp group (the tp ranks share rows).
+  std::shared_ptr<models::MegatronGPTModel> megatron;
 };
 
 struct LogProbResult {
@@ -102,6 +108,10 @@ class Actor {
   TrainState* log_z_train_state() { return log_z_state_.get(); }
 
  private:
+  // The strategy's forward pass (HF decoder or Megatron) on `mb`.
+  ResponseForward Forward(const core::Batch& mb, int64_t response_length,
+                          bool with_entropy, const ForwardExtras& extras = {});
+
   std::shared_ptr<models::CausalLM> model_;
   std::unique_ptr<TrainState> train_state_;
   ActorOptions options_;

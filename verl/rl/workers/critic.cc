@@ -22,8 +22,11 @@ absl::StatusOr<at::Tensor> Critic::ComputeValues(const core::Batch& batch) {
   VERL_ASSIGN_OR_RETURN(at::Tensor mask, batch.GetTensor("response_mask"));
   VERL_ASSIGN_OR_RETURN(
       ResponseForward f,
-      ForwardBatchNoGrad(*model_, batch, options_.forward_micro, 1.0, false,
-                         SequenceParallel{options_.sp_group}));
+      options_.megatron
+          ? ForwardBatchNoGrad(*options_.megatron, batch,
+                               options_.forward_micro, 1.0, false)
+          : ForwardBatchNoGrad(*model_, batch, options_.forward_micro, 1.0,
+                               false, SequenceParallel{options_.sp_group}));
   return f.values * mask.to(torch::kFloat);
 }
 
@@ -40,13 +43,19 @@ absl::StatusOr<MetricMap> Critic::UpdateCritic(const core::Batch& batch) {
   const int64_t R = batch.tensor("responses").size(1);
   const double dp = dp_group_->size();
   model_->train();
+  if (options_.megatron) options_.megatron->train();
   auto micro_fn =
       [&](const core::Batch& mb,
           const AggOptions& agg) -> absl::StatusOr<MicroBatchResult> {
+    const at::Tensor &ids = mb.tensor("input_ids"),
+                     &attn = mb.tensor("attention_mask"),
+                     &pos = mb.tensor("position_ids");
     ResponseForward f =
-        ForwardResponses(*model_, mb.tensor("input_ids"),
-                         mb.tensor("attention_mask"), mb.tensor("position_ids"),
-                         R, 1.0, false, SequenceParallel{options_.sp_group});
+        options_.megatron
+            ? ForwardResponses(*options_.megatron, ids, attn, pos, R, 1.0,
+                               false)
+            : ForwardResponses(*model_, ids, attn, pos, R, 1.0, false,
+                               SequenceParallel{options_.sp_group});
     const at::Tensor& mask = mb.tensor("response_mask");
     VERL_ASSIGN_OR_RETURN(
         ValueLossOutput vl,

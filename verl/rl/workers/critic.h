@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "verl/core/batch.h"
 #include "verl/models/decoder.h"
+#include "verl/models/megatron_gpt.h"
 #include "verl/parallel/process_group.h"
 #include "verl/rl/workers/ppo_update.h"
 #include "verl/rl/workers/train_state.h"
@@ -28,6 +29,9 @@ struct CriticOptions {
   std::string loss_agg_mode = "token-mean";
   // Ulysses sequence parallelism: this rank's sp group (null: none).
   std::shared_ptr<parallel::Communicator> sp_group;
+  // strategy: megatron: the value model's tensor-parallel copy, which the
+  // forward passes run on (as ActorOptions::megatron).
+  std::shared_ptr<models::MegatronGPTModel> megatron;
 };
 
 class Critic {

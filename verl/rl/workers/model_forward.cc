@@ -5,6 +5,7 @@
 #include <glog/logging.h>
 #include <torch/types.h>
 
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "verl/models/attention.h"
 #include "verl/models/logprob.h"
 #include "verl/models/padding.h"
+#include "verl/parallel/megatron/vocab_parallel.h"
 #include "verl/parallel/ulysses.h"
 #include "verl/profiler/profile_scope.h"
 
@@ -58,6 +60,44 @@ class UlyssesAttention : public models::AttentionBackend {
 
 }  // namespace
 
+PackedResponses PackResponses(const at::Tensor& input_ids,
+                              const at::Tensor& attention_mask,
+                              const at::Tensor& position_ids,
+                              int64_t response_length) {
+  PackedResponses p;
+  p.batch = input_ids.size(0);
+  p.length = input_ids.size(1);
+  p.response_length = response_length;
+  const int64_t prompt_length = p.length - response_length;
+  const at::Tensor mask = attention_mask.to(at::kBool);
+  p.info = models::Unpad(mask);
+  p.ids = models::UnpadTensor(input_ids, p.info);
+  p.pos = models::UnpadTensor(position_ids, p.info);
+
+  // Positions P-1 .. L-2 predict response tokens P .. L-1; keep the ones whose
+  // target is a real token. Flat indices into [B, L].
+  at::Tensor predicts = at::zeros({p.batch, p.length}, at::kBool);
+  predicts.narrow(1, prompt_length - 1, response_length)
+      .copy_(mask.narrow(1, prompt_length, response_length));
+  // The packed row of each real token, so we can select hidden rows.
+  at::Tensor packed_row = at::full({p.batch * p.length}, -1, at::kLong);
+  packed_row.index_copy_(0, p.info.indices,
+                         at::arange(p.info.indices.size(0), at::kLong));
+  const at::Tensor flat_src =
+      predicts.reshape(-1).nonzero().reshape(-1);  // b*L + t
+  p.rows = packed_row.index_select(0, flat_src);   // ascending
+  p.targets = input_ids.reshape(-1).index_select(0, flat_src + 1);
+  const at::Tensor b = at::div(flat_src, p.length, "floor");
+  const at::Tensor r = flat_src - b * p.length - (prompt_length - 1);
+  p.dest = b * response_length + r;
+  return p;
+}
+
+at::Tensor PackedResponses::Scatter(const at::Tensor& values) const {
+  at::Tensor full = at::zeros({batch * response_length}, values.options());
+  return full.index_copy(0, dest, values).view({batch, response_length});
+}
+
 ResponseForward ForwardResponses(models::CausalLM& model,
                                  const at::Tensor& input_ids,
                                  const at::Tensor& attention_mask,
@@ -67,35 +107,20 @@ ResponseForward ForwardResponses(models::CausalLM& model,
                                  const ForwardExtras& extras) {
   CHECK(!(extras.prompt_hidden && sp.enabled()))
       << "prompt_hidden is not available with sequence parallelism";
-  const int64_t batch = input_ids.size(0);
-  const int64_t length = input_ids.size(1);
+  const PackedResponses p =
+      PackResponses(input_ids, attention_mask, position_ids, response_length);
+  const models::UnpadInfo& info = p.info;
+  const int64_t batch = p.batch, length = p.length;
   const int64_t prompt_length = length - response_length;
-  const at::Tensor mask = attention_mask.to(at::kBool);
-  const models::UnpadInfo info = models::Unpad(mask);
-  const at::Tensor ids = models::UnpadTensor(input_ids, info);
-  const at::Tensor pos = models::UnpadTensor(position_ids, info);
-
-  // Positions P-1 .. L-2 predict response tokens P .. L-1; keep the ones whose
-  // target is a real token. Flat indices into [B, L].
-  at::Tensor predicts = at::zeros({batch, length}, at::kBool);
-  predicts.narrow(1, prompt_length - 1, response_length)
-      .copy_(mask.narrow(1, prompt_length, response_length));
-  // The packed row of each real token, so we can select hidden rows.
-  at::Tensor packed_row = at::full({batch * length}, -1, at::kLong);
-  packed_row.index_copy_(0, info.indices,
-                         at::arange(info.indices.size(0), at::kLong));
-  const at::Tensor flat_src =
-      predicts.reshape(-1).nonzero().reshape(-1);          // b*L + t
-  at::Tensor rows = packed_row.index_select(0, flat_src);  // ascending
-  at::Tensor targets = input_ids.reshape(-1).index_select(0, flat_src + 1);
+  at::Tensor targets = p.targets;
 
   ResponseForward out;
   at::Tensor selected;
   if (!sp.enabled()) {
     out.attention = std::make_shared<models::VarlenCausalAttention>(
         info.cu_seqlens, model.LayerWindows());
-    const at::Tensor hidden = model.Forward(ids, pos, *out.attention);
-    selected = hidden.index_select(0, rows);
+    const at::Tensor hidden = model.Forward(p.ids, p.pos, *out.attention);
+    selected = hidden.index_select(0, p.rows);
     if (extras.prompt_hidden) {
       const at::Tensor row_of = at::div(info.indices, length, "floor");
       const at::Tensor col_of = info.indices - row_of * length;
@@ -114,14 +139,14 @@ ResponseForward ForwardResponses(models::CausalLM& model,
   } else {
     // Pad the stream to sp slices (the padding is one extra sequence, so no
     // real token attends to it) and run this rank's slice.
-    const int64_t n = sp.group->size(), total = ids.size(0);
+    const int64_t n = sp.group->size(), total = p.ids.size(0);
     const int64_t slice = (total + n - 1) / n, pad = slice * n - total;
     std::vector<int64_t> cu = info.cu_seqlens;
-    at::Tensor all_ids = ids, all_pos = pos;
+    at::Tensor all_ids = p.ids, all_pos = p.pos;
     if (pad > 0) {
       cu.push_back(slice * n);
-      all_ids = at::cat({ids, at::zeros({pad}, ids.options())});
-      all_pos = at::cat({pos, at::arange(pad, pos.options())});
+      all_ids = at::cat({p.ids, at::zeros({pad}, p.ids.options())});
+      all_pos = at::cat({p.pos, at::arange(pad, p.pos.options())});
     }
     const int64_t lo = sp.group->rank() * slice;
     out.attention = std::make_shared<UlyssesAttention>(sp.group, std::move(cu),
@@ -129,19 +154,13 @@ ResponseForward ForwardResponses(models::CausalLM& model,
     at::Tensor hidden =
         model.Forward(all_ids.narrow(0, lo, slice),
                       all_pos.narrow(0, lo, slice), *out.attention);
-    const at::Tensor mine = (rows >= lo) & (rows < lo + slice);
+    const at::Tensor mine = (p.rows >= lo) & (p.rows < lo + slice);
     targets = targets.masked_select(mine);
-    selected = hidden.index_select(0, rows.masked_select(mine) - lo);
+    selected = hidden.index_select(0, p.rows.masked_select(mine) - lo);
   }
 
-  // Scatter per-token results back to [B, R].
-  const at::Tensor b = at::div(flat_src, length, "floor");
-  const at::Tensor r = flat_src - b * length - (prompt_length - 1);
-  const at::Tensor dest = b * response_length + r;
-  auto scatter = [&](const at::Tensor& values) {
-    at::Tensor full = at::zeros({batch * response_length}, values.options());
-    return full.index_copy(0, dest, values).view({batch, response_length});
-  };
+  // Per-token results back to [B, R].
+  auto scatter = [&](const at::Tensor& values) { return p.Scatter(values); };
   // Under sp: this rank's tokens' results, gathered in rank (= packed) order.
   auto gather = [&](const at::Tensor& local) {
     if (!sp.enabled()) return local;
@@ -169,16 +188,44 @@ ResponseForward ForwardResponses(models::CausalLM& model,
   return out;
 }
 
-absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
-    models::CausalLM& model, const core::Batch& batch,
-    const MicroBatchOptions& micro, double temperature, bool with_entropy,
-    const SequenceParallel& sp, bool with_sum_pi_squared) {
+ResponseForward ForwardResponses(models::MegatronGPTModel& model,
+                                 const at::Tensor& input_ids,
+                                 const at::Tensor& attention_mask,
+                                 const at::Tensor& position_ids,
+                                 int64_t response_length, double temperature,
+                                 bool with_entropy) {
+  const PackedResponses p =
+      PackResponses(input_ids, attention_mask, position_ids, response_length);
+  // This rank's vocab shard of the logits (or the values) of every token.
+  const at::Tensor out = model.Forward(p.ids, p.pos, p.info.cu_seqlens);
+  ResponseForward f;
+  if (model.config().is_value_model) {
+    f.values = p.Scatter(out.index_select(0, p.rows).to(at::kFloat));
+    return f;
+  }
+  const parallel::megatron::VocabParallelOutput lp =
+      parallel::megatron::VocabParallelLogProbsAndEntropy(
+          out.index_select(0, p.rows), p.targets, model.config().vocab_size,
+          model.tp(), temperature, with_entropy);
+  f.log_probs = p.Scatter(lp.log_probs.to(at::kFloat));
+  if (with_entropy) f.entropy = p.Scatter(lp.entropy.to(at::kFloat));
+  return f;
+}
+
+namespace {
+
+// The micro-batch loop of ForwardBatchNoGrad around any forward pass.
+using MicroForward = std::function<ResponseForward(
+    const at::Tensor& input_ids, const at::Tensor& attention_mask,
+    const at::Tensor& position_ids, int64_t response_length)>;
+
+absl::StatusOr<ResponseForward> ForwardMicroBatches(
+    const core::Batch& batch, const MicroBatchOptions& micro, bool value_model,
+    bool with_entropy, bool with_sum_pi_squared, const MicroForward& forward) {
   VERL_ASSIGN_OR_RETURN(at::Tensor responses, batch.GetTensor("responses"));
   const int64_t R = responses.size(1);
   VERL_ASSIGN_OR_RETURN(auto micro_rows, MicroBatchIndices(batch, micro));
   at::NoGradGuard no_grad;
-  model.eval();
-  const bool value_model = model.config().is_value_model;
   auto zeros = [&] { return torch::zeros({batch.size(), R}, torch::kFloat); };
   ResponseForward out;
   if (value_model) {
@@ -190,16 +237,14 @@ absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
   }
   for (const auto& rows : micro_rows) {
     profiler::ProfileScope micro_scope("micro_batch");
-    profiler::ProfileScope forward("forward",
-                                   profiler::MemoryCategory::kActivations);
+    profiler::ProfileScope forward_scope(
+        "forward", profiler::MemoryCategory::kActivations);
     at::Tensor idx = torch::tensor(rows, torch::kLong);
     auto take = [&](const char* key) {
       return batch.tensor(key).index_select(0, idx);
     };
-    ResponseForward f =
-        ForwardResponses(model, take("input_ids"), take("attention_mask"),
-                         take("position_ids"), R, temperature, with_entropy, sp,
-                         ForwardExtras{/*sum_pi_squared=*/with_sum_pi_squared});
+    ResponseForward f = forward(take("input_ids"), take("attention_mask"),
+                                take("position_ids"), R);
     if (value_model) {
       out.values.index_copy_(0, idx, f.values);
       continue;
@@ -210,9 +255,44 @@ absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
       out.sum_pi_squared.index_copy_(0, idx, f.sum_pi_squared);
     }
   }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
+    models::CausalLM& model, const core::Batch& batch,
+    const MicroBatchOptions& micro, double temperature, bool with_entropy,
+    const SequenceParallel& sp, bool with_sum_pi_squared) {
+  model.eval();
+  VERL_ASSIGN_OR_RETURN(
+      ResponseForward out,
+      ForwardMicroBatches(
+          batch, micro, model.config().is_value_model, with_entropy,
+          with_sum_pi_squared,
+          [&](const at::Tensor& ids, const at::Tensor& mask,
+              const at::Tensor& pos, int64_t R) {
+            return ForwardResponses(
+                model, ids, mask, pos, R, temperature, with_entropy, sp,
+                ForwardExtras{/*sum_pi_squared=*/with_sum_pi_squared});
+          }));
   // FSDP per-layer: free the root unit (embeddings, heads) it kept.
   if (models::LayerHooks* hooks = model.layer_hooks()) hooks->ReleaseRoot();
   return out;
+}
+
+absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
+    models::MegatronGPTModel& model, const core::Batch& batch,
+    const MicroBatchOptions& micro, double temperature, bool with_entropy) {
+  model.eval();
+  return ForwardMicroBatches(
+      batch, micro, model.config().is_value_model, with_entropy,
+      /*with_sum_pi_squared=*/false,
+      [&](const at::Tensor& ids, const at::Tensor& mask, const at::Tensor& pos,
+          int64_t R) {
+        return ForwardResponses(model, ids, mask, pos, R, temperature,
+                                with_entropy);
+      });
 }
 
 }  // namespace verl::rl

@@ -24,6 +24,8 @@
 #include "absl/status/statusor.h"
 #include "verl/core/batch.h"
 #include "verl/models/decoder.h"
+#include "verl/models/megatron_gpt.h"
+#include "verl/models/padding.h"
 #include "verl/parallel/process_group.h"
 #include "verl/rl/workers/ppo_update.h"
 
@@ -60,6 +62,22 @@ struct ForwardExtras {
   bool prompt_hidden = false;
 };
 
+// verl's response positions in the packed stream of real tokens.
+struct PackedResponses {
+  models::UnpadInfo info;  // indices of the real tokens, cu_seqlens
+  at::Tensor ids, pos;     // packed real tokens [T]
+  at::Tensor rows;     // packed row predicting each response token (ascending)
+  at::Tensor targets;  // that response token
+  int64_t batch = 0, length = 0, response_length = 0;
+  at::Tensor dest;  // flat [B * R] slot of each of `rows`
+  // One value per element of `rows` -> [B, R], 0 at response padding.
+  at::Tensor Scatter(const at::Tensor& values) const;
+};
+PackedResponses PackResponses(const at::Tensor& input_ids,
+                              const at::Tensor& attention_mask,
+                              const at::Tensor& position_ids,
+                              int64_t response_length);
+
 // input_ids/attention_mask/position_ids [B, L]; `response_length` = R.
 // Log-probs and entropy come from logits / temperature (verl scales before
 // both). Value models return `values` instead.
@@ -76,6 +94,20 @@ absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
     models::CausalLM& model, const core::Batch& batch,
     const MicroBatchOptions& micro, double temperature, bool with_entropy,
     const SequenceParallel& sp = {}, bool with_sum_pi_squared = false);
+
+// strategy: megatron — the same passes on the tensor-parallel model: every
+// tp rank passes the same rows and gets the same (full) results; log-probs
+// and entropy come from the vocab-parallel logits without gathering the
+// vocabulary (parallel/megatron/vocab_parallel.h). No Σπ² / prompt_hidden.
+ResponseForward ForwardResponses(models::MegatronGPTModel& model,
+                                 const at::Tensor& input_ids,
+                                 const at::Tensor& attention_mask,
+                                 const at::Tensor& position_ids,
+                                 int64_t response_length, double temperature,
+                                 bool with_entropy);
+absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
+    models::MegatronGPTModel& model, const core::Batch& batch,
+    const MicroBatchOptions& micro, double temperature, bool with_entropy);
 
 }  // namespace verl::rl
 

@@ -165,8 +165,8 @@ std::vector<std::string> Names(const NamedParams &params) {
   return out;
 }
 
-// Chunk `rank` of `world` of `full` along dim 0 (a contiguous copy, so a
-// saved chunk holds only its own bytes); 0-d tensors whole.
+}  // namespace
+
 at::Tensor ChunkOf(const at::Tensor &full, int rank, int world) {
   at::Tensor t = full.detach();
   if (t.dim() == 0) return t.clone();
@@ -174,9 +174,8 @@ at::Tensor ChunkOf(const at::Tensor &full, int rank, int world) {
   return t.narrow(0, begin, end - begin).clone();
 }
 
-// The full tensor of `shape` from every rank's chunk (collective over
-// `group`): chunks are padded to ceil(n/W) rows so one even all-gather
-// serves every rank.
+// Chunks are padded to ceil(n/W) rows so one even all-gather serves every
+// rank.
 absl::StatusOr<at::Tensor> GatherChunks(parallel::Communicator *group,
                                         const std::string &name,
                                         const at::Tensor &chunk,
@@ -208,8 +207,6 @@ absl::StatusOr<at::Tensor> GatherChunks(parallel::Communicator *group,
   VERL_ASSIGN_OR_RETURN(at::Tensor all, group->AllGatherCat(padded));
   return all.narrow(0, 0, shape[0]);
 }
-
-}  // namespace
 
 NamedParams NamedParameters(const torch::nn::Module &module) {
   NamedParams out;

@@ -203,6 +203,17 @@ double ScheduledLr(const OptimizerOptions &options, int64_t step);
 // Rows [begin, end) of dim 0 in chunk `rank` of `world` (torch.chunk).
 std::pair<int64_t, int64_t> ChunkRows(int64_t rows, int rank, int world);
 
+// Chunk `rank` of `world` of `full` along dim 0 (a contiguous copy, so a
+// saved chunk holds only its own bytes); 0-d tensors whole.
+at::Tensor ChunkOf(const at::Tensor &full, int rank, int world);
+// The full tensor of `shape` from every rank's ChunkOf chunk (collective
+// over `group`; null: one rank). A chunk of the wrong shape is
+// InvalidArgument naming `name` and the rank.
+absl::StatusOr<at::Tensor> GatherChunks(parallel::Communicator *group,
+                                        const std::string &name,
+                                        const at::Tensor &chunk,
+                                        at::IntArrayRef shape);
+
 // AdamW's per-parameter state, for checkpoints.
 struct AdamMoments {
   int64_t step = 0;

@@ -1,0 +1,418 @@
+// File: verl/rl/workers/megatron_train_state.cc
+#include "verl/rl/workers/megatron_train_state.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/optim/adamw.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "verl/core/status.h"
+#include "verl/models/megatron_weights.h"
+#include "verl/parallel/megatron/tp_layers.h"
+
+namespace verl::rl {
+
+namespace mg = parallel::megatron;
+
+// The parameters in one flat fp32 buffer: [offset, offset + numel) each,
+// padded to a multiple of dp; dp rank r owns [begin, begin + length).
+struct MegatronTrainState::Flat {
+  std::vector<std::string> names;
+  std::vector<at::Tensor> params;
+  std::vector<int64_t> offsets;
+  std::map<const c10::TensorImpl*, size_t> index;  // param -> position
+  int64_t total = 0, padded = 0, begin = 0, length = 0;
+  bool distributed = false;
+  // Distributed optimizer: the fp32 master copy of this rank's range (what
+  // AdamW steps) and, per element of it, 1 where the element counts toward
+  // the global grad norm on this rank (see the header), else 0.
+  at::Tensor master, norm_weight;
+};
+
+namespace {
+
+// Parameters split over tp (they count toward the grad norm on every tp
+// rank); all others are replicated.
+std::set<const c10::TensorImpl*> TensorParallelParams(
+    const torch::nn::Module& model) {
+  std::set<const c10::TensorImpl*> out;
+  auto add = [&](const at::Tensor& t) {
+    if (t.defined()) out.insert(t.unsafeGetTensorImpl());
+  };
+  for (const auto& item : model.named_modules()) {
+    const torch::nn::Module* m = item.value().get();
+    if (const auto* c = dynamic_cast<const mg::ColumnParallelLinear*>(m)) {
+      add(c->weight);
+      add(c->bias);
+    } else if (const auto* r = dynamic_cast<const mg::RowParallelLinear*>(m)) {
+      add(r->weight);  // its bias is replicated
+    } else if (const auto* e =
+                   dynamic_cast<const mg::VocabParallelEmbedding*>(m)) {
+      add(e->weight);
+    }
+  }
+  return out;
+}
+
+// `tensors` (each [shape of param i]) flattened into one fp32 buffer of
+// `size` elements (zeros past the end).
+at::Tensor Flatten(const std::vector<at::Tensor>& tensors, int64_t size) {
+  std::vector<at::Tensor> parts;
+  int64_t n = 0;
+  for (const at::Tensor& t : tensors) {
+    parts.push_back(t.detach().to(at::kFloat).reshape(-1));
+    n += t.numel();
+  }
+  if (size > n) parts.push_back(at::zeros({size - n}, at::kFloat));
+  return at::cat(parts);
+}
+
+std::vector<at::Tensor> Grads(const std::vector<at::Tensor>& params) {
+  std::vector<at::Tensor> out;
+  for (const at::Tensor& p : params) {
+    out.push_back(p.grad().defined() ? p.grad() : at::zeros_like(p));
+  }
+  return out;
+}
+
+// Sum over `group` of a double (one all-reduce).
+absl::StatusOr<double> SumOver(parallel::Communicator& group, double x) {
+  at::Tensor t = at::full({1}, x, at::kDouble);
+  VERL_RETURN_IF_ERROR(group.AllReduce(t, parallel::ReduceOp::kSum));
+  return t.item<double>();
+}
+
+}  // namespace
+
+MegatronTrainState::MegatronTrainState(
+    std::shared_ptr<models::MegatronGPTModel> model,
+    std::shared_ptr<mg::ParallelState> mpu, const OptimizerOptions& options,
+    std::unique_ptr<Flat> flat)
+    : AdamWTrainState(flat->distributed ? std::vector<at::Tensor>{flat->master}
+                                        : flat->params,
+                      options),
+      model_(std::move(model)),
+      mpu_(std::move(mpu)),
+      flat_(std::move(flat)) {
+  distributed_ = flat_->distributed;
+}
+
+MegatronTrainState::~MegatronTrainState() = default;
+
+absl::StatusOr<std::unique_ptr<MegatronTrainState>> MegatronTrainState::Create(
+    std::shared_ptr<models::MegatronGPTModel> model,
+    std::shared_ptr<mg::ParallelState> mpu, const OptimizerOptions& options,
+    bool distributed_optimizer) {
+  if (!model || !mpu) {
+    return absl::InvalidArgumentError("MegatronTrainState: no model");
+  }
+  auto flat = std::make_unique<Flat>();
+  const std::set<const c10::TensorImpl*> split = TensorParallelParams(*model);
+  const bool first_tp = mpu->tp_rank() == 0;
+  std::vector<bool> counted;
+  for (const auto& item : model->named_parameters(/*recurse=*/true)) {
+    const at::Tensor& p = item.value();
+    if (!p.requires_grad()) continue;
+    if (p.scalar_type() != at::kFloat) {
+      return absl::UnimplementedError(
+          absl::StrCat("megatron parameter ", item.key(),
+                       ": only fp32 parameters are built (bf16 parameters "
+                       "with fp32 master weights are not)"));
+    }
+    flat->index[p.unsafeGetTensorImpl()] = flat->params.size();
+    flat->names.push_back(item.key());
+    flat->params.push_back(p);
+    flat->offsets.push_back(flat->total);
+    counted.push_back(first_tp || split.count(p.unsafeGetTensorImpl()) > 0);
+    flat->total += p.numel();
+  }
+  const int64_t dp = mpu->dp()->size();
+  flat->length = (flat->total + dp - 1) / dp;
+  flat->padded = flat->length * dp;
+  flat->begin = mpu->dp_rank() * flat->length;
+  flat->distributed = distributed_optimizer;
+  if (distributed_optimizer) {
+    flat->master = Flatten(flat->params, flat->padded)
+                       .narrow(0, flat->begin, flat->length)
+                       .clone()
+                       .set_requires_grad(true);
+    flat->norm_weight = at::zeros({flat->length}, at::kDouble);
+    const int64_t end = flat->begin + flat->length;
+    for (size_t i = 0; i < flat->params.size(); ++i) {
+      if (!counted[i]) continue;
+      const int64_t lo = std::max(flat->offsets[i], flat->begin);
+      const int64_t hi =
+          std::min(flat->offsets[i] + flat->params[i].numel(), end);
+      if (hi > lo) flat->norm_weight.narrow(0, lo - flat->begin, hi - lo) = 1;
+    }
+  } else {
+    // Replicated parameters: count once over tp by zeroing their weight in
+    // the norm on the other tp ranks.
+    flat->norm_weight = at::tensor(
+        std::vector<double>(counted.begin(), counted.end()), at::kDouble);
+  }
+  return std::unique_ptr<MegatronTrainState>(new MegatronTrainState(
+      std::move(model), std::move(mpu), options, std::move(flat)));
+}
+
+void MegatronTrainState::ZeroGrad() {
+  for (at::Tensor& p : flat_->params) {
+    if (p.grad().defined()) p.mutable_grad().zero_();
+  }
+  if (distributed_ && flat_->master.grad().defined()) {
+    flat_->master.mutable_grad().zero_();
+  }
+}
+
+absl::StatusOr<double> MegatronTrainState::Step() {
+  Flat& f = *flat_;
+  model_->FinalizeGrads();  // tp: partial gradients of replicated params
+  parallel::Communicator& dp = *mpu_->dp();
+  double sq = 0;
+  if (distributed_) {
+    // Reduce-scatter: this rank's range of the dp-averaged gradients.
+    VERL_ASSIGN_OR_RETURN(at::Tensor mine,
+                          dp.ReduceScatter(Flatten(Grads(f.params), f.padded),
+                                           parallel::ReduceOp::kSum));
+    mine.div_(dp.size());
+    f.master.mutable_grad() = mine;
+    sq = (mine.to(at::kDouble).pow(2) * f.norm_weight).sum().item<double>();
+    VERL_ASSIGN_OR_RETURN(sq, SumOver(*mpu_->world(), sq));
+  } else {
+    if (dp.size() > 1) {
+      at::Tensor all = Flatten(Grads(f.params), f.total);
+      VERL_RETURN_IF_ERROR(dp.AllReduce(all, parallel::ReduceOp::kAvg));
+      for (size_t i = 0; i < f.params.size(); ++i) {
+        at::Tensor& p = f.params[i];
+        at::Tensor g =
+            all.narrow(0, f.offsets[i], p.numel()).view(p.sizes()).clone();
+        p.mutable_grad() = g;
+      }
+    }
+    for (size_t i = 0; i < f.params.size(); ++i) {
+      const at::Tensor& g = f.params[i].grad();
+      if (g.defined() && f.norm_weight[i].item<double>() > 0) {
+        sq += g.to(at::kDouble).pow(2).sum().item<double>();
+      }
+    }
+    VERL_ASSIGN_OR_RETURN(sq, SumOver(*mpu_->tp(), sq));
+  }
+  const double norm = std::sqrt(sq);
+  ClipAndStep(norm, [&](double coef) {
+    if (distributed_) {
+      f.master.mutable_grad().mul_(coef);
+      return;
+    }
+    for (at::Tensor& p : f.params) {
+      if (p.grad().defined()) p.mutable_grad().mul_(coef);
+    }
+  });
+  if (distributed_ && std::isfinite(norm)) {
+    // Every dp rank's updated range back into the parameters.
+    VERL_ASSIGN_OR_RETURN(at::Tensor all, dp.AllGatherCat(f.master.detach()));
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < f.params.size(); ++i) {
+      at::Tensor& p = f.params[i];
+      p.detach().copy_(all.narrow(0, f.offsets[i], p.numel()).view(p.sizes()));
+    }
+  }
+  return norm;
+}
+
+int64_t MegatronTrainState::ParameterBytes() const {
+  int64_t bytes = 0;
+  for (const at::Tensor& p : flat_->params) {
+    bytes += p.numel() * p.element_size();
+  }
+  return bytes;
+}
+
+int64_t MegatronTrainState::OptimizerStateBytes() const {
+  int64_t bytes = 0;
+  for (const auto& [key, state] : optimizer_->state()) {
+    const auto& s = static_cast<const torch::optim::AdamWParamState&>(*state);
+    for (const at::Tensor& t : {s.exp_avg(), s.exp_avg_sq()}) {
+      if (t.defined()) bytes += t.numel() * t.element_size();
+    }
+  }
+  if (distributed_) {
+    bytes += flat_->master.numel() * flat_->master.element_size();
+  }
+  return bytes;
+}
+
+// ---- Checkpoints (HF layout, chunked over the world) ----------------------
+
+absl::StatusOr<std::vector<std::pair<at::Tensor, at::Tensor>>>
+MegatronTrainState::LocalMoments(int64_t* step) {
+  const Flat& f = *flat_;
+  std::vector<std::pair<at::Tensor, at::Tensor>> out;
+  if (distributed_) {
+    std::optional<AdamMoments> m = GetAdamState(*optimizer_, f.master);
+    if (!m) return out;
+    *step = m->step;
+    parallel::Communicator& dp = *mpu_->dp();
+    VERL_ASSIGN_OR_RETURN(at::Tensor avg, dp.AllGatherCat(m->exp_avg));
+    VERL_ASSIGN_OR_RETURN(at::Tensor avg_sq, dp.AllGatherCat(m->exp_avg_sq));
+    for (size_t i = 0; i < f.params.size(); ++i) {
+      const at::Tensor& p = f.params[i];
+      out.emplace_back(
+          avg.narrow(0, f.offsets[i], p.numel()).view(p.sizes()),
+          avg_sq.narrow(0, f.offsets[i], p.numel()).view(p.sizes()));
+    }
+    return out;
+  }
+  bool any = false;
+  for (const at::Tensor& p : f.params) {
+    std::optional<AdamMoments> m = GetAdamState(*optimizer_, p);
+    if (m) {
+      any = true;
+      *step = m->step;
+      out.emplace_back(m->exp_avg, m->exp_avg_sq);
+    } else {  // no gradient yet: zero moments
+      out.emplace_back(at::zeros_like(p), at::zeros_like(p));
+    }
+  }
+  if (!any) out.clear();
+  return out;
+}
+
+absl::StatusOr<TrainStateShard> MegatronTrainState::SaveShard() {
+  const parallel::Communicator& world = *mpu_->world();
+  TrainStateShard shard;
+  shard.shard_world = world.size();
+  shard.shard_rank = world.rank();
+  int64_t step = 0;
+  VERL_ASSIGN_OR_RETURN(auto moments, LocalMoments(&step));
+  auto moment = [&](bool second) -> models::ParamTensorFn {
+    return [&, second](const at::Tensor& p) {
+      const auto& m = moments.at(flat_->index.at(p.unsafeGetTensorImpl()));
+      return second ? m.second : m.first;
+    };
+  };
+  auto chunk = [&](const at::Tensor& full) {
+    return ChunkOf(full, shard.shard_rank, shard.shard_world);
+  };
+  const int64_t layers = model_->config().num_hidden_layers;
+  for (int64_t stage = models::kMegatronRootStage; stage < layers; ++stage) {
+    for (const auto& [name, full] : models::GatherHfTensors(*model_, stage)) {
+      shard.shapes.emplace_back(name, full.sizes().vec());
+      shard.model[name] = chunk(full);
+    }
+    if (moments.empty()) continue;  // before the first step
+    for (const bool second : {false, true}) {
+      for (const auto& [name, full] :
+           models::GatherHfTensors(*model_, stage, moment(second))) {
+        shard.optimizer[name + (second ? ".exp_avg_sq" : ".exp_avg")] =
+            chunk(full);
+        shard.optimizer[name + ".step"] = at::scalar_tensor(step, at::kLong);
+      }
+    }
+  }
+  SaveCounters(&shard);
+  return shard;
+}
+
+absl::Status MegatronTrainState::LoadShard(const TrainStateShard& shard,
+                                           const TrainStateLoadParts& parts) {
+  parallel::Communicator& world = *mpu_->world();
+  if (shard.shard_world != world.size() || shard.shard_rank != world.rank()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint shard ", shard.shard_rank, " of ", shard.shard_world,
+        " does not fit rank ", world.rank(), " of ", world.size()));
+  }
+  Flat& f = *flat_;
+  at::NoGradGuard no_grad;
+  // Full HF tensors from the chunks; the current model gives names/shapes.
+  std::map<std::string, at::Tensor> weights, avg, avg_sq;
+  int64_t step = 0;
+  const int64_t layers = model_->config().num_hidden_layers;
+  for (int64_t stage = models::kMegatronRootStage; stage < layers; ++stage) {
+    for (const auto& [name, current] :
+         models::GatherHfTensors(*model_, stage)) {
+      auto full = [&](const std::string& key,
+                      const std::map<std::string, at::Tensor>& from)
+          -> absl::StatusOr<at::Tensor> {
+        VERL_ASSIGN_OR_RETURN(at::Tensor c, FindCheckpointTensor(from, key));
+        return GatherChunks(&world, key, c.to(at::kFloat), current.sizes());
+      };
+      if (parts.model) {
+        VERL_ASSIGN_OR_RETURN(weights[name], full(name, shard.model));
+      }
+      auto has_step = shard.optimizer.find(name + ".step");
+      if (!parts.optimizer || has_step == shard.optimizer.end()) continue;
+      step = has_step->second.item<int64_t>();
+      VERL_ASSIGN_OR_RETURN(avg[name],
+                            full(name + ".exp_avg", shard.optimizer));
+      VERL_ASSIGN_OR_RETURN(avg_sq[name],
+                            full(name + ".exp_avg_sq", shard.optimizer));
+    }
+  }
+  if (parts.model) {
+    VERL_RETURN_IF_ERROR(models::LoadMegatronFromHf(
+        models::HfSourceFromMap(weights), model_.get()));
+    if (distributed_) {
+      f.master.detach().copy_(
+          Flatten(f.params, f.padded).narrow(0, f.begin, f.length));
+    }
+  }
+  if (!parts.optimizer) {
+    if (parts.counters) LoadCounters(shard);
+    return absl::OkStatus();
+  }
+  // This rank's shard of each moment, as the parameters are sharded.
+  std::vector<at::Tensor> shard_avg, shard_avg_sq;
+  for (const std::string& name : f.names) {
+    if (avg.empty()) break;
+    VERL_ASSIGN_OR_RETURN(at::Tensor a,
+                          models::MegatronShardFromHf(
+                              *model_, name, models::HfSourceFromMap(avg)));
+    VERL_ASSIGN_OR_RETURN(at::Tensor s,
+                          models::MegatronShardFromHf(
+                              *model_, name, models::HfSourceFromMap(avg_sq)));
+    shard_avg.push_back(a);
+    shard_avg_sq.push_back(s);
+  }
+  auto moments = [&](const at::Tensor& a, const at::Tensor& s) {
+    return std::optional<AdamMoments>(
+        AdamMoments{step, a.contiguous().clone(), s.contiguous().clone()});
+  };
+  if (distributed_) {
+    SetAdamState(
+        *optimizer_, f.master,
+        avg.empty()
+            ? std::nullopt
+            : moments(Flatten(shard_avg, f.padded).narrow(0, f.begin, f.length),
+                      Flatten(shard_avg_sq, f.padded)
+                          .narrow(0, f.begin, f.length)));
+  } else {
+    for (size_t i = 0; i < f.params.size(); ++i) {
+      SetAdamState(
+          *optimizer_, f.params[i],
+          avg.empty() ? std::nullopt : moments(shard_avg[i], shard_avg_sq[i]));
+    }
+  }
+  if (parts.counters) LoadCounters(shard);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<NamedParams> MegatronTrainState::FullStateDict() {
+  NamedParams out;
+  const bool root = mpu_->world()->rank() == 0;
+  const int64_t layers = model_->config().num_hidden_layers;
+  for (int64_t stage = models::kMegatronRootStage; stage < layers; ++stage) {
+    for (auto& [name, full] : models::GatherHfTensors(*model_, stage)) {
+      if (root) out.emplace_back(name, full);
+    }
+  }
+  return out;
+}
+
+}  // namespace verl::rl

@@ -1,0 +1,93 @@
+// File: verl/rl/workers/megatron_train_state.h
+//
+// TrainState of a role under `strategy: megatron`: the parameters are this
+// rank's tensor-parallel shards of a models::MegatronGPTModel (dp x tp
+// ranks, Megatron's rank order from parallel::megatron::ParallelState).
+//
+// Step(), as Megatron's DDP + optimizer do:
+//   1. FinalizeGrads: partial gradients of replicated parameters summed over
+//      tp (norms under sequence parallelism, q/k norms).
+//   2. Gradients averaged over dp. With `use_distributed_optimizer`
+//      (ZeRO-1/2): the gradients of all parameters, flattened into one
+//      buffer (padded to a multiple of dp), are reduce-scattered so that
+//      dp rank r holds the averaged gradient of its contiguous range, AdamW
+//      (exp_avg, exp_avg_sq) steps an fp32 master copy of that range only,
+//      and the updated ranges are all-gathered back into the parameters.
+//      Without it: one all-reduce of the flat buffer, AdamW on every
+//      parameter.
+//   3. The global grad norm over tp x dp: tp-sharded parameters (column /
+//      row weights, vocab-parallel tables) count on every tp rank, the
+//      replicated ones on tp rank 0 only (Megatron's
+//      get_grad_norm_fp32), so it equals the single-process norm. Then
+//      verl's clip-or-skip rule (AdamWTrainState::ClipAndStep).
+//
+// Checkpoints are written in HF layout: each stage (embeddings and heads,
+// then one decoder layer at a time) is gathered over tp with
+// models::GatherHfTensors (parameters and AdamW moments alike) and each
+// HF tensor is saved as this rank's dim-0 chunk over the whole world, the
+// same files and fsdp_config.json the FSDP strategy writes (so the model
+// merger reads them, and a run can resume with another tp or strategy).
+#ifndef VERL_RL_WORKERS_MEGATRON_TRAIN_STATE_H_
+#define VERL_RL_WORKERS_MEGATRON_TRAIN_STATE_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "verl/models/megatron_gpt.h"
+#include "verl/parallel/megatron/parallel_state.h"
+#include "verl/rl/workers/train_state.h"
+
+namespace verl::rl {
+
+class MegatronTrainState : public AdamWTrainState {
+ public:
+  // AdamW over `model`'s parameters on the groups of `mpu` (the one the
+  // model was built with). Collective over the mpu's world.
+  static absl::StatusOr<std::unique_ptr<MegatronTrainState>> Create(
+      std::shared_ptr<models::MegatronGPTModel> model,
+      std::shared_ptr<parallel::megatron::ParallelState> mpu,
+      const OptimizerOptions& options, bool distributed_optimizer);
+  ~MegatronTrainState() override;
+
+  void ZeroGrad() override;
+  absl::StatusOr<double> Step() override;
+
+  absl::StatusOr<TrainStateShard> SaveShard() override;
+  absl::Status LoadShard(const TrainStateShard& shard,
+                         const TrainStateLoadParts& parts) override;
+  // HF-named full tensors on world rank 0 (gathered stage by stage).
+  absl::StatusOr<NamedParams> FullStateDict() override;
+
+  models::MegatronGPTModel& model() { return *model_; }
+  bool distributed_optimizer() const { return distributed_; }
+  // Bytes of this rank's parameter shards and of its AdamW moments (and,
+  // with the distributed optimizer, the fp32 master range).
+  int64_t ParameterBytes() const;
+  int64_t OptimizerStateBytes() const;
+
+ private:
+  struct Flat;  // the flat-buffer layout of the parameters
+  MegatronTrainState(std::shared_ptr<models::MegatronGPTModel> model,
+                     std::shared_ptr<parallel::megatron::ParallelState> mpu,
+                     const OptimizerOptions& options,
+                     std::unique_ptr<Flat> flat);
+
+  // This rank's full (tp-local) AdamW moments per parameter, or empty
+  // before the first step; `step` gets AdamW's step count.
+  absl::StatusOr<std::vector<std::pair<at::Tensor, at::Tensor>>> LocalMoments(
+      int64_t* step);
+
+  std::shared_ptr<models::MegatronGPTModel> model_;
+  std::shared_ptr<parallel::megatron::ParallelState> mpu_;
+  std::unique_ptr<Flat> flat_;
+  bool distributed_ = false;
+};
+
+}  // namespace verl::rl
+
+#endif  // VERL_RL_WORKERS_MEGATRON_TRAIN_STATE_H_

@@ -1,0 +1,271 @@
+// File: verl/rl/workers/testing/megatron_train_state_worker.cc
+//
+// Test worker for megatron_train_state_test, started as N ranks with
+// --tp=T (dp = N / T). Every rank builds the same single-process CausalLM
+// (tiny Qwen2 with q/k/v bias, KV heads < heads) and trains it for 3 AdamW
+// steps with ReplicatedTrainState on one process (the reference: loss =
+// mean -log p of all tokens of a fixed packed batch, grad_clip low enough
+// that clipping acts). The ranks then train MegatronTrainState (sequence
+// parallel, distributed optimizer on or off per --distributed) on the same
+// batch, dp rank r taking its share of the sequences, and check:
+//   * the grad norm of each step equals the reference's (<= 1e-5 rel),
+//   * the parameters after each step, gathered to HF tensors, equal the
+//     reference's (<= 1e-5 rel),
+//   * the distributed optimizer holds 3 fp32 words (master, exp_avg,
+//     exp_avg_sq) per element of its dp range only: ceil(local/dp),
+//   * exact resume: the shard saved after step 2 loaded into a fresh state
+//     (model from the initial weights) gives, after step 3, the same
+//     parameters bit for bit as the uninterrupted state.
+// Prints "rank R: OK ..." or "rank R FAILED: ..." and exits non-zero on a
+// failure.
+#include <ATen/ATen.h>
+
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "verl/core/status.h"
+#include "verl/models/decoder.h"
+#include "verl/models/logprob.h"
+#include "verl/models/megatron_gpt.h"
+#include "verl/models/megatron_weights.h"
+#include "verl/parallel/distributed.h"
+#include "verl/parallel/megatron/parallel_state.h"
+#include "verl/parallel/megatron/test_compare.h"
+#include "verl/parallel/megatron/vocab_parallel.h"
+#include "verl/rl/workers/megatron_train_state.h"
+#include "verl/rl/workers/train_state.h"
+
+ABSL_FLAG(int, tp, 2, "tensor-parallel size");
+ABSL_FLAG(bool, distributed, true, "use_distributed_optimizer");
+
+namespace verl::rl {
+namespace {
+
+namespace mg = parallel::megatron;
+
+constexpr double kTol = 1e-5;
+constexpr int kSteps = 3;
+
+models::ModelConfig TinyConfig() {
+  models::ModelConfig c;
+  c.architecture = "Qwen2ForCausalLM";
+  c.model_type = "qwen2";
+  c.vocab_size = 37;
+  c.hidden_size = 32;
+  c.intermediate_size = 48;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 8;
+  c.attention_bias = true;
+  c.rope_theta = 10000.0;
+  return c;
+}
+
+OptimizerOptions Adam() {
+  OptimizerOptions o;
+  o.lr = 1e-2;
+  o.weight_decay = 0.1;
+  o.grad_clip = 0.5;  // below the norms: every step clips
+  // The k_proj bias gradient is zero up to rounding (softmax ignores a
+  // shift of every key); with AdamW's default eps its update would be
+  // lr * sign(rounding noise). A larger eps keeps such updates negligible.
+  o.eps = 1e-4;
+  return o;
+}
+
+// A packed batch of 4 sequences; dp rank r of d takes sequences
+// [r*4/d, (r+1)*4/d).
+struct Packed {
+  at::Tensor ids, pos, labels;
+  std::vector<int64_t> cu;
+};
+
+Packed Sequences(int rank, int world, const models::ModelConfig& config) {
+  const std::vector<int64_t> lens = {5, 7, 6, 4};
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(3);
+  std::vector<at::Tensor> ids, labels, pos;
+  Packed p;
+  p.cu = {0};
+  const int per = static_cast<int>(lens.size()) / world;
+  for (size_t s = 0; s < lens.size(); ++s) {
+    at::Tensor i = at::randint(config.vocab_size, {lens[s]}, gen, at::kLong);
+    at::Tensor l = at::randint(config.vocab_size, {lens[s]}, gen, at::kLong);
+    if (static_cast<int>(s) / per != rank) continue;
+    ids.push_back(i);
+    labels.push_back(l);
+    pos.push_back(at::arange(lens[s], at::kLong));
+    p.cu.push_back(p.cu.back() + lens[s]);
+  }
+  p.ids = at::cat(ids);
+  p.labels = at::cat(labels);
+  p.pos = at::cat(pos);
+  return p;
+}
+
+constexpr int64_t kTotalTokens = 5 + 7 + 6 + 4;
+
+std::map<std::string, at::Tensor> Params(const torch::nn::Module& m) {
+  std::map<std::string, at::Tensor> out;
+  for (const auto& item : m.named_parameters()) {
+    out[item.key()] = item.value().detach().clone();
+  }
+  return out;
+}
+
+// One training step of the megatron model on this dp rank's rows: the
+// loss is the global token mean (x dp, as gradients are dp-averaged).
+absl::StatusOr<double> MegatronStep(models::MegatronGPTModel& model,
+                                    MegatronTrainState& state,
+                                    const Packed& data, int dp) {
+  state.ZeroGrad();
+  at::Tensor logits = model.Forward(data.ids, data.pos, data.cu);
+  mg::VocabParallelOutput out = mg::VocabParallelLogProbsAndEntropy(
+      logits, data.labels, model.config().vocab_size, model.tp(), 1.0,
+      /*with_entropy=*/false);
+  (-out.log_probs.sum() * dp / kTotalTokens).backward();
+  return state.Step();
+}
+
+absl::Status Compare(const models::MegatronGPTModel& model,
+                     const std::map<std::string, at::Tensor>& want,
+                     const std::string& tag, mg::Comparer& cmp) {
+  for (int64_t l = models::kMegatronRootStage;
+       l < model.config().num_hidden_layers; ++l) {
+    for (const auto& [name, t] : models::GatherHfTensors(model, l)) {
+      VERL_RETURN_IF_ERROR(cmp.Expect(tag + name, t, want.at(name)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Run(const std::shared_ptr<mg::ParallelState>& mpu,
+                 bool distributed, mg::Comparer& cmp) {
+  const models::ModelConfig config = TinyConfig();
+  // Reference: one process, the whole batch.
+  std::shared_ptr<models::CausalLM> ref =
+      models::CreateModel(config, /*seed=*/1, 0.1);
+  const std::map<std::string, at::Tensor> initial = Params(*ref);
+  const Packed all = Sequences(0, 1, config);
+  ReplicatedTrainState ref_state(NamedParameters(*ref), Adam(), nullptr);
+  std::vector<double> ref_norms;
+  std::vector<std::map<std::string, at::Tensor>> ref_params;
+  for (int s = 0; s < kSteps; ++s) {
+    ref_state.ZeroGrad();
+    models::ForwardOutput f = ref->ForwardPacked(all.ids, all.pos, all.cu);
+    models::LogProbEntropy lp =
+        models::LogProbsAndEntropy(f.logits, all.labels, 1.0, false);
+    (-lp.log_probs.sum() / kTotalTokens).backward();
+    VERL_ASSIGN_OR_RETURN(double norm, ref_state.Step());
+    ref_norms.push_back(norm);
+    ref_params.push_back(Params(*ref));
+  }
+  if (!(ref_norms[0] > Adam().grad_clip)) {
+    return absl::InternalError("reference norm too small to clip");
+  }
+
+  models::MegatronModelOptions options;
+  options.sequence_parallel = mpu->tp_size() > 1;
+  options.make_vocab_size_divisible_by = 4;
+  auto build = [&]()
+      -> absl::StatusOr<std::pair<std::shared_ptr<models::MegatronGPTModel>,
+                                  std::unique_ptr<MegatronTrainState>>> {
+    auto model =
+        std::make_shared<models::MegatronGPTModel>(config, options, mpu);
+    VERL_RETURN_IF_ERROR(models::LoadMegatronFromHf(
+        models::HfSourceFromMap(initial), model.get()));
+    VERL_ASSIGN_OR_RETURN(auto state, MegatronTrainState::Create(
+                                          model, mpu, Adam(), distributed));
+    return std::make_pair(model, std::move(state));
+  };
+  VERL_ASSIGN_OR_RETURN(auto run, build());
+  models::MegatronGPTModel& model = *run.first;
+  MegatronTrainState& state = *run.second;
+  const int dp = mpu->dp()->size();
+  const Packed mine = Sequences(mpu->dp_rank(), dp, config);
+  const std::string mode = distributed ? "distopt " : "ddp ";
+  TrainStateShard saved;
+  for (int s = 0; s < kSteps; ++s) {
+    VERL_ASSIGN_OR_RETURN(double norm, MegatronStep(model, state, mine, dp));
+    const std::string tag = absl::StrCat(mode, "step ", s + 1, " ");
+    VERL_RETURN_IF_ERROR(cmp.Expect(tag + "grad norm",
+                                    at::scalar_tensor(norm, at::kDouble),
+                                    at::scalar_tensor(ref_norms[s])));
+    VERL_RETURN_IF_ERROR(Compare(model, ref_params[s], tag, cmp));
+    if (s == 1) {
+      VERL_ASSIGN_OR_RETURN(saved, state.SaveShard());
+    }
+  }
+
+  // The distributed optimizer's state is this rank's dp range only.
+  int64_t local = 0;
+  for (const auto& p : model.parameters()) local += p.numel();
+  const int64_t range = (local + dp - 1) / dp;
+  const int64_t want_bytes = (distributed ? 3 * range : 2 * local) * 4;
+  if (state.OptimizerStateBytes() != want_bytes) {
+    return absl::InternalError(absl::StrCat(
+        mode, "optimizer bytes ", state.OptimizerStateBytes(), ", expected ",
+        want_bytes, " (", local, " local parameters, dp ", dp, ")"));
+  }
+
+  // Exact resume from the step-2 shard.
+  VERL_ASSIGN_OR_RETURN(auto resumed, build());
+  VERL_RETURN_IF_ERROR(resumed.second->LoadShard(saved, TrainStateLoadParts{}));
+  if (resumed.second->schedule_step() != state.schedule_step()) {
+    return absl::InternalError("resumed schedule step differs");
+  }
+  // Replay step 3 on the resumed state; the original already took it.
+  VERL_ASSIGN_OR_RETURN(
+      double norm, MegatronStep(*resumed.first, *resumed.second, mine, dp));
+  VERL_RETURN_IF_ERROR(cmp.Expect(mode + "resumed grad norm",
+                                  at::scalar_tensor(norm, at::kDouble),
+                                  at::scalar_tensor(ref_norms[2])));
+  auto a = model.named_parameters();
+  for (const auto& item : resumed.first->named_parameters()) {
+    if (!at::equal(item.value(), a[item.key()])) {
+      return absl::InternalError(
+          absl::StrCat(mode, "resumed run differs at ", item.key()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+int Main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  absl::StatusOr<parallel::DistributedContext> dist =
+      parallel::InitDistributed();
+  if (!dist.ok()) {
+    std::cerr << "init failed: " << dist.status() << "\n";
+    return 1;
+  }
+  const int rank = dist->env.rank;
+  mg::ModelParallelSizes sizes;
+  sizes.tp = absl::GetFlag(FLAGS_tp);
+  absl::StatusOr<std::shared_ptr<mg::ParallelState>> mpu =
+      mg::ParallelState::Initialize(dist->world, sizes);
+  if (!mpu.ok()) {
+    std::cout << "rank " << rank << " FAILED: " << mpu.status() << std::endl;
+    return 1;
+  }
+  mg::Comparer cmp(kTol);
+  absl::Status s = Run(*mpu, absl::GetFlag(FLAGS_distributed), cmp);
+  if (!s.ok()) {
+    std::cout << "rank " << rank << " FAILED: " << s << std::endl;
+    return 1;
+  }
+  std::cout << "rank " << rank << ": OK (tp " << (*mpu)->tp_size() << ", dp "
+            << (*mpu)->dp()->size() << ", max rel err " << cmp.worst()
+            << " at '" << cmp.worst_name() << "')" << std::endl;
+  return 0;
+}
+
+}  // namespace
+}  // namespace verl::rl
+
+int main(int argc, char** argv) { return verl::rl::Main(argc, argv); }
