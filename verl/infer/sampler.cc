@@ -83,12 +83,17 @@ class RowSoftmax {
     return std::exp(static_cast<double>((x_[t] - max_) * inv_t_));
   }
   // The first maximum of the row (greedy): only its chunk is searched.
+  // NaN logits compare equal to nothing: token 0 rather than an index past
+  // the vocabulary.
   int64_t ArgMax() const {
     const int64_t c =
         std::find(s_->chunk_max.begin(), s_->chunk_max.end(), max_) -
         s_->chunk_max.begin();
+    if (c >= nch_) return 0;
     const float* lo = x_ + c * kChunk;
-    return std::find(lo, x_ + std::min(vocab_, (c + 1) * kChunk), max_) - x_;
+    const int64_t t =
+        std::find(lo, x_ + std::min(vocab_, (c + 1) * kChunk), max_) - x_;
+    return t < vocab_ ? t : 0;
   }
   // Inverse-CDF draw over the whole vocabulary in index order: whole chunks
   // are skipped by their mass; exp is evaluated inside one chunk only.

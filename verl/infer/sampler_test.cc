@@ -159,6 +159,25 @@ TEST(SamplerTest, GreedyAndTopKOneAgreeAndLogProbsAreTemperatureScaled) {
   EXPECT_TRUE(zero.greedy());
 }
 
+// NaN logits (a diverged model) never yield a token outside the vocabulary.
+TEST(SamplerTest, NanLogitsStayInsideTheVocabulary) {
+  const int64_t v = 1000;
+  at::Tensor logits = at::randn({3, v});
+  logits[0].fill_(std::nanf(""));
+  logits[1][700] = std::nanf("");
+  logits[2].fill_(std::nanf(""));
+  SamplingParams greedy;
+  greedy.do_sample = false;
+  SamplingParams sampled;
+  SeqRng rng = MakeSequenceRng(1, 0);
+  auto out = SampleTokens(
+      logits, {{&greedy, nullptr}, {&greedy, nullptr}, {&sampled, &rng}});
+  for (const SampledToken& t : out) {
+    EXPECT_GE(t.token, 0);
+    EXPECT_LT(t.token, v);
+  }
+}
+
 // HF RepetitionPenaltyLogitsProcessor / vLLM: a seen token's logit l becomes
 // l / penalty when l > 0, else l * penalty (once, however often it was seen).
 TEST(SamplerTest, RepetitionPenaltyMatchesHfDefinition) {
