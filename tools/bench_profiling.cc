@@ -29,7 +29,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
-#include "verl/rl/trainer/config.h"
+#include "verl/rl/trainer/config/config.h"
 #include "verl/rl/trainer/ppo_trainer.h"
 
 ABSL_FLAG(int, rounds, 3, "Interleaved rounds per mode.");

@@ -14,7 +14,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
-#include "verl/ckpt/gguf.h"
+#include "verl/ckpt/gguf/gguf.h"
 #include "verl/core/status.h"
 #include "verl/models/gguf_export.h"
 

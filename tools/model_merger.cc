@@ -24,7 +24,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "verl/ckpt/gguf.h"
+#include "verl/ckpt/gguf/gguf.h"
 #include "verl/ckpt/merger/checkpoint_merger.h"
 #include "verl/core/main_guard.h"
 #include "verl/models/gguf_export.h"

@@ -15,7 +15,7 @@
 
 #include "glog/logging.h"
 #include "verl/ckpt/checkpoint_manager.h"
-#include "verl/ckpt/gguf.h"
+#include "verl/ckpt/gguf/gguf.h"
 #include "verl/ckpt/merger/checkpoint_merger.h"
 #include "verl/ckpt/safetensors_sharded.h"
 #include "verl/core/file_util.h"

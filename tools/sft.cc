@@ -16,7 +16,7 @@
 #include "verl/parallel/distributed.h"
 #include "verl/parallel/launcher.h"
 #include "verl/parallel/launcher_flags.h"
-#include "verl/rl/trainer/sft_config.h"
+#include "verl/rl/trainer/config/sft_config.h"
 #include "verl/rl/trainer/sft_trainer.h"
 
 ABSL_FLAG(bool, print_config, false,

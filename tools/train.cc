@@ -21,7 +21,7 @@
 #include "verl/core/main_guard.h"
 #include "verl/parallel/launcher.h"
 #include "verl/parallel/launcher_flags.h"
-#include "verl/rl/trainer/config.h"
+#include "verl/rl/trainer/config/config.h"
 #include "verl/rl/trainer/train_main.h"
 
 ABSL_FLAG(bool, print_config, false,

@@ -18,7 +18,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "verl/ckpt/gguf.h"
+#include "verl/ckpt/gguf/gguf.h"
 
 namespace verl::models {
 

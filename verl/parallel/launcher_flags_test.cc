@@ -8,9 +8,12 @@
 
 #include "absl/flags/parse.h"
 #include "gtest/gtest.h"
+#include "verl/core/test_util.h"
 
 namespace verl::parallel {
 namespace {
+
+using ::verl::core::testing::StatusIs;
 
 // What a trainer passes: its config's worker and node counts.
 LaunchFlagDefaults TrainerDefaults(int n_gpus_per_node, int nnodes) {
@@ -81,7 +84,9 @@ TEST(LaunchFlagsTest, ProcessCountsHaveOneSourceOfTruth) {
   nodes.nnodes_set = true;
   nodes.n_gpus_per_node = 1;
   nodes.n_gpus_per_node_set = true;
-  EXPECT_FALSE(ReconcileProcessCounts(std::nullopt, 3, 2, &nodes).ok());
+  EXPECT_THAT(ReconcileProcessCounts(std::nullopt, 3, 2, &nodes),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--nnodes=3 disagrees with trainer.nnodes="));
   // An explicit config value is respected even beyond the core count.
   TrainerProcessCounts explicit_four;
   explicit_four.n_gpus_per_node = 4;

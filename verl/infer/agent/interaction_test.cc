@@ -57,7 +57,8 @@ TEST(InteractionConfigTest, MalformedFilesNameTheProblem) {
                 StatusIs(absl::StatusCode::kInvalidArgument, c.want))
         << c.yaml;
   }
-  EXPECT_FALSE(LoadInteractionConfig("/nonexistent/i.yaml").ok());
+  EXPECT_THAT(LoadInteractionConfig("/nonexistent/i.yaml"),
+              StatusIs(absl::StatusCode::kNotFound, "/nonexistent/i.yaml"));
 }
 
 }  // namespace

@@ -8,12 +8,14 @@
 
 #include <cmath>
 
+#include "verl/core/test_util.h"
 #include "verl/rl/algos/testing/rl_test_util.h"
 
 namespace verl::rl {
 namespace {
 
 using testing::Mat;
+using ::verl::core::testing::StatusIs;
 
 // B=3, prompt width 2, T=3. Prompt lengths 2,1,2; response lengths 3,0,1.
 DataMetricsInputs Batch() {
@@ -54,7 +56,9 @@ TEST(DataMetricsTest, VerlKeysAndValues) {
   EXPECT_DOUBLE_EQ((*ComputeDataMetrics(in, false))["num_turns/mean"], 2.0);
   EXPECT_EQ(ComputeDataMetrics(in, false)->count("critic/values/mean"), 0u);
   in.attention_mask.slice(1, 2).zero_();
-  EXPECT_FALSE(ComputeDataMetrics(in, false).ok());
+  EXPECT_THAT(ComputeDataMetrics(in, false),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "every sample in the batch was aborted"));
 }
 
 TEST(TimingMetricsTest, PerTokenRules) {
@@ -229,7 +233,9 @@ TEST(ValidationMetricsTest, SingleResponseAndErrors) {
   EXPECT_DOUBLE_EQ(m.at("val-core/openai/gsm8k/reward/mean@1"), 0.5);
   EXPECT_EQ(m.size(), 1u);
   s.numeric["reward"] = {1};
-  EXPECT_FALSE(ComputeValidationMetrics(s).ok());
+  EXPECT_THAT(ComputeValidationMetrics(s),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "variable 'reward' has 1 values for 2 samples"));
 }
 
 }  // namespace

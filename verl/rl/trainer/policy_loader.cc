@@ -7,8 +7,8 @@
 
 #include "verl/core/status.h"
 #include "verl/models/hf_checkpoint.h"
-#include "verl/models/megatron_options.h"
-#include "verl/models/megatron_weights.h"
+#include "verl/models/megatron/megatron_options.h"
+#include "verl/models/megatron/megatron_weights.h"
 #include "verl/models/presets.h"
 #include "verl/models/tokenizer/tokenizer_builtin.h"
 #include "verl/rl/workers/fsdp_train_state.h"

@@ -14,14 +14,14 @@
 
 #include "absl/status/statusor.h"
 #include "verl/models/decoder.h"
-#include "verl/models/megatron_gpt.h"
+#include "verl/models/megatron/megatron_gpt.h"
 #include "verl/models/model_settings.pb.h"
 #include "verl/models/tokenizer/tokenizer.h"
 #include "verl/parallel/fsdp_config.pb.h"
 #include "verl/parallel/megatron/megatron_config.pb.h"
 #include "verl/parallel/megatron/parallel_state.h"
 #include "verl/parallel/process_group.h"
-#include "verl/rl/trainer/config.pb.h"
+#include "verl/rl/trainer/config/config.pb.h"
 #include "verl/rl/workers/train_state.h"
 
 namespace verl::rl {

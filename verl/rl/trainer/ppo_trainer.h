@@ -18,7 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "verl/parallel/process_group.h"
-#include "verl/rl/trainer/config.pb.h"
+#include "verl/rl/trainer/config/config.pb.h"
 
 namespace verl::rl {
 

@@ -31,7 +31,7 @@
 #include "verl/rl/data/prompt_encoder.h"
 #include "verl/rl/data/rl_dataset.h"
 #include "verl/rl/rewards/reward_manager.h"
-#include "verl/rl/trainer/config.pb.h"
+#include "verl/rl/trainer/config/config.pb.h"
 #include "verl/rl/trainer/ppo_trainer.h"
 #include "verl/rl/trainer/trainer_checkpoint.h"
 #include "verl/rl/trainer/trainer_profiling.h"

@@ -18,7 +18,7 @@
 #include "verl/models/hf_checkpoint.h"
 #include "verl/models/presets.h"
 #include "verl/models/tokenizer/tokenizer_builtin.h"
-#include "verl/rl/trainer/config.h"
+#include "verl/rl/trainer/config/config.h"
 #include "verl/rl/trainer/testing/ppo_trainer_testutil.h"
 
 namespace verl::rl {

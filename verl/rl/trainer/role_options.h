@@ -20,7 +20,7 @@
 #include "verl/parallel/ulysses.h"
 #include "verl/rl/algos/rollout_correction.h"
 #include "verl/rl/rewards/reward_manager.h"
-#include "verl/rl/trainer/config.pb.h"
+#include "verl/rl/trainer/config/config.pb.h"
 #include "verl/rl/workers/actor.h"
 #include "verl/rl/workers/critic.h"
 #include "verl/rl/workers/ppo_update.h"

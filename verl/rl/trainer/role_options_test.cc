@@ -6,7 +6,7 @@
 #include "verl/core/test_util.h"
 #include "verl/infer/rollout_options.h"
 #include "verl/parallel/process_group.h"
-#include "verl/rl/trainer/config.h"
+#include "verl/rl/trainer/config/config.h"
 
 namespace verl::rl {
 namespace {

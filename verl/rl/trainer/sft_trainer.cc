@@ -25,7 +25,7 @@
 #include "verl/models/padding.h"
 #include "verl/models/presets.h"
 #include "verl/models/tokenizer/tokenizer_builtin.h"
-#include "verl/rl/trainer/sft_config.h"
+#include "verl/rl/trainer/config/sft_config.h"
 #include "verl/rl/workers/ppo_update.h"
 
 namespace verl::rl {

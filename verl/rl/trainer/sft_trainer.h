@@ -30,7 +30,7 @@
 #include "verl/parallel/process_group.h"
 #include "verl/profiler/tracking.h"
 #include "verl/rl/data/sft_dataset.h"
-#include "verl/rl/trainer/sft_config.pb.h"
+#include "verl/rl/trainer/config/sft_config.pb.h"
 #include "verl/rl/workers/train_state.h"
 
 namespace verl::rl {

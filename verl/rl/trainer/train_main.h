@@ -5,7 +5,7 @@
 #ifndef VERL_RL_TRAINER_TRAIN_MAIN_H_
 #define VERL_RL_TRAINER_TRAIN_MAIN_H_
 
-#include "verl/rl/trainer/config.pb.h"
+#include "verl/rl/trainer/config/config.pb.h"
 
 namespace verl::rl {
 

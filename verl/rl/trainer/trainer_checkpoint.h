@@ -38,7 +38,7 @@
 #include "verl/ckpt/checkpoint_manager.h"
 #include "verl/parallel/process_group.h"
 #include "verl/rl/data/rl_dataset.h"
-#include "verl/rl/trainer/config.pb.h"
+#include "verl/rl/trainer/config/config.pb.h"
 #include "verl/rl/workers/train_state.h"
 
 namespace verl::models {

@@ -48,7 +48,7 @@
 #include "verl/profiler/flops_counter.h"
 #include "verl/profiler/memory_profiler.h"
 #include "verl/profiler/profile_scope.h"
-#include "verl/rl/trainer/config.pb.h"
+#include "verl/rl/trainer/config/config.pb.h"
 #include "verl/rl/trainer/metrics.h"
 
 namespace verl::rl {

@@ -20,7 +20,7 @@
 #include "verl/profiler/memory_tracker.h"
 #include "verl/profiler/tensorboard.pb.h"
 #include "verl/profiler/timeline.h"
-#include "verl/rl/trainer/config.h"
+#include "verl/rl/trainer/config/config.h"
 #include "verl/rl/trainer/ppo_trainer.h"
 #include "verl/rl/trainer/testing/ppo_trainer_testutil.h"
 

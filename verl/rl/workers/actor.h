@@ -36,7 +36,7 @@
 #include "absl/status/statusor.h"
 #include "verl/core/batch.h"
 #include "verl/models/decoder.h"
-#include "verl/models/megatron_gpt.h"
+#include "verl/models/megatron/megatron_gpt.h"
 #include "verl/parallel/process_group.h"
 #include "verl/rl/algos/flowrl.h"
 #include "verl/rl/algos/policy_loss.h"

@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
-#include "verl/models/megatron_weights.h"
+#include "verl/models/megatron/megatron_weights.h"
 #include "verl/parallel/megatron/tp_layers.h"
 
 namespace verl::rl {

@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "verl/models/megatron_gpt.h"
+#include "verl/models/megatron/megatron_gpt.h"
 #include "verl/parallel/megatron/parallel_state.h"
 #include "verl/rl/workers/train_state.h"
 

@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "verl/core/batch.h"
 #include "verl/models/decoder.h"
-#include "verl/models/megatron_gpt.h"
+#include "verl/models/megatron/megatron_gpt.h"
 #include "verl/models/padding.h"
 #include "verl/parallel/process_group.h"
 #include "verl/rl/workers/ppo_update.h"

@@ -298,7 +298,10 @@ TEST(DefaultComputeScoreTest, Dispatch) {
                           json{{"k", 7}, {"lo", 14}, {"hi", "42"}},
                           json{{"k", 0}, {"lo", 14}, {"hi", 42}},
                           json{{"k", 5}, {"lo", 11}, {"hi", 14}}}) {
-    EXPECT_FALSE(DefaultComputeScore("multiples", "14", bad).ok()) << bad;
+    // Malformed ground truths and questions with no valid answer alike.
+    EXPECT_THAT(DefaultComputeScore("multiples", "14", bad),
+                StatusIs(absl::StatusCode::kInvalidArgument, "expected"))
+        << bad;
   }
   EXPECT_THAT(
       DefaultComputeScore("searchR1_nq", "x", json("paris")),
@@ -345,9 +348,13 @@ TEST(MultiplesTest, TargetIsRewardNormalised) {
   EXPECT_EQ(loose.back().first, 20);
   EXPECT_TRUE(MultiplesTarget({5, 11, 14}).empty());
   EXPECT_TRUE(ValidateMultiplesQuestion({4, 10, 22}).ok());
-  EXPECT_FALSE(ValidateMultiplesQuestion({5, 11, 14}).ok());
-  EXPECT_FALSE(ValidateMultiplesQuestion({0, 0, 10}).ok());
-  EXPECT_FALSE(ValidateMultiplesQuestion({3, 12, 9}).ok());
+  for (const MultiplesQuestion& bad :
+       std::vector<MultiplesQuestion>{{5, 11, 14}, {0, 0, 10}, {3, 12, 9}}) {
+    EXPECT_THAT(ValidateMultiplesQuestion(bad),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         "expected k >= 1, 0 <= lo <= hi and a multiple of k"))
+        << bad.k << " " << bad.lo << " " << bad.hi;
+  }
 }
 
 // Malformed model output (random bytes over a LaTeX/number-heavy alphabet,

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
-#include "verl/rl/trainer/config.h"
+#include "verl/rl/trainer/config/config.h"
 #include "verl/rl/trainer/testing/ppo_trainer_testutil.h"
 
 namespace verl::rl {

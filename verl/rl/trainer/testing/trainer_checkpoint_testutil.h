@@ -11,7 +11,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "verl/rl/trainer/config.pb.h"
+#include "verl/rl/trainer/config/config.pb.h"
 
 namespace verl::rl {
 

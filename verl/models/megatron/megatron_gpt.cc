@@ -1,5 +1,5 @@
-// File: verl/models/megatron_gpt.cc
-#include "verl/models/megatron_gpt.h"
+// File: verl/models/megatron/megatron_gpt.cc
+#include "verl/models/megatron/megatron_gpt.h"
 
 #include <ATen/ATen.h>
 #include <glog/logging.h>

@@ -1,5 +1,5 @@
-// File: verl/ckpt/gguf.cc
-#include "verl/ckpt/gguf.h"
+// File: verl/ckpt/gguf/gguf.cc
+#include "verl/ckpt/gguf/gguf.h"
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>

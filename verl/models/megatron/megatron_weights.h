@@ -1,4 +1,4 @@
-// File: verl/models/megatron_weights.h
+// File: verl/models/megatron/megatron_weights.h
 //
 // HF weights in, Megatron tensor-parallel shards out: each rank builds only
 // its slices of every MegatronGPTModel parameter from HF-named full tensors
@@ -24,7 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "verl/models/megatron_gpt.h"
+#include "verl/models/megatron/megatron_gpt.h"
 
 namespace verl::models {
 

@@ -1,5 +1,5 @@
-// File: verl/rl/trainer/config_keys.cc
-#include "verl/rl/trainer/config_keys.h"
+// File: verl/rl/trainer/config/config_keys.cc
+#include "verl/rl/trainer/config/config_keys.h"
 
 #include <map>
 #include <string>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "verl/core/config_loader.h"
-#include "verl/rl/trainer/config.h"
+#include "verl/rl/trainer/config/config.h"
 
 namespace verl::rl {
 namespace {

@@ -1,5 +1,5 @@
-// File: verl/rl/trainer/config_test.cc
-#include "verl/rl/trainer/config.h"
+// File: verl/rl/trainer/config/config_test.cc
+#include "verl/rl/trainer/config/config.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -15,7 +15,7 @@
 #include "verl/core/cli.h"
 #include "verl/core/config_loader.h"
 #include "verl/core/test_util.h"
-#include "verl/rl/trainer/sft_config.h"
+#include "verl/rl/trainer/config/sft_config.h"
 
 namespace verl::rl {
 namespace {

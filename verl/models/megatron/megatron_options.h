@@ -1,4 +1,4 @@
-// File: verl/models/megatron_options.h
+// File: verl/models/megatron/megatron_options.h
 //
 // verl's `<role>.megatron.*` keys (megatron_config.proto) -> Megatron's
 // parallel sizes and the tensor-parallel model's options. What this backend
@@ -15,7 +15,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "verl/models/megatron_gpt.h"
+#include "verl/models/megatron/megatron_gpt.h"
 #include "verl/parallel/megatron/megatron_config.pb.h"
 #include "verl/parallel/megatron/parallel_state.h"
 

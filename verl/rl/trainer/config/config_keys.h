@@ -1,4 +1,4 @@
-// File: verl/rl/trainer/config_keys.h
+// File: verl/rl/trainer/config/config_keys.h
 //
 // What the trainer does with each key of its configuration tree, so that no
 // key is accepted and then silently ignored: every leaf of PpoTrainerConfig
@@ -16,7 +16,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "verl/rl/trainer/config.pb.h"
+#include "verl/rl/trainer/config/config.pb.h"
 
 namespace verl::rl {
 
@@ -30,7 +30,7 @@ struct KeyRule {
   const char* reason;  // why it has no effect / is not served
 };
 
-// The table (verl/rl/trainer/config_keys.cc).
+// The table (verl/rl/trainer/config/config_keys.cc).
 absl::Span<const KeyRule> PpoKeyRules();
 
 // The most specific rule matching dotted leaf `key` (literal prefixes beat

@@ -1,9 +1,9 @@
-// File: verl/rl/trainer/config_keys_test.cc
+// File: verl/rl/trainer/config/config_keys_test.cc
 //
 // No key is accepted and then ignored: every leaf of the trainer's schema
 // is classified (served / no effect / not served), every rule matches a key,
 // and start-up validation refuses not-served values with their reason.
-#include "verl/rl/trainer/config_keys.h"
+#include "verl/rl/trainer/config/config_keys.h"
 
 #include <set>
 #include <string>
@@ -11,7 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "verl/core/config_loader.h"
-#include "verl/rl/trainer/config.h"
+#include "verl/rl/trainer/config/config.h"
 
 namespace verl::rl {
 namespace {

@@ -1,4 +1,4 @@
-// File: verl/models/megatron_gpt_test.cc
+// File: verl/models/megatron/megatron_gpt_test.cc
 //
 // The tensor-parallel decoder against the single-process one: runs
 // :megatron_gpt_worker as tp = 2 and tp = 4 processes over loopback, each
@@ -8,7 +8,7 @@
 // logits, log-probs, entropy (values for the critic cases) and every
 // parameter gradient to 1e-5 relative and
 // exits non-zero on a mismatch. Option validation is checked in-process.
-#include "verl/models/megatron_gpt.h"
+#include "verl/models/megatron/megatron_gpt.h"
 
 #include <string>
 #include <vector>
@@ -24,8 +24,8 @@ namespace {
 using core::testing::StatusIs;
 
 int RunWorker(int nproc, const std::vector<std::string>& args) {
-  return parallel::RunTestWorker("verl/models/megatron_gpt_worker", nproc,
-                                 args);
+  return parallel::RunTestWorker("verl/models/megatron/megatron_gpt_worker",
+                                 nproc, args);
 }
 
 TEST(MegatronGptTest, Tp2MatchesSingleProcess) {

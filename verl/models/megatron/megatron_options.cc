@@ -1,5 +1,5 @@
-// File: verl/models/megatron_options.cc
-#include "verl/models/megatron_options.h"
+// File: verl/models/megatron/megatron_options.cc
+#include "verl/models/megatron/megatron_options.h"
 
 #include <vector>
 

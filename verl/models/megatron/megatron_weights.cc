@@ -1,5 +1,5 @@
-// File: verl/models/megatron_weights.cc
-#include "verl/models/megatron_weights.h"
+// File: verl/models/megatron/megatron_weights.cc
+#include "verl/models/megatron/megatron_weights.h"
 
 #include <ATen/ATen.h>
 

@@ -1,4 +1,4 @@
-// File: verl/ckpt/gguf.h
+// File: verl/ckpt/gguf/gguf.h
 //
 // GGUF v3, llama.cpp's model file (ggml/docs/gguf.md): a header, typed
 // metadata key/values, tensor infos, then the tensor data, each tensor at an

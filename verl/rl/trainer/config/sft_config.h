@@ -1,8 +1,9 @@
-// File: verl/rl/trainer/sft_config.h
+// File: verl/rl/trainer/config/sft_config.h
 //
 // Loading the SFT trainer's configuration (SftTrainerConfig,
-// verl/rl/trainer/sft_config.proto) the same way as the PPO trainer's: verl's
-// defaults, the user's text-proto file, dotted overrides, interpolations.
+// verl/rl/trainer/config/sft_config.proto) the same way as the PPO trainer's:
+// verl's defaults, the user's text-proto file, dotted overrides,
+// interpolations.
 #ifndef VERL_RL_TRAINER_SFT_CONFIG_H_
 #define VERL_RL_TRAINER_SFT_CONFIG_H_
 
@@ -10,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "verl/rl/trainer/sft_config.pb.h"
+#include "verl/rl/trainer/config/sft_config.pb.h"
 
 namespace verl::rl {
 

@@ -1,8 +1,9 @@
-// File: verl/rl/trainer/config.h
+// File: verl/rl/trainer/config/config.h
 //
 // Loading and resolving the PPO/GRPO trainer's configuration tree
-// (PpoTrainerConfig, verl/rl/trainer/config.proto): verl's defaults, then the
-// user's text-proto file, then dotted overrides, then verl's interpolations.
+// (PpoTrainerConfig, verl/rl/trainer/config/config.proto): verl's defaults,
+// then the user's text-proto file, then dotted overrides, then verl's
+// interpolations.
 #ifndef VERL_RL_TRAINER_CONFIG_H_
 #define VERL_RL_TRAINER_CONFIG_H_
 
@@ -10,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "verl/rl/trainer/config.pb.h"
+#include "verl/rl/trainer/config/config.pb.h"
 
 namespace verl::rl {
 

@@ -1,4 +1,4 @@
-// File: verl/models/megatron_gpt_worker.cc
+// File: verl/models/megatron/megatron_gpt_worker.cc
 //
 // Test worker for megatron_gpt_test, started as N ranks (tp = N) by the
 // launcher. For each case of --cases (names below) every rank builds the
@@ -35,8 +35,8 @@
 #include "verl/models/decoder.h"
 #include "verl/models/hf_checkpoint.h"
 #include "verl/models/logprob.h"
-#include "verl/models/megatron_gpt.h"
-#include "verl/models/megatron_weights.h"
+#include "verl/models/megatron/megatron_gpt.h"
+#include "verl/models/megatron/megatron_weights.h"
 #include "verl/parallel/distributed.h"
 #include "verl/parallel/megatron/parallel_state.h"
 #include "verl/parallel/megatron/test_compare.h"

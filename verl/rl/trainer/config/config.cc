@@ -1,5 +1,5 @@
-// File: verl/rl/trainer/config.cc
-#include "verl/rl/trainer/config.h"
+// File: verl/rl/trainer/config/config.cc
+#include "verl/rl/trainer/config/config.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,8 +16,8 @@
 #include "google/protobuf/message.h"
 #include "verl/core/config_loader.h"
 #include "verl/core/status.h"
-#include "verl/models/megatron_options.h"
-#include "verl/rl/trainer/config_keys.h"
+#include "verl/models/megatron/megatron_options.h"
+#include "verl/rl/trainer/config/config_keys.h"
 
 namespace verl::rl {
 namespace {
@@ -49,7 +49,7 @@ void InheritLoadContents(ckpt::CheckpointConfig* checkpoint) {
 
 const std::string& PpoTrainerDefaultsText() {
   static const std::string* const kText = new std::string(
-#include "verl/rl/trainer/ppo_trainer_defaults.inc"
+#include "verl/rl/trainer/config/ppo_trainer_defaults.inc"
   );
   return *kText;
 }
@@ -64,7 +64,8 @@ absl::StatusOr<PpoTrainerConfig> LoadPpoTrainerConfig(
     const std::string& config_file, const std::vector<std::string>& overrides) {
   core::ConfigSources sources;
   sources.defaults_text = PpoTrainerDefaultsText();
-  sources.defaults_name = "verl/rl/trainer/ppo_trainer_defaults.textproto";
+  sources.defaults_name =
+      "verl/rl/trainer/config/ppo_trainer_defaults.textproto";
   sources.config_file = config_file;
   sources.overrides = overrides;
   PpoTrainerConfig config;

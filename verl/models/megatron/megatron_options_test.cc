@@ -1,8 +1,8 @@
-// File: verl/models/megatron_options_test.cc
+// File: verl/models/megatron/megatron_options_test.cc
 //
 // verl's megatron.* keys -> parallel sizes and model options, and the one-
 // line errors for keys this backend does not serve yet.
-#include "verl/models/megatron_options.h"
+#include "verl/models/megatron/megatron_options.h"
 
 #include <string>
 

@@ -1,8 +1,8 @@
-// File: verl/ckpt/gguf_test.cc
+// File: verl/ckpt/gguf/gguf_test.cc
 //
 // GGUF round trip for every type, q8_0 against a reference written from
 // ggml's definition, writer refusals, and a table of malformed files.
-#include "verl/ckpt/gguf.h"
+#include "verl/ckpt/gguf/gguf.h"
 
 #include <ATen/ATen.h>
 #include <gmock/gmock.h>

@@ -1,5 +1,5 @@
-// File: verl/rl/trainer/sft_config.cc
-#include "verl/rl/trainer/sft_config.h"
+// File: verl/rl/trainer/config/sft_config.cc
+#include "verl/rl/trainer/config/sft_config.h"
 
 #include "absl/strings/str_cat.h"
 #include "verl/core/config_loader.h"
@@ -9,7 +9,7 @@ namespace verl::rl {
 
 const std::string& SftTrainerDefaultsText() {
   static const std::string* const kText = new std::string(
-#include "verl/rl/trainer/sft_trainer_defaults.inc"
+#include "verl/rl/trainer/config/sft_trainer_defaults.inc"
   );
   return *kText;
 }
@@ -18,7 +18,8 @@ absl::StatusOr<SftTrainerConfig> LoadSftTrainerConfig(
     const std::string& config_file, const std::vector<std::string>& overrides) {
   core::ConfigSources sources;
   sources.defaults_text = SftTrainerDefaultsText();
-  sources.defaults_name = "verl/rl/trainer/sft_trainer_defaults.textproto";
+  sources.defaults_name =
+      "verl/rl/trainer/config/sft_trainer_defaults.textproto";
   sources.config_file = config_file;
   sources.overrides = overrides;
   SftTrainerConfig config;

@@ -1,4 +1,4 @@
-// File: verl/models/megatron_gpt.h
+// File: verl/models/megatron/megatron_gpt.h
 //
 // The decoder family (Llama, Qwen2/2.5, Qwen3; dense) built from Megatron's
 // tensor-parallel layers, with Megatron-core's module names (local spec):
