@@ -186,8 +186,9 @@ absl::Status CheckpointManager::SaveShard(int64_t step, const std::string& role,
   VERL_RETURN_IF_ERROR(SavePtTensorDict(
       Join(dir, RankFileName("model", rank, world_size)), shard.model));
   if (contents.count("optimizer")) {
-    VERL_RETURN_IF_ERROR(SavePtTensorDict(
-        Join(dir, RankFileName("optim", rank, world_size)), shard.optimizer));
+    VERL_RETURN_IF_ERROR(
+        SavePtOptimizer(Join(dir, RankFileName("optim", rank, world_size)),
+                        shard.optimizer_group, shard.optimizer));
   }
   if (contents.count("extra")) {
     VERL_RETURN_IF_ERROR(SavePtExtraState(
@@ -459,7 +460,8 @@ absl::StatusOr<RoleShard> CheckpointManager::LoadShard(
   if (contents.count("optimizer")) {
     VERL_ASSIGN_OR_RETURN(
         shard.optimizer,
-        LoadPtTensorDict(Join(dir, RankFileName("optim", rank, world_size))));
+        LoadPtOptimizer(Join(dir, RankFileName("optim", rank, world_size)),
+                        &shard.optimizer_group));
   }
   if (contents.count("extra")) {
     VERL_ASSIGN_OR_RETURN(

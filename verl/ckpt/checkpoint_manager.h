@@ -6,7 +6,8 @@
 //   {default_local_dir}/global_step_{N}/data.pt             dataloader state
 //   {default_local_dir}/global_step_{N}/{actor,critic}/
 //       model_world_size_{W}_rank_{R}.pt        {HF name: rank R's chunk}
-//       optim_world_size_{W}_rank_{R}.pt        {state name: tensor}
+//       optim_world_size_{W}_rank_{R}.pt        AdamW's state_dict() (state
+//                                               by index + param_groups)
 //       extra_state_world_size_{W}_rank_{R}.pt  lr scheduler, RNG, JSON
 //       fsdp_config.json                        world size + shard layout
 //       huggingface/  config.json, generation_config.json, tokenizer files,
@@ -82,8 +83,11 @@ struct CheckpointManagerOptions {
 
 // What one rank saves for one role.
 struct RoleShard {
-  std::map<std::string, at::Tensor> model;      // HF name -> this rank's chunk
-  std::map<std::string, at::Tensor> optimizer;  // state name -> tensor
+  std::map<std::string, at::Tensor> model;  // HF name -> this rank's chunk
+  // "<name>.exp_avg", "<name>.exp_avg_sq", "<name>.step" (see
+  // SavePtOptimizer); written with `optimizer_group` in torch's layout.
+  std::map<std::string, at::Tensor> optimizer;
+  OptimizerGroup optimizer_group;  // read back from the file on load
   ExtraState extra;
 };
 

@@ -54,7 +54,10 @@ std::vector<RoleSave> MakeRoleSaves(
   for (int r = 0; r < world; ++r) {
     out[r].shard.model = ShardStateDict(full, layout, r);
     for (const auto& [name, t] : out[r].shard.model) {
-      out[r].shard.optimizer["exp_avg." + name] = t.to(at::kFloat) * 0.5;
+      out[r].shard.optimizer_group.param_names.push_back(name);
+      out[r].shard.optimizer[name + ".exp_avg"] = t.to(at::kFloat) * 0.5;
+      out[r].shard.optimizer[name + ".exp_avg_sq"] = t.to(at::kFloat) * 0.25;
+      out[r].shard.optimizer[name + ".step"] = at::scalar_tensor(3, at::kLong);
     }
     out[r].shard.extra.lr_scheduler_step = 7;
     out[r].shard.extra.rng["cpu"] = CpuRngState();
@@ -166,6 +169,9 @@ TEST(CheckpointManagerTest, RoundTripBitIdentical) {
       for (const auto& [name, t] : saves[r].shard.optimizer) {
         EXPECT_TRUE(at::equal(shard->optimizer.at(name), t)) << name;
       }
+      EXPECT_EQ(shard->optimizer.size(), saves[r].shard.optimizer.size());
+      EXPECT_EQ(shard->optimizer_group.param_names,
+                saves[r].shard.optimizer_group.param_names);
       EXPECT_EQ(shard->extra.lr_scheduler_step, 7);
       EXPECT_EQ(shard->extra.user["rank"], r);
     }

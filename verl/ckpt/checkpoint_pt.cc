@@ -8,19 +8,20 @@
 #include <ATen/detail/CUDAHooksInterface.h>
 #endif
 #include <ATen/ops/empty.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <caffe2/serialize/inline_container.h>
 #include <fcntl.h>
 #include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <exception>
-#include <fstream>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -95,149 +96,11 @@ absl::Status SaveIValue(const std::string& path, const c10::IValue& value) {
                                                     : path.substr(0, slash));
 }
 
-uint64_t Le(absl::string_view b, size_t at, int bytes) {
-  uint64_t v = 0;
-  for (int i = bytes - 1; i >= 0; --i) {
-    v = (v << 8) | static_cast<unsigned char>(b[at + i]);
-  }
-  return v;
-}
-
-// Checks the zip structure of a .pt file and every record's CRC-32 (LibTorch's
-// reader skips CRC checks, so flipped bits would load silently).
-absl::Status VerifyZip(absl::string_view b, const std::string& path) {
-  auto corrupt = [&](const std::string& what) {
-    return absl::DataLossError(
-        absl::StrCat(path,
-                     ": not a readable PyTorch zip/pickle file (truncated or "
-                     "corrupted?): ",
-                     what));
-  };
-  if (b.size() < 22) return corrupt("file too short");
-  size_t eocd = std::string::npos;
-  const size_t lowest = b.size() > 65557 ? b.size() - 65557 : 0;
-  for (size_t i = b.size() - 22 + 1; i-- > lowest;) {
-    if (Le(b, i, 4) == 0x06054b50) {
-      eocd = i;
-      break;
-    }
-  }
-  if (eocd == std::string::npos)
-    return corrupt("no zip end-of-directory record");
-  uint64_t entries = Le(b, eocd + 10, 2);
-  uint64_t cd_offset = Le(b, eocd + 16, 4);
-  if (entries == 0xFFFF || cd_offset == 0xFFFFFFFF) {  // zip64
-    if (eocd < 20 || Le(b, eocd - 20, 4) != 0x07064b50) {
-      return corrupt("bad zip64 locator");
-    }
-    const uint64_t z = Le(b, eocd - 20 + 8, 8);
-    if (z + 56 > b.size() || Le(b, z, 4) != 0x06064b50) {
-      return corrupt("bad zip64 end record");
-    }
-    entries = Le(b, z + 32, 8);
-    cd_offset = Le(b, z + 48, 8);
-  }
-  size_t p = cd_offset;
-  for (uint64_t e = 0; e < entries; ++e) {
-    if (p + 46 > b.size() || Le(b, p, 4) != 0x02014b50) {
-      return corrupt("bad central directory");
-    }
-    const uint64_t method = Le(b, p + 10, 2);
-    const uint32_t crc = static_cast<uint32_t>(Le(b, p + 16, 4));
-    uint64_t size = Le(b, p + 24, 4);
-    const uint64_t name_len = Le(b, p + 28, 2), extra_len = Le(b, p + 30, 2),
-                   comment_len = Le(b, p + 32, 2);
-    uint64_t local = Le(b, p + 42, 4);
-    if (p + 46 + name_len + extra_len > b.size()) return corrupt("bad entry");
-    const std::string name(b.substr(p + 46, name_len));
-    // zip64 extra field: sizes / offset that did not fit 32 bits.
-    for (size_t x = p + 46 + name_len;
-         x + 4 <= p + 46 + name_len + extra_len;) {
-      const uint64_t id = Le(b, x, 2), len = Le(b, x + 2, 2);
-      if (id == 1) {
-        size_t q = x + 4;
-        if (size == 0xFFFFFFFF) {
-          size = Le(b, q, 8);
-          q += 8;
-        }
-        if (Le(b, p + 20, 4) == 0xFFFFFFFF) q += 8;
-        if (local == 0xFFFFFFFF) local = Le(b, q, 8);
-      }
-      x += 4 + len;
-    }
-    if (method != 0) return corrupt("compressed record " + name);
-    if (local + 30 > b.size() || Le(b, local, 4) != 0x04034b50) {
-      return corrupt("bad local header of " + name);
-    }
-    const uint64_t data =
-        local + 30 + Le(b, local + 26, 2) + Le(b, local + 28, 2);
-    if (data + size > b.size())
-      return corrupt("record " + name + " is cut off");
-    uLong c = crc32(0L, Z_NULL, 0);
-    for (uint64_t off = 0; off < size; off += (1u << 30)) {
-      const uint64_t n = std::min<uint64_t>(size - off, 1u << 30);
-      c = crc32(c, reinterpret_cast<const Bytef*>(b.data() + data + off),
-                static_cast<uInt>(n));
-    }
-    if (static_cast<uint32_t>(c) != crc) {
-      return corrupt("CRC-32 mismatch in record " + name);
-    }
-    p += 46 + name_len + extra_len + comment_len;
-  }
-  return absl::OkStatus();
-}
-
 // First line of an exception message (c10 appends backtraces).
 std::string FirstLine(const char* what) {
   std::string s(what);
   const size_t nl = s.find('\n');
   return nl == std::string::npos ? s : s.substr(0, nl);
-}
-
-absl::StatusOr<c10::IValue> LoadIValue(const std::string& path) {
-  // Read straight into the buffer pickle_load takes (no second copy).
-  std::vector<char> bytes;
-  {
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    if (!in) {
-      return absl::NotFoundError(absl::StrCat("cannot open ", path));
-    }
-    bytes.resize(static_cast<size_t>(in.tellg()));
-    in.seekg(0);
-    if (!in.read(bytes.data(), bytes.size())) {
-      return absl::DataLossError(absl::StrCat("cannot read ", path));
-    }
-  }
-  const absl::string_view contents(bytes.data(), bytes.size());
-  VERL_RETURN_IF_ERROR(VerifyZip(contents, path));
-  try {
-    return torch::jit::pickle_load(bytes);
-  } catch (const std::exception& e) {
-    std::string msg = FirstLine(e.what());
-    if (msg.find("unknown type") != std::string::npos ||
-        msg.find("Unknown type") != std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path,
-          ": holds Python objects this reader cannot load (only plain "
-          "tensors, dicts, strings and numbers are supported; e.g. DTensor "
-          "shards must be saved as local tensors): ",
-          msg));
-    }
-    return absl::DataLossError(
-        absl::StrCat(path,
-                     ": not a readable PyTorch zip/pickle file (truncated or "
-                     "corrupted?): ",
-                     msg));
-  }
-}
-
-absl::StatusOr<c10::impl::GenericDict> AsDict(const c10::IValue& value,
-                                              const std::string& what) {
-  if (!value.isGenericDict()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": expected a dict, found ", value.tagKind()));
-  }
-  return value.toGenericDict();
 }
 
 at::Tensor BytesTensor(const std::string& bytes) {
@@ -254,6 +117,15 @@ absl::StatusOr<std::string> TensorBytes(const at::Tensor& t,
   }
   const at::Tensor c = t.contiguous();
   return std::string(static_cast<const char*>(c.data_ptr()), c.numel());
+}
+
+// A list pickled as a plain Python list: typed lists (c10::List<double>)
+// would be pickled as torch.jit._pickle.build_doublelist calls, which
+// torch.load(weights_only=True) refuses.
+c10::impl::GenericList AnyList(const std::vector<c10::IValue>& values) {
+  c10::impl::GenericList list(c10::AnyType::get());
+  for (const c10::IValue& v : values) list.push_back(v);
+  return list;
 }
 
 absl::StatusOr<c10::IValue> JsonToIValue(const nlohmann::json& j,
@@ -349,12 +221,247 @@ absl::StatusOr<PtTensorDict> LoadPtTensorDict(const std::string& path) {
   return out;
 }
 
+namespace {
+
+constexpr const char* kMoments[] = {"exp_avg", "exp_avg_sq"};
+
+// The entry of str `key` in a pickled dict, or nullptr.
+const PyObj* DictGet(const PyObj& dict, absl::string_view key) {
+  for (size_t k = 0; k + 1 < dict.items.size(); k += 2) {
+    const PyObj& name = *dict.items[k];
+    if (name.kind == PyObj::Kind::kStr && name.s == key) {
+      return dict.items[k + 1].get();
+    }
+  }
+  return nullptr;
+}
+
+bool IsNumber(const PyObj* o) {
+  return o != nullptr &&
+         (o->kind == PyObj::Kind::kFloat || o->kind == PyObj::Kind::kInt);
+}
+
+double NumberOf(const PyObj& o) {
+  return o.kind == PyObj::Kind::kFloat ? o.f : static_cast<double>(o.i);
+}
+
+// The torch layout's param groups: the index -> name map over all groups,
+// and the first group's hyperparameters into `group`.
+absl::Status ReadParamGroups(const std::string& path, const PyObj& groups,
+                             std::map<int64_t, std::string>* names,
+                             OptimizerGroup* group) {
+  auto bad = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
+  };
+  if (groups.kind != PyObj::Kind::kList || groups.items.empty()) {
+    return bad("param_groups is not a non-empty list");
+  }
+  for (size_t g = 0; g < groups.items.size(); ++g) {
+    const PyObj& pg = *groups.items[g];
+    const std::string where = absl::StrCat("param_groups[", g, "]");
+    if (pg.kind != PyObj::Kind::kDict) return bad(where + " is not a dict");
+    const PyObj* params = DictGet(pg, "params");
+    const PyObj* pnames = DictGet(pg, "param_names");
+    if (params == nullptr || params->kind != PyObj::Kind::kList) {
+      return bad(where + " has no params list");
+    }
+    if (pnames == nullptr || pnames->kind != PyObj::Kind::kList ||
+        pnames->items.size() != params->items.size()) {
+      return bad(where +
+                 " has no param_names list as long as params (needed to map "
+                 "the optimizer's indices to parameter names)");
+    }
+    for (size_t i = 0; i < params->items.size(); ++i) {
+      const PyObj& id = *params->items[i];
+      const PyObj& name = *pnames->items[i];
+      if (id.kind != PyObj::Kind::kInt || name.kind != PyObj::Kind::kStr) {
+        return bad(absl::StrCat(where, ".params[", i,
+                                "] is not an int with a str name"));
+      }
+      if (!names->emplace(id.i, name.s).second) {
+        return bad(
+            absl::StrCat(where, ": parameter index ", id.i, " appears twice"));
+      }
+    }
+    if (g > 0 || group == nullptr) continue;
+    group->param_names.clear();
+    for (const PyRef& n : pnames->items) group->param_names.push_back(n->s);
+    if (const PyObj* v = DictGet(pg, "lr"); IsNumber(v))
+      group->lr = NumberOf(*v);
+    group->initial_lr = group->lr;
+    if (const PyObj* v = DictGet(pg, "initial_lr"); IsNumber(v)) {
+      group->initial_lr = NumberOf(*v);
+    }
+    if (const PyObj* v = DictGet(pg, "eps"); IsNumber(v)) {
+      group->eps = NumberOf(*v);
+    }
+    if (const PyObj* v = DictGet(pg, "weight_decay"); IsNumber(v)) {
+      group->weight_decay = NumberOf(*v);
+    }
+    const PyObj* betas = DictGet(pg, "betas");
+    if (betas != nullptr && betas->items.size() == 2 &&
+        IsNumber(betas->items[0].get()) && IsNumber(betas->items[1].get())) {
+      group->beta1 = NumberOf(*betas->items[0]);
+      group->beta2 = NumberOf(*betas->items[1]);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SavePtOptimizer(const std::string& path,
+                             const OptimizerGroup& group,
+                             const PtTensorDict& state) {
+  c10::impl::GenericDict by_index(c10::IntType::get(), c10::AnyType::get());
+  std::vector<c10::IValue> params, names;
+  size_t used = 0;
+  for (size_t i = 0; i < group.param_names.size(); ++i) {
+    const std::string& name = group.param_names[i];
+    params.emplace_back(static_cast<int64_t>(i));
+    names.emplace_back(name);
+    auto step = state.find(name + ".step");
+    if (step == state.end()) continue;
+    c10::Dict<std::string, at::Tensor> entry;
+    // torch keeps the step count as a float32 0-d tensor.
+    entry.insert("step",
+                 at::scalar_tensor(step->second.item<double>(), at::kFloat));
+    for (const char* moment : kMoments) {
+      auto it = state.find(absl::StrCat(name, ".", moment));
+      if (it == state.end() || !it->second.defined()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ": parameter '", name, "' has a step but no ", moment));
+      }
+      entry.insert(moment, it->second.detach().contiguous());
+    }
+    used += 3;
+    by_index.insert(static_cast<int64_t>(i), entry);
+  }
+  if (used != state.size()) {
+    std::set<std::string> known(group.param_names.begin(),
+                                group.param_names.end());
+    for (const auto& [key, t] : state) {
+      const size_t dot = key.rfind('.');
+      if (dot == std::string::npos || !known.count(key.substr(0, dot))) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": optimizer tensor '", key,
+                         "' belongs to no parameter of param_names"));
+      }
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat(path,
+                     ": optimizer state has entries other than "
+                     "step/exp_avg/exp_avg_sq"));
+  }
+  // The param group as torch >= 2.7's AdamW.state_dict() writes it (older
+  // versions ignore decoupled_weight_decay); initial_lr is LambdaLR's.
+  c10::impl::GenericDict pg(c10::StringType::get(), c10::AnyType::get());
+  pg.insert("lr", group.lr);
+  pg.insert("betas", c10::ivalue::Tuple::create(group.beta1, group.beta2));
+  pg.insert("eps", group.eps);
+  pg.insert("weight_decay", group.weight_decay);
+  pg.insert("amsgrad", false);
+  pg.insert("maximize", false);
+  pg.insert("foreach", c10::IValue());
+  pg.insert("capturable", false);
+  pg.insert("differentiable", false);
+  pg.insert("fused", c10::IValue());
+  pg.insert("decoupled_weight_decay", true);
+  pg.insert("initial_lr", group.initial_lr);
+  pg.insert("params", AnyList(params));
+  pg.insert("param_names", AnyList(names));
+  c10::impl::GenericDict top(c10::StringType::get(), c10::AnyType::get());
+  top.insert("state", by_index);
+  top.insert("param_groups", AnyList({pg}));
+  return SaveIValue(path, c10::IValue(top));
+}
+
+absl::StatusOr<PtTensorDict> LoadPtOptimizer(const std::string& path,
+                                             OptimizerGroup* group) {
+  PyRef top;
+  VERL_ASSIGN_OR_RETURN(PtArchive archive, PtArchive::OpenObject(path, &top));
+  const PyObj* state =
+      top->kind == PyObj::Kind::kDict ? DictGet(*top, "state") : nullptr;
+  const PyObj* groups =
+      top->kind == PyObj::Kind::kDict ? DictGet(*top, "param_groups") : nullptr;
+  if (state == nullptr && groups == nullptr) {
+    if (group != nullptr) *group = OptimizerGroup();
+    return LoadPtTensorDict(path);  // the flat layout of older checkpoints
+  }
+  auto bad = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
+  };
+  if (state == nullptr || state->kind != PyObj::Kind::kDict) {
+    return bad("has param_groups but no state dict");
+  }
+  std::map<int64_t, std::string> names;
+  if (groups == nullptr) return bad("has state but no param_groups");
+  VERL_RETURN_IF_ERROR(ReadParamGroups(path, *groups, &names, group));
+  PtTensorDict out;
+  for (size_t k = 0; k + 1 < state->items.size(); k += 2) {
+    const PyObj& id = *state->items[k];
+    const PyObj& entry = *state->items[k + 1];
+    if (id.kind != PyObj::Kind::kInt || !names.count(id.i)) {
+      return bad(absl::StrCat("state key ", core::PyTypeName(id), " ",
+                              id.kind == PyObj::Kind::kInt ? id.i : -1,
+                              " is not a parameter index of param_groups"));
+    }
+    const std::string& name = names.at(id.i);
+    const std::string where = absl::StrCat("state[", id.i, "] ('", name, "')");
+    if (entry.kind != PyObj::Kind::kDict) return bad(where + " is not a dict");
+    for (size_t e = 0; e + 1 < entry.items.size(); e += 2) {
+      const PyObj& key = *entry.items[e];
+      if (key.kind != PyObj::Kind::kStr ||
+          (key.s != "step" && key.s != kMoments[0] && key.s != kMoments[1])) {
+        return bad(absl::StrCat(
+            where, " has entry '", key.s,
+            "' (only AdamW's step, exp_avg, exp_avg_sq are supported; "
+            "amsgrad is not)"));
+      }
+    }
+    const PyObj* step = DictGet(entry, "step");
+    double step_value = 0;
+    if (IsNumber(step)) {
+      step_value = NumberOf(*step);
+    } else if (step != nullptr && step->As<PtTensorRef>() != nullptr) {
+      VERL_ASSIGN_OR_RETURN(PtTensorInfo info,
+                            archive.Describe(name + ".step", *step));
+      if (info.numel() != 1) return bad(where + " step is not a scalar");
+      VERL_ASSIGN_OR_RETURN(at::Tensor t, archive.Read(info));
+      step_value = t.item<double>();
+    } else {
+      return bad(where + " has no step");
+    }
+    out[name + ".step"] = at::scalar_tensor(
+        static_cast<int64_t>(std::llround(step_value)), at::kLong);
+    for (const char* moment : kMoments) {
+      const PyObj* value = DictGet(entry, moment);
+      if (value == nullptr) return bad(absl::StrCat(where, " has no ", moment));
+      const std::string key = absl::StrCat(name, ".", moment);
+      VERL_ASSIGN_OR_RETURN(PtTensorInfo info, archive.Describe(key, *value));
+      VERL_ASSIGN_OR_RETURN(out[key], archive.Read(info));
+    }
+  }
+  return out;
+}
+
 absl::Status SavePtExtraState(const std::string& path,
                               const ExtraState& state) {
   c10::impl::GenericDict top(c10::StringType::get(), c10::AnyType::get());
   if (state.lr_scheduler_step >= 0) {
-    c10::Dict<std::string, int64_t> sched;
-    sched.insert("last_epoch", state.lr_scheduler_step);
+    // LambdaLR.state_dict() after `last_epoch` steps: the keys of torch 2.x's
+    // LRScheduler.__dict__ (verbose up to 2.6, _is_initial from 2.7 on;
+    // load_state_dict takes both), lr_lambdas None for plain functions.
+    const int64_t step = state.lr_scheduler_step;
+    c10::impl::GenericDict sched(c10::StringType::get(), c10::AnyType::get());
+    sched.insert("base_lrs", AnyList({state.lr_scheduler_base_lr}));
+    sched.insert("last_epoch", step);
+    sched.insert("verbose", false);
+    sched.insert("_step_count", step + 1);
+    sched.insert("_get_lr_called_within_step", false);
+    sched.insert("_is_initial", false);
+    sched.insert("_last_lr", AnyList({state.lr_scheduler_last_lr}));
+    sched.insert("lr_lambdas", AnyList({c10::IValue()}));
     top.insert("lr_scheduler", sched);
   } else {
     top.insert("lr_scheduler", c10::IValue());
@@ -367,33 +474,54 @@ absl::Status SavePtExtraState(const std::string& path,
 }
 
 absl::StatusOr<ExtraState> LoadPtExtraState(const std::string& path) {
-  VERL_ASSIGN_OR_RETURN(c10::IValue value, LoadIValue(path));
-  VERL_ASSIGN_OR_RETURN(auto top, AsDict(value, path));
-  ExtraState state;
+  PyRef top;
+  VERL_ASSIGN_OR_RETURN(PtArchive archive, PtArchive::OpenObject(path, &top));
   auto bad = [&](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
   };
-  if (top.contains("lr_scheduler") && !top.at("lr_scheduler").isNone()) {
-    VERL_ASSIGN_OR_RETURN(
-        auto sched, AsDict(top.at("lr_scheduler"), path + " lr_scheduler"));
-    if (!sched.contains("last_epoch") || !sched.at("last_epoch").isInt()) {
+  if (top->kind != PyObj::Kind::kDict) {
+    return bad("expected a dict, found " + core::PyTypeName(*top));
+  }
+  ExtraState state;
+  const PyObj* sched = DictGet(*top, "lr_scheduler");
+  if (sched != nullptr && sched->kind != PyObj::Kind::kNone) {
+    const PyObj* last = sched->kind == PyObj::Kind::kDict
+                            ? DictGet(*sched, "last_epoch")
+                            : nullptr;
+    if (last == nullptr || last->kind != PyObj::Kind::kInt) {
       return bad("lr_scheduler has no integer last_epoch");
     }
-    state.lr_scheduler_step = sched.at("last_epoch").toInt();
+    state.lr_scheduler_step = last->i;
+    // The first element of a list of numbers (absent before: 0).
+    auto first = [&](const char* key) {
+      const PyObj* list = DictGet(*sched, key);
+      return list != nullptr && !list->items.empty() &&
+                     IsNumber(list->items[0].get())
+                 ? NumberOf(*list->items[0])
+                 : 0.0;
+    };
+    state.lr_scheduler_base_lr = first("base_lrs");
+    state.lr_scheduler_last_lr = first("_last_lr");
   }
-  if (top.contains("rng")) {
-    VERL_ASSIGN_OR_RETURN(auto rng, AsDict(top.at("rng"), path + " rng"));
-    for (const auto& entry : rng) {
-      if (!entry.key().isString() || !entry.value().isTensor()) {
+  const PyObj* rng = DictGet(*top, "rng");
+  if (rng != nullptr && rng->kind != PyObj::Kind::kNone) {
+    if (rng->kind != PyObj::Kind::kDict) return bad("rng is not a dict");
+    for (size_t k = 0; k + 1 < rng->items.size(); k += 2) {
+      const PyObj& name = *rng->items[k];
+      if (name.kind != PyObj::Kind::kStr ||
+          rng->items[k + 1]->As<PtTensorRef>() == nullptr) {
         return bad("rng entries must map names to tensors");
       }
-      state.rng[entry.key().toStringRef()] = entry.value().toTensor();
+      VERL_ASSIGN_OR_RETURN(
+          PtTensorInfo info,
+          archive.Describe("rng." + name.s, *rng->items[k + 1]));
+      VERL_ASSIGN_OR_RETURN(state.rng[name.s], archive.Read(info));
     }
   }
-  if (top.contains("extra_json")) {
-    if (!top.at("extra_json").isString()) return bad("extra_json is not a str");
-    state.user = nlohmann::json::parse(top.at("extra_json").toStringRef(),
-                                       nullptr, /*allow_exceptions=*/false);
+  if (const PyObj* json = DictGet(*top, "extra_json"); json != nullptr) {
+    if (json->kind != PyObj::Kind::kStr) return bad("extra_json is not a str");
+    state.user = nlohmann::json::parse(json->s, nullptr,
+                                       /*allow_exceptions=*/false);
     if (state.user.is_discarded()) return bad("extra_json is not valid JSON");
   }
   return state;

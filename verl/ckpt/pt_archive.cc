@@ -115,7 +115,8 @@ absl::Status PtArchive::ReadRecord(const Record& record,
 }
 
 absl::StatusOr<PtArchive> PtArchive::OpenArchive(const std::string& path,
-                                                 PyRef* top_out) {
+                                                 PyRef* top_out,
+                                                 core::PickleTrace* trace) {
   PtArchive a;
   a.path_ = path;
   a.file_ = std::make_shared<File>();
@@ -252,7 +253,7 @@ absl::StatusOr<PtArchive> PtArchive::OpenArchive(const std::string& path,
                        "' (only little-endian files are supported)"));
     }
   }
-  auto top = UnpickleTorchSave(pickle, "");
+  auto top = UnpickleTorchSave(pickle, "", trace);
   if (!top.ok()) {
     if (absl::IsDataLoss(top.status())) {
       return a.Corrupt(std::string(top.status().message()));
@@ -266,15 +267,20 @@ absl::StatusOr<PtArchive> PtArchive::OpenArchive(const std::string& path,
 
 absl::StatusOr<PyRef> PtArchive::LoadObject(const std::string& path) {
   PyRef top;
-  VERL_ASSIGN_OR_RETURN(PtArchive archive, OpenArchive(path, &top));
+  VERL_ASSIGN_OR_RETURN(PtArchive archive, OpenArchive(path, &top, nullptr));
   (void)archive;
   return top;
 }
 
+absl::StatusOr<PtArchive> PtArchive::OpenObject(const std::string& path,
+                                                PyRef* top,
+                                                core::PickleTrace* trace) {
+  return OpenArchive(path, top, trace);
+}
+
 absl::StatusOr<PtArchive> PtArchive::Open(const std::string& path) {
   PyRef top;
-  VERL_ASSIGN_OR_RETURN(PtArchive a, OpenArchive(path, &top));
-  const std::string data_dir = a.prefix_ + "data/";
+  VERL_ASSIGN_OR_RETURN(PtArchive a, OpenArchive(path, &top, nullptr));
   const PyObj& dict = *top;
   if (dict.kind != Kind::kDict) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -282,63 +288,70 @@ absl::StatusOr<PtArchive> PtArchive::Open(const std::string& path) {
   }
   for (size_t k = 0; k + 1 < dict.items.size(); k += 2) {
     const PyObj& key = *dict.items[k];
-    const PyObj& value = *dict.items[k + 1];
     if (key.kind != Kind::kStr) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": dict key of type ", core::PyTypeName(key),
                        ", expected a string"));
     }
-    const PtTensorRef* tensor = value.As<PtTensorRef>();
-    if (tensor == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": entry '", key.s, "' holds ",
-                       core::PyTypeName(value), ", expected a plain tensor"));
-    }
-    const PtStorageRef& storage = *tensor->storage;
-    PtTensorInfo t;
-    t.name = key.s;
-    auto dtype = StorageDtype(storage.cls);
-    if (!dtype.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": tensor '", t.name, "': ", dtype.status().message()));
-    }
-    t.dtype = *dtype;
-    t.shape = tensor->size;
-    t.stride = tensor->stride;
-    t.storage_offset = tensor->offset;
-    t.storage_key = storage.key;
-    auto rec = a.storages_.find(t.storage_key);
-    if (rec == a.storages_.end()) {
-      return a.Corrupt(absl::StrCat("tensor '", t.name, "': no record ",
-                                    data_dir, t.storage_key));
-    }
-    const uint64_t elem = c10::elementSize(t.dtype);
-    // The storage must fit its record and the tensor its storage.
-    bool valid = t.storage_offset >= 0, empty = false;
-    __int128 last = t.storage_offset;
-    for (size_t d = 0; d < t.shape.size(); ++d) {
-      if (t.shape[d] < 0 || t.stride[d] < 0) {
-        valid = false;
-      } else if (t.shape[d] == 0) {
-        empty = true;
-      } else {
-        last += static_cast<__int128>(t.shape[d] - 1) * t.stride[d];
-      }
-    }
-    const bool fits = valid &&
-                      static_cast<__int128>(storage.numel) * elem <=
-                          static_cast<__int128>(rec->second.size) &&
-                      (empty || last < static_cast<__int128>(storage.numel));
-    if (!fits) {
-      return a.Corrupt(absl::StrCat(
-          "tensor '", t.name, "' (shape [", absl::StrJoin(t.shape, ", "),
-          "]) does not fit its storage record ", data_dir, t.storage_key));
-    }
+    VERL_ASSIGN_OR_RETURN(PtTensorInfo t,
+                          a.Describe(key.s, *dict.items[k + 1]));
     if (a.by_name_.count(t.name)) continue;
     a.by_name_[t.name] = a.tensors_.size();
     a.tensors_.push_back(std::move(t));
   }
   return a;
+}
+
+absl::StatusOr<PtTensorInfo> PtArchive::Describe(const std::string& name,
+                                                 const PyObj& value) const {
+  const std::string data_dir = prefix_ + "data/";
+  const PtTensorRef* tensor = value.As<PtTensorRef>();
+  if (tensor == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path_, ": entry '", name, "' holds ",
+                     core::PyTypeName(value), ", expected a plain tensor"));
+  }
+  const PtStorageRef& storage = *tensor->storage;
+  PtTensorInfo t;
+  t.name = name;
+  auto dtype = StorageDtype(storage.cls);
+  if (!dtype.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path_, ": tensor '", t.name, "': ", dtype.status().message()));
+  }
+  t.dtype = *dtype;
+  t.shape = tensor->size;
+  t.stride = tensor->stride;
+  t.storage_offset = tensor->offset;
+  t.storage_key = storage.key;
+  auto rec = storages_.find(t.storage_key);
+  if (rec == storages_.end()) {
+    return Corrupt(absl::StrCat("tensor '", t.name, "': no record ", data_dir,
+                                t.storage_key));
+  }
+  const uint64_t elem = c10::elementSize(t.dtype);
+  // The storage must fit its record and the tensor its storage.
+  bool valid = t.storage_offset >= 0, empty = false;
+  __int128 last = t.storage_offset;
+  for (size_t d = 0; d < t.shape.size(); ++d) {
+    if (t.shape[d] < 0 || t.stride[d] < 0) {
+      valid = false;
+    } else if (t.shape[d] == 0) {
+      empty = true;
+    } else {
+      last += static_cast<__int128>(t.shape[d] - 1) * t.stride[d];
+    }
+  }
+  const bool fits = valid &&
+                    static_cast<__int128>(storage.numel) * elem <=
+                        static_cast<__int128>(rec->second.size) &&
+                    (empty || last < static_cast<__int128>(storage.numel));
+  if (!fits) {
+    return Corrupt(absl::StrCat(
+        "tensor '", t.name, "' (shape [", absl::StrJoin(t.shape, ", "),
+        "]) does not fit its storage record ", data_dir, t.storage_key));
+  }
+  return t;
 }
 
 const PtTensorInfo* PtArchive::Find(const std::string& name) const {

@@ -45,6 +45,15 @@ class PtArchive {
   // The unpickled object of any `.pt` file (e.g. a dict of numbers and
   // strings); tensors in it stay storage references.
   static absl::StatusOr<PyRef> LoadObject(const std::string& path);
+  // Opens any `.pt` file: `*top` is its object (as LoadObject), whose
+  // tensors Describe + Read fetch; `trace`, if given, records the pickle's
+  // opcodes and globals (core::PickleTrace). tensors() stays empty.
+  static absl::StatusOr<PtArchive> OpenObject(
+      const std::string& path, PyRef* top, core::PickleTrace* trace = nullptr);
+  // A tensor of the object (a PtTensorRef) as a PtTensorInfo named `name`,
+  // checked against its storage record. Errors name the file and `name`.
+  absl::StatusOr<PtTensorInfo> Describe(const std::string& name,
+                                        const PyObj& value) const;
 
   const std::string& path() const { return path_; }
   uint64_t file_size() const { return file_size_; }
@@ -72,7 +81,8 @@ class PtArchive {
 
   // Reads the zip directory, checks the small records and unpickles.
   static absl::StatusOr<PtArchive> OpenArchive(const std::string& path,
-                                               PyRef* top);
+                                               PyRef* top,
+                                               core::PickleTrace* trace);
   absl::Status Corrupt(const std::string& what) const;
   // Reads `size` bytes of `record` at `offset` into `dst`; checks the CRC
   // when the whole record is read.

@@ -131,9 +131,10 @@ class TorchSaveHooks : public core::PickleHooks {
 }  // namespace
 
 absl::StatusOr<PyRef> UnpickleTorchSave(absl::string_view data,
-                                        absl::string_view source) {
+                                        absl::string_view source,
+                                        core::PickleTrace* trace) {
   TorchSaveHooks hooks;
-  return core::Unpickle(data, source, &hooks);
+  return core::Unpickle(data, source, &hooks, trace);
 }
 
 }  // namespace verl::ckpt

@@ -46,9 +46,10 @@ struct PtTensorRef : core::PyExtension {
 // Unpickles a torch.save `data.pkl`; errors are InvalidArgument (unsupported
 // class, with its name and, for DTensor, how to save local tensors instead)
 // or DataLoss (malformed pickle), prefixed with "<source>: " unless `source`
-// is empty.
+// is empty. `trace` as in core::Unpickle.
 absl::StatusOr<PyRef> UnpickleTorchSave(absl::string_view data,
-                                        absl::string_view source);
+                                        absl::string_view source,
+                                        core::PickleTrace* trace = nullptr);
 
 }  // namespace verl::ckpt
 

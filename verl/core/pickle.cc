@@ -42,10 +42,11 @@ PickleHooks* DefaultHooks() {
 class Unpickler {
  public:
   Unpickler(absl::string_view data, absl::string_view source,
-            PickleHooks* hooks)
+            PickleHooks* hooks, PickleTrace* trace)
       : data_(data),
         prefix_(source.empty() ? "" : absl::StrCat(source, ": ")),
-        hooks_(hooks != nullptr ? hooks : DefaultHooks()) {}
+        hooks_(hooks != nullptr ? hooks : DefaultHooks()),
+        trace_(trace) {}
 
   absl::StatusOr<PyRef> Run();
 
@@ -145,6 +146,7 @@ class Unpickler {
   absl::string_view data_;
   std::string prefix_;  // "<source>: " or ""
   PickleHooks* hooks_;
+  PickleTrace* trace_;  // may be null
   size_t pos_ = 0;
   std::vector<PyRef> stack_;
   std::vector<size_t> marks_;
@@ -246,11 +248,15 @@ absl::StatusOr<PyRef> Unpickler::Run() {
   while (true) {
     VERL_RETURN_IF_ERROR(Need(1));
     const unsigned char op = static_cast<unsigned char>(data_[pos_++]);
+    if (trace_ != nullptr) trace_->opcodes.insert(op);
     switch (op) {
       case 0x80:  // PROTO
         VERL_RETURN_IF_ERROR(Need(1));
         if (static_cast<unsigned char>(data_[pos_]) > 5) {
           return Corrupt("unsupported pickle protocol");
+        }
+        if (trace_ != nullptr) {
+          trace_->protocol = static_cast<unsigned char>(data_[pos_]);
         }
         ++pos_;
         break;
@@ -442,6 +448,7 @@ absl::StatusOr<PyRef> Unpickler::Run() {
       case 'c': {  // GLOBAL
         VERL_ASSIGN_OR_RETURN(auto module, ReadLine());
         VERL_ASSIGN_OR_RETURN(auto name, ReadLine());
+        if (trace_ != nullptr) trace_->globals.push_back(module + "." + name);
         stack_.push_back(MakeStr(module + "." + name, Kind::kGlobal));
         break;
       }
@@ -450,6 +457,9 @@ absl::StatusOr<PyRef> Unpickler::Run() {
         VERL_ASSIGN_OR_RETURN(auto module, Pop());
         if (name->kind != Kind::kStr || module->kind != Kind::kStr) {
           return Corrupt("STACK_GLOBAL needs two strings");
+        }
+        if (trace_ != nullptr) {
+          trace_->globals.push_back(module->s + "." + name->s);
         }
         stack_.push_back(MakeStr(module->s + "." + name->s, Kind::kGlobal));
         break;
@@ -616,8 +626,8 @@ absl::Status PickleHooks::Build(const PyRef& obj, const PyRef& state) {
 }
 
 absl::StatusOr<PyRef> Unpickle(absl::string_view data, absl::string_view source,
-                               PickleHooks* hooks) {
-  return Unpickler(data, source, hooks).Run();
+                               PickleHooks* hooks, PickleTrace* trace) {
+  return Unpickler(data, source, hooks, trace).Run();
 }
 
 absl::StatusOr<nlohmann::json> PyToJson(const PyObj& o,

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -98,11 +99,22 @@ class PickleHooks {
   virtual absl::Status Build(const PyRef& obj, const PyRef& state);
 };
 
+// What a pickle stream used, as the VM ran it: for checks of what another
+// unpickler would accept (e.g. torch.load(weights_only=True), see
+// verl/ckpt/weights_only.h).
+struct PickleTrace {
+  int protocol = -1;                 // PROTO's argument; -1: no PROTO
+  std::set<uint8_t> opcodes;         // every opcode run
+  std::vector<std::string> globals;  // GLOBAL / STACK_GLOBAL "module.name"
+};
+
 // Unpickles `data`. Errors are InvalidArgument (unsupported class, with its
 // name) or DataLoss (malformed pickle, with the byte offset), prefixed with
-// "<source>: " unless `source` is empty. `hooks` may be null (the defaults).
+// "<source>: " unless `source` is empty. `hooks` may be null (the defaults);
+// `trace`, if given, records what the stream used (up to an error).
 absl::StatusOr<PyRef> Unpickle(absl::string_view data, absl::string_view source,
-                               PickleHooks* hooks = nullptr);
+                               PickleHooks* hooks = nullptr,
+                               PickleTrace* trace = nullptr);
 
 // Plain data as JSON: None, bools, ints, floats, strings, lists and tuples
 // (arrays), dicts with string keys (objects). Anything else is an

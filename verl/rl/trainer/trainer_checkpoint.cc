@@ -42,6 +42,26 @@ ckpt::FsdpLayout LayoutOf(const TrainStateShard& shard, int world) {
   return layout;
 }
 
+// The optimizer file's param group: AdamW's hyperparameters, the LR in
+// effect and the scheduler's base LR (torch's initial_lr), the parameters in
+// the optimizer's order.
+ckpt::OptimizerGroup OptimizerGroupOf(const TrainStateShard& shard) {
+  ckpt::OptimizerGroup g;
+  g.param_names = shard.optimizer_params;
+  if (g.param_names.empty()) {
+    for (const auto& [name, shape] : shard.shapes)
+      g.param_names.push_back(name);
+  }
+  const OptimizerOptions& o = shard.optimizer_options;
+  g.lr = shard.lr;
+  g.initial_lr = o.lr;
+  g.beta1 = o.beta1;
+  g.beta2 = o.beta2;
+  g.eps = o.eps;
+  g.weight_decay = o.weight_decay;
+  return g;
+}
+
 // The tokenizer's files, written once into a scratch folder beside the
 // checkpoints (not named global_step_*, so BeginSave leaves it alone).
 class TokenizerFiles {
@@ -172,7 +192,10 @@ absl::Status TrainerCheckpointer::Save(int64_t step,
     save.meta.layout = LayoutOf(*shard, world);
     save.shard.model = std::move(shard->model);
     save.shard.optimizer = std::move(shard->optimizer);
+    save.shard.optimizer_group = OptimizerGroupOf(*shard);
     save.shard.extra.lr_scheduler_step = shard->schedule_step;
+    save.shard.extra.lr_scheduler_base_lr = shard->optimizer_options.lr;
+    save.shard.extra.lr_scheduler_last_lr = shard->lr;
     save.shard.extra.rng["cpu"] = ckpt::CpuRngState();
 #ifdef VERL_WITH_CUDA
     if (at::Tensor cuda = ckpt::CudaRngState(); cuda.defined()) {

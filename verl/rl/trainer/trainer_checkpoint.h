@@ -16,8 +16,9 @@
 //
 // Each model file is {HF name: this rank's dim-0 chunk} of the role's
 // TrainState (replicated or FSDP: TrainState::SaveShard); the optimizer file
-// holds the AdamW moments in the same chunks; extra_state holds the LR
-// scheduler step, the CPU RNG state and the skipped-step count. Trainer-level
+// holds the AdamW moments in the same chunks, in torch's optimizer
+// state_dict() layout; extra_state holds the LR scheduler (as LambdaLR's
+// state_dict()), the CPU RNG state and the skipped-step count. Trainer-level
 // counters (uid counter, KL coefficient, ...) travel in data.pt, so a
 // resumed run continues at step N+1 exactly as an uninterrupted one.
 // Every call is collective over `world`; a failure on any rank becomes an

@@ -24,6 +24,7 @@
 #include "nlohmann/json.hpp"
 #include "verl/ckpt/checkpoint_pt.h"
 #include "verl/ckpt/merger/checkpoint_merger.h"
+#include "verl/ckpt/weights_only.h"
 #include "verl/core/file_util.h"
 #include "verl/core/test_util.h"
 #include "verl/rl/trainer/ppo_trainer.h"
@@ -134,6 +135,26 @@ TEST(TrainerCheckpointTest, RoundTripIsExact) {
   ExpectSameTensors(sa->optimizer, sb->optimizer);
   EXPECT_EQ(sb->schedule_step, 2);
   EXPECT_EQ(a.state->lr(), b.state->lr());
+  // torch's layouts: the optimizer's param group and LambdaLR's state.
+  ckpt::OptimizerGroup group;
+  auto optim =
+      ckpt::LoadPtOptimizer(actor + "optim_world_size_1_rank_0.pt", &group);
+  ASSERT_TRUE(optim.ok()) << optim.status();
+  EXPECT_EQ(group.param_names,
+            std::vector<std::string>({"model.w", "model.b", "scale"}));
+  EXPECT_EQ(group.initial_lr, 0.1);
+  EXPECT_EQ(group.lr, a.state->lr());
+  auto extra =
+      ckpt::LoadPtExtraState(actor + "extra_state_world_size_1_rank_0.pt");
+  ASSERT_TRUE(extra.ok()) << extra.status();
+  EXPECT_EQ(extra->lr_scheduler_step, 2);
+  EXPECT_EQ(extra->lr_scheduler_base_lr, 0.1);
+  EXPECT_EQ(extra->lr_scheduler_last_lr, a.state->lr());
+  for (const char* f :
+       {"model_world_size_1_rank_0.pt", "optim_world_size_1_rank_0.pt",
+        "extra_state_world_size_1_rank_0.pt", "../data.pt"}) {
+    EXPECT_TRUE(ckpt::CheckWeightsOnlyLoadable(actor + f).ok()) << f;
+  }
   // Training on from the restored state is bit-identical.
   a.Step(2);
   b.Step(2);
@@ -151,6 +172,50 @@ TEST(TrainerCheckpointTest, RoundTripIsExact) {
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_TRUE(report->ok()) << report->mismatches[0];
   EXPECT_EQ(report->num_tensors, 3);
+}
+
+// Checkpoints written before the torch layouts (a flat optimizer dict, a
+// scheduler entry with last_epoch only) still resume exactly.
+TEST(TrainerCheckpointTest, OldLayoutCheckpointsStillResume) {
+  const std::string dir = TmpDir("old_layout");
+  TrainerCheckpointOptions o;
+  o.default_local_dir = dir;
+  Toy a(1), b(2);
+  a.Step(0);
+  a.Step(1);
+  TrainerCheckpointer saver(o, nullptr);
+  ASSERT_TRUE(saver.Save(2, {Role("actor", a.state.get())}, {}).ok());
+  const std::string actor = dir + "/global_step_2/actor/";
+  const std::string optim = actor + "optim_world_size_1_rank_0.pt";
+  const std::string extra = actor + "extra_state_world_size_1_rank_0.pt";
+  auto flat = ckpt::LoadPtOptimizer(optim);
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  ASSERT_TRUE(ckpt::SavePtTensorDict(optim, *flat).ok());
+  auto state = ckpt::LoadPtExtraState(extra);
+  ASSERT_TRUE(state.ok()) << state.status();
+  // What earlier versions wrote: {"lr_scheduler": {"last_epoch": 2}, ...}.
+  nlohmann::json old_extra = {{"lr_scheduler", {{"last_epoch", 2}}},
+                              {"extra_json", state->user.dump()}};
+  ASSERT_TRUE(ckpt::SavePtJson(extra, old_extra).ok());
+  auto old_flat = ckpt::LoadPtOptimizer(optim);
+  ASSERT_TRUE(old_flat.ok()) << old_flat.status();
+  ExpectSameTensors(*flat, *old_flat);
+
+  TrainerCheckpointer loader(o, nullptr);
+  TrainerProgress restored;
+  auto step = loader.Resume({Role("actor", b.state.get())}, &restored);
+  ASSERT_TRUE(step.ok()) << step.status();
+  auto sa = a.state->SaveShard(), sb = b.state->SaveShard();
+  ASSERT_TRUE(sa.ok() && sb.ok());
+  ExpectSameTensors(sa->model, sb->model);
+  ExpectSameTensors(sa->optimizer, sb->optimizer);
+  EXPECT_EQ(sb->schedule_step, 2);
+  EXPECT_EQ(a.state->lr(), b.state->lr());
+  a.Step(2);
+  b.Step(2);
+  for (size_t i = 0; i < a.params.size(); ++i) {
+    EXPECT_TRUE(at::equal(a.params[i].second, b.params[i].second));
+  }
 }
 
 TEST(TrainerCheckpointTest, SaveAndLoadContentsSubsets) {
@@ -322,20 +387,40 @@ void ExpectSameCheckpointFiles(const std::string& a, const std::string& b) {
     for (const char* kind : {"model", "optim"}) {
       const std::string f =
           absl::StrCat("/", role, "/", kind, "_world_size_1_rank_0.pt");
-      auto ta = ckpt::LoadPtTensorDict(a + f),
-           tb = ckpt::LoadPtTensorDict(b + f);
+      ckpt::OptimizerGroup ga, gb;
+      auto load = [&](const std::string& path, ckpt::OptimizerGroup* g) {
+        return std::string(kind) == "model" ? ckpt::LoadPtTensorDict(path)
+                                            : ckpt::LoadPtOptimizer(path, g);
+      };
+      auto ta = load(a + f, &ga), tb = load(b + f, &gb);
       ASSERT_TRUE(ta.ok() && tb.ok()) << f;
       ExpectSameTensors(*ta, *tb);
+      EXPECT_EQ(ga.param_names, gb.param_names) << f;
+      EXPECT_EQ(ga.lr, gb.lr) << f;
     }
     const std::string f =
         absl::StrCat("/", role, "/extra_state_world_size_1_rank_0.pt");
     auto ea = ckpt::LoadPtExtraState(a + f), eb = ckpt::LoadPtExtraState(b + f);
     ASSERT_TRUE(ea.ok() && eb.ok()) << f;
     EXPECT_EQ(ea->lr_scheduler_step, eb->lr_scheduler_step);
+    EXPECT_EQ(ea->lr_scheduler_last_lr, eb->lr_scheduler_last_lr);
     EXPECT_EQ(ea->user, eb->user);
   }
   EXPECT_EQ(ckpt::LoadPtJson(a + "/data.pt").value(),
             ckpt::LoadPtJson(b + "/data.pt").value());
+}
+
+// Every .pt the trainer wrote under `root` loads with
+// torch.load(weights_only=True) (no GLOBAL or opcode outside its lists).
+void ExpectTorchLoadable(const std::string& root) {
+  int files = 0;
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    if (e.path().extension() != ".pt") continue;
+    ++files;
+    const absl::Status s = ckpt::CheckWeightsOnlyLoadable(e.path().string());
+    EXPECT_TRUE(s.ok()) << s;
+  }
+  EXPECT_GE(files, 7) << root;  // (model, optim, extra) x 2 roles, data.pt
 }
 
 TEST(TrainerCheckpointTest, PpoResumeIsExact) {
@@ -367,6 +452,7 @@ TEST(TrainerCheckpointTest, PpoResumeIsExact) {
 
   ExpectSameCheckpointFiles(straight + "/global_step_4",
                             split + "/global_step_4");
+  ExpectTorchLoadable(split);
   auto a = StepLogs(logs + "/ckpt/straight.jsonl");
   auto b = StepLogs(logs + "/ckpt/split.jsonl");
   ASSERT_TRUE(a.count(3) && a.count(4) && b.count(3) && b.count(4));

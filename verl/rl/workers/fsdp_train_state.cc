@@ -328,6 +328,7 @@ absl::StatusOr<TrainStateShard> FsdpTrainState::SaveShard() {
   if (params.size() != trainable_names_.size()) {
     return absl::InternalError("FSDP trainable parameter names out of sync");
   }
+  shard.optimizer_params = trainable_names_;
   for (size_t i = 0; i < params.size(); ++i) {
     const std::string &name = trainable_names_[i];
     const int64_t rows = shard.model.at(name).size(0);

@@ -127,6 +127,8 @@ absl::Status AdamWTrainState::LoadAdamState(
 void AdamWTrainState::SaveCounters(TrainStateShard *shard) const {
   shard->schedule_step = schedule_step_;
   shard->skipped_steps = skipped_steps_;
+  shard->optimizer_options = options_;
+  shard->lr = lr();
 }
 
 void AdamWTrainState::LoadCounters(const TrainStateShard &shard) {

@@ -68,6 +68,11 @@ struct TrainStateShard {
   // parameter) and "<name>.step" (int64 0-d). Parameters without state
   // (before their first step, frozen) have no entries.
   std::map<std::string, at::Tensor> optimizer;
+  // The optimizer's parameters (HF names) in its order: the indices of the
+  // optimizer file (torch's state_dict layout). Empty: the names of `shapes`.
+  std::vector<std::string> optimizer_params;
+  OptimizerOptions optimizer_options;  // AdamW's hyperparameters, base LR
+  double lr = 0;                       // the LR in effect
   int64_t schedule_step = 0;
   int64_t skipped_steps = 0;
 };
@@ -151,7 +156,8 @@ class AdamWTrainState : public TrainState {
       const at::Tensor &param,
       const std::function<absl::StatusOr<at::Tensor>(
           const std::string &key, const at::Tensor &chunk)> &local);
-  // The schedule step and skipped steps, saved and restored.
+  // The schedule step, skipped steps and (saved only) the optimizer's
+  // options and LR.
   void SaveCounters(TrainStateShard *shard) const;
   void LoadCounters(const TrainStateShard &shard);
 
