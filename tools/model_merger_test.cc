@@ -292,6 +292,70 @@ int RunMerger(const std::string& args, std::string* out) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// config.json names the merged dtype (as transformers' save_pretrained of
+// the bf16 model would), and repeated eos ids are written once.
+TEST(ModelMergerTest, ConfigNamesTheMergedDtypeAndUniqueEosIds) {
+  const std::string root = Tmp("meta");
+  const std::string actor = SaveCheckpoint(root, 2, TinyModel().full);
+  // What the trainer wrote before: fp32 and the preset's eos id repeated by
+  // the tokenizer's.
+  nlohmann::json config =
+      *core::ReadJsonFile(actor + "/huggingface/config.json");
+  config["torch_dtype"] = "float32";
+  config["eos_token_id"] = {294, 294};
+  config["text_config"] = {{"torch_dtype", "float32"}};
+  VERL_CHECK_OK(core::WriteFileAtomic(actor + "/huggingface/config.json",
+                                      config.dump(2)));
+  VERL_CHECK_OK(core::WriteFileAtomic(
+      actor + "/huggingface/generation_config.json",
+      nlohmann::json({{"eos_token_id", {2, 2, 3}}, {"bos_token_id", 1}})
+          .dump()));
+  for (const auto& [dtype, name] :
+       std::vector<std::pair<at::ScalarType, std::string>>{
+           {at::kBFloat16, "bfloat16"},
+           {at::kHalf, "float16"},
+           {at::kFloat, "float32"}}) {
+    MergeOptions o = Options(actor, root + "/hf_" + name);
+    o.dtype = dtype;
+    ASSERT_TRUE(MergeFsdpCheckpoint(o).ok()) << name;
+    auto merged = core::ReadJsonFile(o.target_dir + "/config.json");
+    ASSERT_TRUE(merged.ok()) << merged.status();
+    EXPECT_EQ((*merged)["torch_dtype"], name);
+    EXPECT_EQ((*merged)["text_config"]["torch_dtype"], name);
+    EXPECT_EQ((*merged)["eos_token_id"], 294);
+    auto gen = core::ReadJsonFile(o.target_dir + "/generation_config.json");
+    ASSERT_TRUE(gen.ok()) << gen.status();
+    EXPECT_EQ((*gen)["eos_token_id"], nlohmann::json({2, 3}));
+    // The project's loader agrees.
+    auto hf = models::LoadHfCheckpoint(o.target_dir);
+    ASSERT_TRUE(hf.ok()) << hf.status();
+    EXPECT_EQ(hf->config.torch_dtype, name);
+    EXPECT_EQ(hf->config.eos_token_ids, std::vector<int64_t>({294}));
+  }
+  // transformers v5 spells the key "dtype": kept that way.
+  config.erase("torch_dtype");
+  config["dtype"] = "float32";
+  VERL_CHECK_OK(core::WriteFileAtomic(actor + "/huggingface/config.json",
+                                      config.dump(2)));
+  std::string out;
+  ASSERT_EQ(RunMerger("merge --backend fsdp --local_dir " + actor +
+                          " --target_dir " + root + "/v5 --dtype bfloat16",
+                      &out),
+            0)
+      << out;
+  auto v5 = core::ReadJsonFile(root + "/v5/config.json");
+  ASSERT_TRUE(v5.ok()) << v5.status();
+  EXPECT_EQ((*v5)["dtype"], "bfloat16");
+  EXPECT_FALSE(v5->contains("torch_dtype"));
+  // The writer itself no longer repeats ids (the trainer's checkpoints).
+  models::ModelConfig repeated = TinyModel().config;
+  repeated.eos_token_ids = {294, 294};
+  EXPECT_EQ((*models::ModelConfigToHfJson(repeated))["eos_token_id"], 294);
+  repeated.eos_token_ids = {294, 7, 294};
+  EXPECT_EQ((*models::ModelConfigToHfJson(repeated))["eos_token_id"],
+            nlohmann::json({294, 7}));
+}
+
 TEST(ModelMergerTest, CommandLine) {
   const std::string root = Tmp("cli");
   const std::string actor = SaveCheckpoint(root, 4, TinyModel().full);

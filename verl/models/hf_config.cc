@@ -265,13 +265,20 @@ void PutOptional(Json& out, const char* key, const Json& value) {
   Put(out, key, value);
 }
 Json IdOrNull(int64_t id) { return id >= 0 ? Json(id) : Json(nullptr); }
-// One id stays an int unless the source had a list; none is null.
+// The ids without repeats; one id stays an int unless the source had a list
+// (a list that collapses to one id is written as that id); none is null.
 Json IdList(const std::vector<int64_t>& ids, const Json& out, const char* key) {
   if (ids.empty()) return nullptr;
+  std::vector<int64_t> unique;
+  for (int64_t id : ids) {
+    if (std::find(unique.begin(), unique.end(), id) == unique.end()) {
+      unique.push_back(id);
+    }
+  }
   auto it = out.find(key);
   const bool was_list = it != out.end() && it->is_array();
-  if (ids.size() == 1 && !was_list) return ids[0];
-  return ids;
+  if (unique.size() == 1 && (!was_list || ids.size() > 1)) return unique[0];
+  return unique;
 }
 
 void ReadIds(Fields& f, int64_t* bos, std::vector<int64_t>* eos, int64_t* pad) {

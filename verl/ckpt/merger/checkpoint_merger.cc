@@ -313,6 +313,42 @@ std::string BaseName(const std::string& name) {
   return absl::StrReplaceAll(out, {{".base_layer.", "."}});
 }
 
+// `ids` without repeats; a list that collapses to one id becomes that id
+// (as transformers writes a single eos_token_id).
+nlohmann::json UniqueIds(const nlohmann::json& ids) {
+  if (!ids.is_array()) return ids;
+  nlohmann::json out = nlohmann::json::array();
+  for (const nlohmann::json& id : ids) {
+    if (std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
+  }
+  if (out.size() == 1 && ids.size() > 1) return out[0];
+  return out;
+}
+
+// config.json / generation_config.json of the merged folder: the dtype keys
+// say the merge's dtype (transformers' save_pretrained writes the model's:
+// "torch_dtype", or "dtype" in files of transformers v5, also in nested
+// text/vision configs), and eos_token_id loses repeated ids.
+void PatchHfJson(nlohmann::json* json, at::ScalarType dtype, bool is_config) {
+  if (json->contains("eos_token_id")) {
+    (*json)["eos_token_id"] = UniqueIds((*json)["eos_token_id"]);
+  }
+  if (!is_config) return;
+  const std::string name = DtypeName(dtype);
+  auto set_dtype = [&](nlohmann::json& j, bool add) {
+    const bool v5 = j.contains("dtype") && !j.contains("torch_dtype");
+    if (v5) {
+      j["dtype"] = name;
+    } else if (add || j.contains("torch_dtype")) {
+      j["torch_dtype"] = name;
+    }
+  };
+  set_dtype(*json, /*add=*/true);
+  for (auto& [key, value] : json->items()) {
+    if (value.is_object()) set_dtype(value, /*add=*/false);
+  }
+}
+
 absl::Status CopyHfFiles(const MergeOptions& options, const std::string& tmp) {
   std::string source = Join(options.local_dir, kHfSubdir);
   std::error_code ec;
@@ -334,6 +370,12 @@ absl::Status CopyHfFiles(const MergeOptions& options, const std::string& tmp) {
     const std::string src = Join(source, name);
     if (!fs::exists(src, ec)) continue;
     VERL_ASSIGN_OR_RETURN(std::string bytes, core::ReadFile(src));
+    const bool is_config = name == "config.json";
+    if (is_config || name == "generation_config.json") {
+      VERL_ASSIGN_OR_RETURN(nlohmann::json json, core::ReadJsonFile(src));
+      PatchHfJson(&json, options.dtype, is_config);
+      bytes = json.dump(2) + "\n";
+    }
     VERL_RETURN_IF_ERROR(core::WriteFileAtomic(Join(tmp, name), bytes));
   }
   return absl::OkStatus();

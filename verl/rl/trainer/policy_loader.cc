@@ -3,7 +3,9 @@
 #include <ATen/core/grad_mode.h>
 #include <torch/nn/module.h>
 
+#include <algorithm>
 #include <map>
+#include <vector>
 
 #include "verl/core/status.h"
 #include "verl/models/hf_checkpoint.h"
@@ -31,6 +33,13 @@ void CopyParameters(const torch::nn::Module& from, torch::nn::Module& to,
   }
 }
 
+// Adds `id` to the stop ids unless present (the preset, the generation
+// config and the tokenizer often name the same eos).
+void AddStopId(models::ModelConfig* config, int64_t id) {
+  std::vector<int64_t>& ids = config->eos_token_ids;
+  if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+}
+
 }  // namespace
 
 absl::StatusOr<models::Tokenizer> LoadTokenizer(
@@ -50,8 +59,7 @@ absl::StatusOr<LoadedPolicy> LoadPolicy(const models::ModelSettings& m,
                           models::LoadHfConfigs(m.path()));
     p.config = hf.config;
     if (hf.generation) {
-      for (int64_t id : hf.generation->eos_token_ids)
-        p.config.eos_token_ids.push_back(id);
+      for (int64_t id : hf.generation->eos_token_ids) AddStopId(&p.config, id);
     }
     p.model = models::CreateModel(p.config, seed);
     std::map<std::string, at::Tensor> dst;
@@ -64,8 +72,9 @@ absl::StatusOr<LoadedPolicy> LoadPolicy(const models::ModelSettings& m,
         p.config, models::MakePreset(m.preset(), tokenizer.vocab_size()));
     p.model = models::CreateModel(p.config, seed);
   }
-  if (tokenizer.eos_token_id() >= 0)
-    p.config.eos_token_ids.push_back(tokenizer.eos_token_id());
+  if (tokenizer.eos_token_id() >= 0) {
+    AddStopId(&p.config, tokenizer.eos_token_id());
+  }
   if (tokenizer.pad_token_id() >= 0)
     p.config.pad_token_id = tokenizer.pad_token_id();
   // The model keeps its own copy of the config: rebuild with the stop ids.

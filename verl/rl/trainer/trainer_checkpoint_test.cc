@@ -446,6 +446,11 @@ TEST(TrainerCheckpointTest, PpoResumeIsExact) {
   }
   EXPECT_TRUE(
       fs::exists(split + "/global_step_2/critic/huggingface/config.json"));
+  // The preset's eos id and the tokenizer's are the same id: written once.
+  auto config = core::ReadJsonFile(hf + "config.json");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE((*config)["eos_token_id"].is_number_integer())
+      << (*config)["eos_token_id"];
   auto rest = RunPpo(TinyConfig("split", 4, split), nullptr);  // resume auto
   ASSERT_TRUE(rest.ok()) << rest.status();
   EXPECT_EQ(rest->steps, 4);
