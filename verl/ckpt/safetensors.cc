@@ -22,6 +22,9 @@
 namespace verl::ckpt {
 namespace {
 
+using core::ErrnoError;
+using core::ParentDir;
+
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors data is little-endian; big-endian hosts need swaps");
 
@@ -37,11 +40,6 @@ constexpr DtypePair kDtypePairs[] = {
     {StDtype::kI16, at::kShort},     {StDtype::kI8, at::kChar},
     {StDtype::kU8, at::kByte},       {StDtype::kBool, at::kBool},
 };
-
-absl::Status ErrnoError(absl::string_view what, absl::string_view path) {
-  return absl::InternalError(
-      absl::StrCat(path, ": ", what, ": ", std::strerror(errno)));
-}
 
 // A tensor ready to be written: CPU, contiguous, with its header entry.
 struct PreparedFile {
@@ -93,13 +91,6 @@ absl::Status WriteAll(int fd, const char* data, size_t size,
     size -= static_cast<size_t>(n);
   }
   return absl::OkStatus();
-}
-
-std::string ParentDir(const std::string& path) {
-  size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
 }
 
 }  // namespace

@@ -12,22 +12,6 @@
 #include "verl/core/file_util.h"
 
 namespace verl::core {
-namespace {
-
-absl::Status ErrnoError(const std::string& what, const std::string& path) {
-  return absl::InternalError(
-      absl::StrCat(path, ": ", what, ": ", std::strerror(errno)));
-}
-
-std::string ParentDir(const std::string& path) {
-  size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Create(
     const std::string& path) {
   static std::atomic<uint64_t> counter{0};

@@ -12,9 +12,7 @@
 #include "absl/strings/str_cat.h"
 
 namespace verl::core {
-namespace {
-
-absl::Status ErrnoError(const std::string& what, const std::string& path) {
+absl::Status ErrnoError(absl::string_view what, absl::string_view path) {
   return absl::InternalError(
       absl::StrCat(path, ": ", what, ": ", std::strerror(errno)));
 }
@@ -25,8 +23,6 @@ std::string ParentDir(const std::string& path) {
   if (slash == 0) return "/";
   return path.substr(0, slash);
 }
-
-}  // namespace
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -16,6 +16,12 @@
 
 namespace verl::core {
 
+// InternalError "<path>: <what>: <strerror(errno)>", for a failed system call.
+absl::Status ErrnoError(absl::string_view what, absl::string_view path);
+
+// The folder part of `path` ("." for a bare name, "/" for a root entry).
+std::string ParentDir(const std::string& path);
+
 // Reads a whole file. NotFound / Internal errors name the path.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 

@@ -14,6 +14,8 @@
 namespace verl::profiler {
 namespace {
 
+using core::ParentDir;
+
 // verl's loggers that report to a remote service (no network here).
 constexpr const char* kNetworkBackends[] = {
     "wandb", "mlflow", "swanlab", "vemlp_wandb", "clearml", "trackio"};
@@ -28,11 +30,6 @@ bool IsNetworkBackend(const std::string& name) {
 std::string EnvOr(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v && *v ? v : fallback;
-}
-
-std::string ParentDir(const std::string& path) {
-  size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
 class ConsoleBackend : public Tracker::Backend {

@@ -300,7 +300,7 @@ TEST(DefaultComputeScoreTest, Dispatch) {
                           json{{"k", 5}, {"lo", 11}, {"hi", 14}}}) {
     // Malformed ground truths and questions with no valid answer alike.
     EXPECT_THAT(DefaultComputeScore("multiples", "14", bad),
-                StatusIs(absl::StatusCode::kInvalidArgument, "expected"))
+                StatusIs(absl::StatusCode::kInvalidArgument, "multiples"))
         << bad;
   }
   EXPECT_THAT(

@@ -12,15 +12,41 @@
 
 namespace verl::rl::testing {
 
+namespace {
+
+std::string TmpDir() {
+  const char* env = std::getenv("TEST_TMPDIR");
+  return env ? env : "/tmp";
+}
+
+std::string RolloutDir(const std::string& name) {
+  return absl::StrCat(TmpDir(), "/rollouts", name);
+}
+
+// The sampled responses of one step's rollout dump, in row order.
+std::vector<std::string> DumpedOutputs(const std::string& name, size_t step) {
+  const std::string path = absl::StrCat(RolloutDir(name), "/", step, ".jsonl");
+  std::vector<std::string> outputs;
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << path;
+  std::string line;
+  while (std::getline(in, line)) {
+    outputs.push_back(nlohmann::json::parse(line).at("output"));
+  }
+  return outputs;
+}
+
+}  // namespace
+
 std::vector<nlohmann::json> RunTrain(const std::string& name,
                                      const std::vector<std::string>& args) {
-  const char* env = std::getenv("TEST_TMPDIR");
-  const std::string tmp = env ? env : "/tmp";
+  const std::string tmp = TmpDir();
   const std::string metrics = absl::StrCat(tmp, "/metrics", name, ".jsonl");
   const std::string log = absl::StrCat(tmp, "/train", name, ".log");
-  const std::string cmd =
-      absl::StrCat("VERL_FILE_LOGGER_PATH=", metrics, " tools/train ",
-                   absl::StrJoin(args, " "), " >", log, " 2>&1");
+  const std::string cmd = absl::StrCat(
+      "VERL_FILE_LOGGER_PATH=", metrics, " tools/train ",
+      absl::StrJoin(args, " "), " trainer.rollout_data_dir=", RolloutDir(name),
+      " >", log, " 2>&1");
   const int rc = std::system(cmd.c_str());
   EXPECT_EQ(rc, 0) << cmd << "\nsee " << log;
   std::vector<nlohmann::json> lines;
@@ -30,14 +56,27 @@ std::vector<nlohmann::json> RunTrain(const std::string& name,
   return lines;
 }
 
+size_t StepsWithSameRollouts(const std::string& one, const std::string& two,
+                             size_t steps) {
+  size_t same = 0;
+  while (same < steps) {
+    const std::vector<std::string> a = DumpedOutputs(one, same + 1);
+    if (a.empty() || a != DumpedOutputs(two, same + 1)) break;
+    ++same;
+  }
+  return same;
+}
+
 void ExpectSameMetrics(const std::vector<nlohmann::json>& one,
                        const std::vector<nlohmann::json>& two,
                        const std::string& what, size_t steps,
-                       const std::vector<std::string>& required, double tol) {
+                       const std::vector<std::string>& required, double tol,
+                       size_t compared_steps) {
   ASSERT_EQ(one.size(), steps) << what;
   ASSERT_EQ(two.size(), steps) << what;
+  compared_steps = std::min(compared_steps, steps);
   int compared = 0;
-  for (size_t step = 0; step < steps; ++step) {
+  for (size_t step = 0; step < compared_steps; ++step) {
     const auto& a = one[step]["data"];
     const auto& b = two[step]["data"];
     for (const std::string& key : required) {
@@ -58,7 +97,19 @@ void ExpectSameMetrics(const std::vector<nlohmann::json>& one,
       ++compared;
     }
   }
-  EXPECT_GT(compared, 20 * static_cast<int>(steps)) << what;
+  EXPECT_GT(compared, 20 * static_cast<int>(compared_steps)) << what;
+}
+
+void ExpectSameRuns(const std::vector<nlohmann::json>& one,
+                    const std::string& one_name,
+                    const std::vector<nlohmann::json>& two,
+                    const std::string& two_name, const std::string& what,
+                    size_t steps, const std::vector<std::string>& required,
+                    size_t min_same_steps, double tol) {
+  const size_t same = StepsWithSameRollouts(one_name, two_name, steps);
+  EXPECT_GE(same, min_same_steps)
+      << what << ": the rollouts differ at step " << same + 1;
+  ExpectSameMetrics(one, two, what, steps, required, tol, same);
 }
 
 }  // namespace verl::rl::testing
