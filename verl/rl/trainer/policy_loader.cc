@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "verl/core/status.h"
 #include "verl/models/hf_checkpoint.h"
+#include "verl/models/hf_config_override.h"
 #include "verl/models/megatron/megatron_options.h"
 #include "verl/models/megatron/megatron_weights.h"
 #include "verl/models/presets.h"
@@ -54,10 +56,14 @@ absl::StatusOr<LoadedPolicy> LoadPolicy(const models::ModelSettings& m,
                                         const models::Tokenizer& tokenizer,
                                         uint64_t seed) {
   LoadedPolicy p;
+  const std::map<std::string, std::string> overrides(
+      m.override_config().begin(), m.override_config().end());
+  constexpr char kOverrideKey[] = "actor_rollout_ref.model.override_config";
   if (!m.path().empty()) {
     VERL_ASSIGN_OR_RETURN(models::HfCheckpoint hf,
                           models::LoadHfConfigs(m.path()));
-    p.config = hf.config;
+    VERL_ASSIGN_OR_RETURN(p.config, models::ApplyHfConfigOverrides(
+                                        hf.config, overrides, kOverrideKey));
     if (hf.generation) {
       for (int64_t id : hf.generation->eos_token_ids) AddStopId(&p.config, id);
     }
@@ -65,11 +71,19 @@ absl::StatusOr<LoadedPolicy> LoadPolicy(const models::ModelSettings& m,
     std::map<std::string, at::Tensor> dst;
     for (auto& item : p.model->named_parameters())
       dst[item.key()] = item.value();
-    VERL_RETURN_IF_ERROR(models::LoadHfWeightsInto(m.path(), &dst));
+    // Fewer layers (override_config.num_hidden_layers): the first N load,
+    // the rest of the checkpoint is left out, as transformers does.
+    models::HfLoadIntoOptions load;
+    load.allow_unexpected =
+        p.config.num_hidden_layers < hf.config.num_hidden_layers;
+    VERL_RETURN_IF_ERROR(models::LoadHfWeightsInto(m.path(), &dst, load));
     p.hf_dir = m.path();
   } else {
     VERL_ASSIGN_OR_RETURN(
-        p.config, models::MakePreset(m.preset(), tokenizer.vocab_size()));
+        models::ModelConfig preset,
+        models::MakePreset(m.preset(), tokenizer.vocab_size()));
+    VERL_ASSIGN_OR_RETURN(p.config, models::ApplyHfConfigOverrides(
+                                        preset, overrides, kOverrideKey));
     p.model = models::CreateModel(p.config, seed);
   }
   if (tokenizer.eos_token_id() >= 0) {

@@ -136,6 +136,51 @@ TEST(LoadPolicyTest, HfFolderWeightsAndGenerationEosIds) {
   }
 }
 
+// model.override_config (verl's update_model_config before the model is
+// built): fewer layers load the checkpoint's first layers (the rest is left
+// out, as transformers does); rope_theta reaches the config; keys that
+// would change weight shapes are refused naming the key.
+TEST(LoadPolicyTest, OverrideConfigIsAppliedBeforeTheModelIsBuilt) {
+  const models::Tokenizer tok = models::MakeBuiltinTokenizer();
+  auto src = LoadPolicy(Preset("tiny-qwen2"), tok, /*seed=*/7);
+  ASSERT_TRUE(src.ok()) << src.status();
+  ASSERT_GT(src->config.num_hidden_layers, 1);
+  models::HfCheckpoint ckpt;
+  ckpt.config = src->config;
+  ckpt.tensors = Params(*src->model);
+  const std::string dir = TempDir("hf_override") + "/model";
+  ASSERT_TRUE(models::SaveHfCheckpoint(dir, ckpt).ok());
+
+  models::ModelSettings m;
+  m.set_path(dir);
+  (*m.mutable_override_config())["num_hidden_layers"] = "1";
+  (*m.mutable_override_config())["rope_theta"] = "5e5";
+  (*m.mutable_override_config())["attn_implementation"] = "eager";
+  auto p = LoadPolicy(m, tok, /*seed=*/99);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->config.num_hidden_layers, 1);
+  EXPECT_EQ(p->model->config().num_hidden_layers, 1);
+  EXPECT_EQ(p->config.rope_theta, 5e5);
+  const auto want = Params(*src->model), got = Params(*p->model);
+  EXPECT_LT(got.size(), want.size());
+  for (const auto& [name, t] : got) {
+    ASSERT_TRUE(want.count(name)) << name;
+    EXPECT_TRUE(at::equal(t, want.at(name))) << name;
+  }
+  // The preset path too.
+  models::ModelSettings preset = Preset("tiny-qwen2");
+  (*preset.mutable_override_config())["num_hidden_layers"] = "1";
+  auto small = LoadPolicy(preset, tok, 1);
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ(small->model->config().num_hidden_layers, 1);
+
+  (*m.mutable_override_config())["hidden_size"] = "32";
+  EXPECT_THAT(LoadPolicy(m, tok, 1),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "'actor_rollout_ref.model.override_config.hidden_size' "
+                       "is not applied here"));
+}
+
 TEST(LoadPolicyTest, MissingModelFolderNamesThePath) {
   models::ModelSettings m;
   m.set_path("/nonexistent/policy_dir");

@@ -45,6 +45,69 @@ void InheritLoadContents(ckpt::CheckpointConfig* checkpoint) {
   }
 }
 
+// verl's Megatron scheduler spelling: lr_decay_style constant|cosine ->
+// lr_scheduler_type, min_lr -> min_lr_ratio (other styles are refused by
+// validation).
+void ResolveMcoreSchedulerAlias(parallel::OptimConfig* optim) {
+  if (optim->has_lr_decay_style() && (optim->lr_decay_style() == "constant" ||
+                                      optim->lr_decay_style() == "cosine")) {
+    optim->set_lr_scheduler_type(optim->lr_decay_style());
+  }
+  if (optim->has_min_lr() && optim->lr() > 0) {
+    optim->set_min_lr_ratio(optim->min_lr() / optim->lr());
+  }
+}
+
+// Megatron module names of verl's nested model.lora.target_modules -> HF
+// leaf names; other names (HF names, all-linear) pass through.
+std::vector<std::string> HfLoraModules(
+    const google::protobuf::RepeatedPtrField<std::string>& names) {
+  static const auto* const kMap =
+      new std::vector<std::pair<std::string, std::vector<std::string>>>{
+          {"linear_qkv", {"q_proj", "k_proj", "v_proj"}},
+          {"linear_q", {"q_proj"}},
+          {"linear_k", {"k_proj"}},
+          {"linear_v", {"v_proj"}},
+          {"linear_proj", {"o_proj"}},
+          {"linear_fc1", {"gate_proj", "up_proj"}},
+          {"linear_fc1_gate", {"gate_proj"}},
+          {"linear_fc1_up", {"up_proj"}},
+          {"linear_fc2", {"down_proj"}},
+      };
+  std::vector<std::string> out;
+  for (const std::string& name : names) {
+    auto it =
+        absl::c_find_if(*kMap, [&](const auto& e) { return e.first == name; });
+    const std::vector<std::string> hf =
+        it == kMap->end() ? std::vector<std::string>{name} : it->second;
+    for (const std::string& h : hf) {
+      if (!absl::c_linear_search(out, h)) out.push_back(h);
+    }
+  }
+  return out;
+}
+
+// The flat LoRA keys verl's nested `lora` section sets (when the flat rank
+// is 0); conflicting values are refused by CheckNestedLora.
+template <typename ModelMsg>
+void ResolveNestedLora(ModelMsg* m) {
+  const models::LoraSection& l = m->lora();
+  if (!l.has_rank() || l.rank() <= 0 || m->lora_rank() > 0) return;
+  m->set_lora_rank(l.rank());
+  m->set_lora_alpha(l.has_alpha() ? l.alpha() : 32.0);  // verl's default
+  static const google::protobuf::RepeatedPtrField<std::string> kDefault = [] {
+    google::protobuf::RepeatedPtrField<std::string> d;
+    for (const char* n :
+         {"linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"}) {
+      *d.Add() = n;
+    }
+    return d;
+  }();
+  const std::vector<std::string> targets = HfLoraModules(
+      l.target_modules_size() > 0 ? l.target_modules() : kDefault);
+  m->mutable_target_modules()->Assign(targets.begin(), targets.end());
+}
+
 }  // namespace
 
 const std::string& PpoTrainerDefaultsText() {
@@ -92,6 +155,17 @@ void ResolvePpoTrainerConfig(PpoTrainerConfig* config) {
   if (actor.has_tau_neg()) {
     actor.mutable_policy_loss()->set_tau_neg(actor.tau_neg());
   }
+  ResolveNestedLora(arr.mutable_model());
+  if (model.lora().exclude_modules_size() > 0 && !model.has_exclude_modules()) {
+    arr.mutable_model()->set_exclude_modules(
+        absl::StrJoin(HfLoraModules(model.lora().exclude_modules()), ","));
+  }
+  if (model.lora().has_adapter_path() && !model.has_lora_adapter_path()) {
+    arr.mutable_model()->set_lora_adapter_path(model.lora().adapter_path());
+  }
+  ResolveMcoreSchedulerAlias(actor.mutable_optim());
+  VERL_INHERIT(actor, rollout_n, arr.rollout().n());
+  VERL_INHERIT(ref, rollout_n, arr.rollout().n());
   VERL_INHERIT(actor, use_fused_kernels, model.use_fused_kernels());
   VERL_INHERIT(actor, use_remove_padding, model.use_remove_padding());
   InheritLoadContents(actor.mutable_checkpoint());
@@ -129,7 +203,9 @@ void ResolvePpoTrainerConfig(PpoTrainerConfig* config) {
     VERL_INHERIT(critic, forward_micro_batch_size_per_gpu,
                  critic.ppo_micro_batch_size_per_gpu());
   }
+  ResolveMcoreSchedulerAlias(critic.mutable_optim());
   CriticModelConfig& critic_model = *critic.mutable_model();
+  ResolveNestedLora(&critic_model);
   VERL_INHERIT(critic_model, path, model.path());
   VERL_INHERIT(critic_model, preset, model.preset());
   VERL_INHERIT(critic_model, tokenizer_path, model.path());
@@ -150,6 +226,11 @@ void ResolvePpoTrainerConfig(PpoTrainerConfig* config) {
     overlong.set_penalty_factor(alias.penalty_factor());
   }
   if (alias.has_log()) overlong.set_log(alias.log());
+  // verl's newer spelling reward_manager.name wins when set.
+  if (config->reward_manager().has_name()) {
+    rm.set_reward_manager(config->reward_manager().name());
+  }
+  config->mutable_reward_manager()->set_name(rm.reward_manager());
   VERL_INHERIT(*rm.mutable_model(), input_tokenizer, model.path());
   VERL_INHERIT(rm, use_dynamic_bsz, critic.use_dynamic_bsz());
   VERL_INHERIT(rm, forward_max_token_len_per_gpu,
@@ -539,6 +620,78 @@ void CheckMegatronActor(const PpoTrainerConfig& config, Problems& problems) {
   }
 }
 
+// verl's nested `<prefix>.lora.*` against the flat keys it is served as
+// (ResolveNestedLora copied them when the flat rank was 0).
+template <typename ModelMsg>
+void CheckNestedLora(absl::string_view prefix, const ModelMsg& m,
+                     Problems& problems) {
+  const models::LoraSection& l = m.lora();
+  if (l.has_type() && l.type() != "lora" && l.type() != "canonical_lora") {
+    problems.Add(absl::StrCat(
+        "'", prefix, ".lora.type=", l.type(),
+        "' is not available here: adapters are LoRA on the HF modules "
+        "(lora | canonical_lora)"));
+  }
+  if (!l.has_rank() || l.rank() <= 0) return;
+  if (m.lora_rank() != l.rank()) {
+    problems.Add(absl::StrCat("'", prefix, ".lora.rank' (", l.rank(),
+                              ") conflicts with '", prefix, ".lora_rank' (",
+                              m.lora_rank(), "): set one of them"));
+  }
+  if (l.has_alpha() && m.lora_alpha() != l.alpha()) {
+    problems.Add(absl::StrCat("'", prefix, ".lora.alpha' (", l.alpha(),
+                              ") conflicts with '", prefix, ".lora_alpha' (",
+                              m.lora_alpha(), "): set one of them"));
+  }
+  if (l.target_modules_size() > 0) {
+    const std::vector<std::string> want = HfLoraModules(l.target_modules());
+    if (!std::equal(want.begin(), want.end(), m.target_modules().begin(),
+                    m.target_modules().end())) {
+      problems.Add(absl::StrCat(
+          "'", prefix, ".lora.target_modules' ([",
+          absl::StrJoin(l.target_modules(), ", "), "] = [",
+          absl::StrJoin(want, ", "), "]) conflicts with '", prefix,
+          ".target_modules' ([", absl::StrJoin(m.target_modules(), ", "),
+          "]): set one of them"));
+    }
+  }
+}
+
+// The critic has no flat exclude_modules / lora_adapter_path.
+void CheckCriticNestedLora(const CriticModelConfig& m, Problems& problems) {
+  CheckNestedLora("critic.model", m, problems);
+  if (m.lora().exclude_modules_size() > 0) {
+    problems.Add(
+        "'critic.model.lora.exclude_modules' is not available here: the "
+        "critic's adapters follow critic.model.target_modules");
+  }
+  if (m.lora().has_adapter_path()) {
+    problems.Add(
+        "'critic.model.lora.adapter_path' is not available here: the "
+        "critic's adapters start fresh");
+  }
+}
+
+// verl's Megatron scheduler keys served as aliases
+// (ResolveMcoreSchedulerAlias).
+void CheckMcoreScheduler(absl::string_view prefix,
+                         const parallel::OptimConfig& optim,
+                         Problems& problems) {
+  if (!optim.has_lr_decay_style()) return;
+  const std::string& style = optim.lr_decay_style();
+  if (style != "constant" && style != "cosine") {
+    problems.Add(
+        absl::StrCat("'", prefix, ".optim.lr_decay_style=", style,
+                     "' is not available here: constant and cosine are built "
+                     "(linear, inverse_square_root and WSD are not)"));
+  } else if (optim.has_warmup_style() && optim.warmup_style() != style) {
+    problems.Add(absl::StrCat("'", prefix, ".optim.lr_decay_style' (", style,
+                              ") conflicts with '", prefix,
+                              ".optim.warmup_style' (", optim.warmup_style(),
+                              "): set one of them"));
+  }
+}
+
 absl::Status CheckLossAggMode(absl::string_view key, const std::string& mode) {
   for (const char* valid : {"token-mean", "seq-mean-token-sum",
                             "seq-mean-token-mean", "seq-mean-token-sum-norm"}) {
@@ -730,11 +883,21 @@ absl::Status ValidatePpoTrainerConfig(const PpoTrainerConfig& config) {
         ") must equal 'data.max_prompt_length' (",
         config.data().max_prompt_length(), "): prompts are cut by the latter"));
   }
-  if (critic.rollout_n() != n) {
-    problems.Add(absl::StrCat("'critic.rollout_n' (", critic.rollout_n(),
-                              ") must equal 'actor_rollout_ref.rollout.n' (", n,
-                              ")"));
+  for (const auto& [key, value] :
+       {std::pair<const char*, int64_t>{"critic.rollout_n", critic.rollout_n()},
+        {"actor_rollout_ref.actor.rollout_n", actor.rollout_n()},
+        {"actor_rollout_ref.ref.rollout_n", ref.rollout_n()}}) {
+    if (value != n) {
+      problems.Add(absl::StrCat("'", key, "' (", value,
+                                ") must equal 'actor_rollout_ref.rollout.n' (",
+                                n, ")"));
+    }
   }
+  CheckNestedLora("actor_rollout_ref.model", config.actor_rollout_ref().model(),
+                  problems);
+  CheckCriticNestedLora(critic.model(), problems);
+  CheckMcoreScheduler("actor_rollout_ref.actor", actor.optim(), problems);
+  CheckMcoreScheduler("critic", critic.optim(), problems);
   // Keys whose feature is not available here (config_keys.h).
   for (std::string& line : CheckKeyUse(config).not_served) {
     problems.Add(std::move(line));

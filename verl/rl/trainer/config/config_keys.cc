@@ -38,6 +38,21 @@ constexpr char kMemoryKnob[] =
 constexpr char kNoRay[] = "no Ray here: one process per rank";
 constexpr char kOneMegatron[] =
     "selects among Megatron implementations; there is one here";
+constexpr char kMtp[] =
+    "multi-token prediction (MTP heads, speculative decoding) is not "
+    "available";
+constexpr char kMtpOption[] =
+    "an MTP option, read with mtp.enable only (MTP is not available)";
+constexpr char kRouterReplay[] = "MoE routing replay (R2/R3) is not available";
+constexpr char kMcoreScheduler[] =
+    "of Megatron's scheduler, only lr_decay_style constant|cosine, min_lr and "
+    "lr_warmup_steps(_ratio) are built (decay runs over total_training_steps, "
+    "warmup from 0)";
+constexpr char kNestedLora[] =
+    "served as the flat lora_rank/lora_alpha/target_modules/exclude_modules/"
+    "lora_adapter_path (conflicts refused)";
+constexpr char kLoadWeight[] =
+    "weights always load from model.path (or the preset)";
 
 // Patterns: dotted segments; a pattern matches a key that starts with its
 // segments; a leading "**." matches at any depth. The most specific pattern
@@ -254,7 +269,29 @@ constexpr KeyRule kKeyRules[] = {
      ""},
     {"**.megatron.override_transformer_config.recompute_modules", kServed,
      "core_attn, mlp; the others are refused"},
+    // Aliases copied into the key they spell (ResolvePpoTrainerConfig).
+    {"**.optim.lr_decay_style", kServed,
+     "constant|cosine: copied into optim.lr_scheduler_type"},
+    {"**.optim.min_lr", kServed, "copied into optim.min_lr_ratio as min_lr/lr"},
+    {"reward_manager.name", kServed, "copied into reward_model.reward_manager"},
+    {"**.lora.rank", kServed, kNestedLora},
+    {"**.lora.alpha", kServed, kNestedLora},
+    {"**.lora.target_modules", kServed, kNestedLora},
+    {"**.lora.exclude_modules", kServed, kNestedLora},
+    {"**.lora.adapter_path", kServed, kNestedLora},
+    {"**.lora.type", kServed, "lora | canonical_lora; others are refused"},
+    {"actor_rollout_ref.model.override_config", kServed,
+     "applied to the HF config before the model is built (docs/config.md)"},
+    {"critic.model.override_config", kNotServed,
+     "the critic is built from the actor's model: "
+     "actor_rollout_ref.model.override_config applies to both"},
+    {"reward_model.model.override_config", kNotServed,
+     "the reward model's HF config is used as saved"},
     // Checked equal to the key they follow (ValidatePpoTrainerConfig).
+    {"actor_rollout_ref.actor.rollout_n", kServed,
+     "must equal actor_rollout_ref.rollout.n"},
+    {"actor_rollout_ref.ref.rollout_n", kServed,
+     "must equal actor_rollout_ref.rollout.n"},
     {"actor_rollout_ref.rollout.prompt_length", kServed,
      "must equal data.max_prompt_length"},
     {"critic.rollout_n", kServed, "must equal actor_rollout_ref.rollout.n"},
@@ -395,11 +432,102 @@ constexpr KeyRule kKeyRules[] = {
      "a generative reward model is not available"},
     {"reward_model.overlong_buffer", kServed,
      "copied into reward_model.reward_kwargs.overlong_buffer_cfg"},
+    {"**.fsdp_config.seed", kNoEffect,
+     "verl seeds enable_full_determinism with it; runs here are seeded by "
+     "data.seed"},
+    {"**.fsdp_config.full_determinism", kNoEffect,
+     "runs here are deterministic already (CPU kernels, fixed reduction "
+     "order)"},
+    {"actor_rollout_ref.actor.use_prefix_grouper", kNoEffect,
+     "a speed knob (shared prompt prefix computed once); results are the "
+     "same"},
+    {"actor_rollout_ref.actor.sum_pi_squared_checkpointing", kNoEffect,
+     kMemoryKnob},
+    {"critic.data_loader_seed", kNoEffect,
+     "mini-batch shuffling is seeded by the trainer's seed"},
+    {"critic.nccl_timeout", kNoEffect,
+     "one process group for all roles: actor_rollout_ref.nccl_timeout"},
+    {"reward_model.nccl_timeout", kNoEffect,
+     "one process group for all roles: actor_rollout_ref.nccl_timeout"},
+    {"**.megatron.use_remove_padding", kNoEffect,
+     "the Megatron forward always runs on packed tokens"},
+    {"actor_rollout_ref.rollout.layer_name_map", kNoEffect,
+     "weights reach the engine under their HF names"},
+    {"actor_rollout_ref.rollout.prometheus", kNoEffect,
+     "read with prometheus.enable only (refused here)"},
+    {"actor_rollout_ref.model.mtp", kNoEffect, kMtpOption},
+    {"actor_rollout_ref.rollout.mtp", kNoEffect, kMtpOption},
+    {"global_profiler.global_tool_config.torch_memory.kw_args", kNoEffect,
+     "extra arguments of torch's CUDA allocator recorder"},
+    {"ray_kwargs", kNoEffect, kNoRay},
+    {"**.optim.lr_wsd_decay_style", kNoEffect,
+     "read with lr_decay_style=WSD only (refused here)"},
+    {"**.optim.lr_wsd_decay_steps", kNoEffect,
+     "read with lr_decay_style=WSD only (refused here)"},
+    {"**.lora.merge", kNoEffect,
+     "the rollout engine always receives merged weights"},
+    {"**.lora.a2a_experimental", kNoEffect,
+     "a Megatron communication option; adapters are local here"},
+    {"**.lora.dropout_position", kNoEffect,
+     "read with lora.dropout > 0 only (refused here)"},
+    {"**.lora.lora_A_init_method", kNoEffect,
+     "A is initialised as PEFT does (kaiming-uniform); B is zero, so the "
+     "starting policy is the base model for any A"},
+    {"**.lora.freeze_vision_model", kNoEffect,
+     "read with lora.type=vlm_lora only (refused here)"},
+    {"**.lora.freeze_vision_projection", kNoEffect,
+     "read with lora.type=vlm_lora only (refused here)"},
+    {"**.lora.freeze_language_model", kNoEffect,
+     "read with lora.type=vlm_lora only (refused here)"},
     {"actor_rollout_ref.model.torch_dtype", kNoEffect,
      "weights load in fsdp_config.model_dtype and compute in "
      "fsdp_config.dtype"},
 
     // ---- refused when set: the feature is not available ----
+    {"**.router_replay", kNotServed, kRouterReplay},
+    {"actor_rollout_ref.model.mtp.enable", kNotServed, kMtp},
+    {"actor_rollout_ref.model.mtp.enable_train", kNotServed, kMtp},
+    {"actor_rollout_ref.model.mtp.enable_rollout", kNotServed, kMtp},
+    {"actor_rollout_ref.rollout.mtp.enable", kNotServed, kMtp},
+    {"actor_rollout_ref.rollout.mtp.enable_train", kNotServed, kMtp},
+    {"actor_rollout_ref.rollout.mtp.enable_rollout", kNotServed, kMtp},
+    {"actor_rollout_ref.rollout.prometheus.enable", kNotServed,
+     "Prometheus metrics of rollout servers need verl's Ray/HTTP servers; "
+     "rollout metrics are logged with the trainer's"},
+    {"actor_rollout_ref.rollout.quantization", kNotServed,
+     "rollout quantization (fp8 weights in the engine) is not available"},
+    {"actor_rollout_ref.rollout.quantization_config_file", kNotServed,
+     "rollout quantization (fp8 weights in the engine) is not available"},
+    {"actor_rollout_ref.rollout.limit_images", kNotServed, kVlm},
+    {"actor_rollout_ref.rollout.checkpoint_engine.engine_kwargs", kNoEffect,
+     kEngineKnob},
+    {"reward_manager.module", kNotServed, kPython},
+    {"reward_manager.source", kNotServed, kPython},
+    {"reward_model.reward_loop_source", kNotServed, kPython},
+    {"reward_model.reward_loop_module_path", kNotServed, kPython},
+    {"reward_model.reward_loop_class_name", kNotServed, kPython},
+    {"reward_model.megatron", kNotServed,
+     "the reward model runs a replicated forward pass (no Megatron sharding "
+     "for it)"},
+    {"reward_model.load_weight", kNotServed, kLoadWeight},
+    {"actor_rollout_ref.actor.load_weight", kNotServed, kLoadWeight},
+    {"actor_rollout_ref.ref.load_weight", kNotServed, kLoadWeight},
+    {"critic.load_weight", kNotServed, kLoadWeight},
+    {"transfer_queue", kNotServed,
+     "verl's TransferQueue (a Ray data plane) is not available: batches stay "
+     "in process"},
+    {"**.optim.lr_warmup_init", kNotServed, kMcoreScheduler},
+    {"**.optim.lr_decay_steps", kNotServed, kMcoreScheduler},
+    {"**.optim.weight_decay_incr_style", kNotServed,
+     "weight decay is constant here"},
+    {"**.optim.use_checkpoint_opt_param_scheduler", kNotServed,
+     "the schedule's settings come from the config; a checkpoint restores "
+     "its step only"},
+    {"**.lora.dropout", kNotServed, "LoRA dropout is not built"},
+    {"**.lora.lora_B_init_method", kNotServed,
+     "B starts at zero (the starting policy is the base model)"},
+    {"**.lora.dtype", kNotServed,
+     "adapters are kept in the master-weight dtype (fp32)"},
     {"data.image_key", kNotServed, kVlm},
     {"data.video_key", kNotServed, kVlm},
     {"data.image_patch_size", kNotServed, kVlm},
@@ -416,8 +544,6 @@ constexpr KeyRule kKeyRules[] = {
     {"actor_rollout_ref.model.external_lib", kNotServed, kPython},
     {"actor_rollout_ref.model.custom_chat_template", kNotServed,
      "the tokenizer's own chat template (tokenizer_config.json) is used"},
-    {"actor_rollout_ref.model.override_config", kNotServed,
-     "HF config overrides are not applied to the model yet"},
     {"actor_rollout_ref.actor.optim.optimizer_impl", kNotServed,
      "the optimizers are LibTorch's (torch.optim equivalents)"},
     {"actor_rollout_ref.actor.optim.override_optimizer_config", kNotServed,
@@ -464,8 +590,6 @@ constexpr KeyRule kKeyRules[] = {
      "rollout tracing (mlflow/weave) needs a network service"},
     {"actor_rollout_ref.rollout.skip_rollout", kNotServed,
      "replaying dumped rollouts is not available"},
-    {"critic.model.override_config", kNotServed,
-     "HF config overrides are not applied to the model yet"},
     {"critic.model.external_lib", kNotServed, kPython},
     {"reward_model.model.external_lib", kNotServed, kPython},
     {"reward_model.sandbox_fusion", kNotServed,
@@ -532,9 +656,14 @@ int MatchScore(absl::string_view pattern, absl::string_view key) {
 absl::Span<const KeyRule> PpoKeyRules() { return kKeyRules; }
 
 const KeyRule* FindKeyRule(absl::string_view key) {
+  return FindKeyRuleIn(kKeyRules, key);
+}
+
+const KeyRule* FindKeyRuleIn(absl::Span<const KeyRule> rules,
+                             absl::string_view key) {
   const KeyRule* best = nullptr;
   int best_score = -1;
-  for (const KeyRule& rule : kKeyRules) {
+  for (const KeyRule& rule : rules) {
     const int score = MatchScore(rule.pattern, key);
     if (score > best_score) {
       best_score = score;
@@ -545,16 +674,27 @@ const KeyRule* FindKeyRule(absl::string_view key) {
 }
 
 KeyUsage CheckKeyUse(const PpoTrainerConfig& config) {
-  static const auto* const kDefaults =
-      new std::map<std::string, std::string>([] {
-        auto flat = core::FlattenConfig(DefaultPpoTrainerConfig());
-        return std::map<std::string, std::string>(flat.begin(), flat.end());
-      }());
+  static const PpoTrainerConfig* const kDefaults =
+      new PpoTrainerConfig(DefaultPpoTrainerConfig());
+  return CheckKeyUseIn(kKeyRules, config, *kDefaults);
+}
+
+KeyUsage CheckKeyUseIn(absl::Span<const KeyRule> rules,
+                       const google::protobuf::Message& config,
+                       const google::protobuf::Message& defaults,
+                       bool unset_is_default) {
+  const auto flat_defaults = core::FlattenConfig(defaults);
+  const std::map<std::string, std::string> kept(flat_defaults.begin(),
+                                                flat_defaults.end());
   KeyUsage usage;
   for (const auto& [key, value] : core::FlattenConfig(config)) {
-    auto it = kDefaults->find(key);
-    if (it != kDefaults->end() && it->second == value) continue;
-    const KeyRule* rule = FindKeyRule(key);
+    auto it = kept.find(key);
+    if (it != kept.end() && it->second == value) continue;
+    if (unset_is_default &&
+        (value == "null" || value == "[]" || value == "{}")) {
+      continue;
+    }
+    const KeyRule* rule = FindKeyRuleIn(rules, key);
     if (rule == nullptr || rule->use == KeyUse::kServed) continue;
     if (rule->use == KeyUse::kNotServed) {
       usage.not_served.push_back(absl::StrCat(

@@ -16,6 +16,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "google/protobuf/message.h"
 #include "verl/rl/trainer/config/config.pb.h"
 
 namespace verl::rl {
@@ -33,8 +34,11 @@ struct KeyRule {
 // The table (verl/rl/trainer/config/config_keys.cc).
 absl::Span<const KeyRule> PpoKeyRules();
 
-// The most specific rule matching dotted leaf `key` (literal prefixes beat
-// "**." patterns, longer beats shorter); nullptr if none.
+// The most specific rule of `rules` matching dotted leaf `key` (literal
+// prefixes beat "**." patterns, longer beats shorter); nullptr if none.
+const KeyRule* FindKeyRuleIn(absl::Span<const KeyRule> rules,
+                             absl::string_view key);
+// FindKeyRuleIn(PpoKeyRules(), key).
 const KeyRule* FindKeyRule(absl::string_view key);
 
 // Keys whose value differs from verl's defaults (DefaultPpoTrainerConfig),
@@ -45,6 +49,13 @@ struct KeyUsage {
   std::vector<std::string> no_effect;
 };
 KeyUsage CheckKeyUse(const PpoTrainerConfig& config);
+// The same for any tree: `defaults` is the tree's resolved defaults.
+// `unset_is_default`: a null field or empty list/map counts as its default
+// (for trees built in code, where unset fields read as proto defaults).
+KeyUsage CheckKeyUseIn(absl::Span<const KeyRule> rules,
+                       const google::protobuf::Message& config,
+                       const google::protobuf::Message& defaults,
+                       bool unset_is_default = false);
 
 }  // namespace verl::rl
 

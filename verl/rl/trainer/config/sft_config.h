@@ -10,7 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "verl/rl/trainer/config/config_keys.h"
 #include "verl/rl/trainer/config/sft_config.pb.h"
 
 namespace verl::rl {
@@ -24,6 +27,14 @@ absl::StatusOr<SftTrainerConfig> LoadSftTrainerConfig(
 // trainer.default_local_dir <- checkpoints/{project}/{experiment} and
 // trainer.checkpoint.load_contents <- save_contents while null.
 void ResolveSftTrainerConfig(SftTrainerConfig* config);
+
+// The SFT key table (sft_config_keys.cc): every key of SftTrainerConfig is
+// served, has no effect (CheckSftKeyUse().no_effect, for a notice line) or
+// is not served (ValidateSftTrainerConfig refuses a non-default value with
+// the reason, one line per key).
+absl::Span<const KeyRule> SftKeyRules();
+KeyUsage CheckSftKeyUse(const SftTrainerConfig& config);
+absl::Status ValidateSftTrainerConfig(const SftTrainerConfig& config);
 
 }  // namespace verl::rl
 
