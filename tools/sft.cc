@@ -7,9 +7,14 @@
 // RANK/WORLD_SIZE, and trains (verl/rl/trainer/sft_trainer.h). --print_config
 // prints the resolved tree and exits. A bad command line, config or input
 // prints one line on stderr and exits 2; other failures exit 1.
+#include <cstdlib>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "verl/core/cli.h"
 #include "verl/core/config_loader.h"
 #include "verl/core/main_guard.h"
@@ -49,6 +54,19 @@ static int Main(int argc, char** argv) {
     std::cout << verl::core::PrintConfig(*config);
     return 0;
   }
+  // Keys the SFT trainer does not serve (one line each), before any process
+  // starts; keys with no effect here get one notice line.
+  if (absl::Status s = verl::rl::ValidateSftTrainerConfig(*config); !s.ok()) {
+    return Fail(s);
+  }
+  const char* rank = std::getenv("RANK");
+  const std::vector<std::string> inert =
+      verl::rl::CheckSftKeyUse(*config).no_effect;
+  if (!inert.empty() && (rank == nullptr || std::string(rank) == "0")) {
+    std::cerr << "sft: notice: accepted with no effect here: "
+              << absl::StrJoin(inert, ", ") << " (docs/config.md lists why)"
+              << std::endl;
+  }
   // --nproc_per_node / --nnodes and trainer.n_gpus_per_node / nnodes are one
   // value (see ReconcileProcessCounts).
   absl::StatusOr<verl::rl::SftTrainerConfig> built_in =
@@ -67,6 +85,13 @@ static int Main(int argc, char** argv) {
   }
   config->mutable_trainer()->set_n_gpus_per_node(counts.n_gpus_per_node);
   config->mutable_trainer()->set_nnodes(counts.nnodes);
+  const int64_t sp = config->ulysses_sequence_parallel_size();
+  if (sp < 1 || (counts.n_gpus_per_node * counts.nnodes) % sp != 0) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("ulysses_sequence_parallel_size: ", sp,
+                     " must be positive and divide the number of processes (",
+                     counts.n_gpus_per_node * counts.nnodes, ")")));
+  }
   verl::parallel::LaunchFlagDefaults defaults;
   defaults.nproc_per_node = static_cast<int>(counts.n_gpus_per_node);
   defaults.nnodes = static_cast<int>(counts.nnodes);

@@ -22,10 +22,13 @@
 #include "verl/models/attention.h"
 #include "verl/models/hf_checkpoint.h"
 #include "verl/models/logprob.h"
+#include "verl/models/lora.h"
 #include "verl/models/padding.h"
 #include "verl/models/presets.h"
 #include "verl/models/tokenizer/tokenizer_builtin.h"
+#include "verl/parallel/ulysses.h"
 #include "verl/rl/trainer/config/sft_config.h"
+#include "verl/rl/workers/lora_policy.h"
 #include "verl/rl/workers/ppo_update.h"
 
 namespace verl::rl {
@@ -58,9 +61,10 @@ absl::Status ForEachMicroBatch(const std::vector<int64_t>& rows, int64_t micro,
 // Σ CE (differentiable) and the loss-token count of `rows`.
 std::pair<SftLossSum, int64_t> MicroLoss(models::CausalLM& model,
                                          const SftDataset& data,
-                                         const std::vector<int64_t>& rows) {
+                                         const std::vector<int64_t>& rows,
+                                         const SequenceParallel& sp) {
   const std::vector<at::Tensor> t = CollateSft(data, rows);
-  return {SftTokenLossSum(model, t[0], t[1], t[2], t[3]),
+  return {SftTokenLossSum(model, t[0], t[1], t[2], t[3], sp),
           t[3].narrow(1, 1, t[3].size(1) - 1).sum().item<int64_t>()};
 }
 
@@ -74,7 +78,23 @@ std::vector<at::Tensor> Parameters(models::CausalLM& model) {
 
 std::string StepDir(const SftTrainerConfig& config, int64_t step) {
   return absl::StrCat(config.trainer().default_local_dir(), "/global_step_",
-                      step, "/huggingface");
+                      step);
+}
+
+// Ulysses needs the attention heads split evenly over the sp ranks (key/value
+// heads: one of them and sp divides the other, as the PPO side's attention).
+absl::Status CheckSequenceParallel(const models::ModelConfig& c, int64_t sp) {
+  if (sp <= 1) return absl::OkStatus();
+  const int64_t kv = c.num_key_value_heads;
+  if (c.num_attention_heads % sp != 0 || (kv % sp != 0 && sp % kv != 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ulysses_sequence_parallel_size: ", sp,
+                     " must divide the model's ", c.num_attention_heads,
+                     " attention heads, and divide or be a multiple "
+                     "of its ",
+                     kv, " key/value heads"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -82,15 +102,27 @@ std::string StepDir(const SftTrainerConfig& config, int64_t step) {
 SftLossSum SftTokenLossSum(models::CausalLM& model, const at::Tensor& input_ids,
                            const at::Tensor& attention_mask,
                            const at::Tensor& position_ids,
-                           const at::Tensor& loss_mask) {
+                           const at::Tensor& loss_mask,
+                           const SequenceParallel& sp) {
   const int64_t batch = input_ids.size(0), length = input_ids.size(1);
   const models::UnpadInfo info = models::Unpad(attention_mask.to(at::kBool));
   const at::Tensor ids = models::UnpadTensor(input_ids, info);
   const at::Tensor pos = models::UnpadTensor(position_ids, info);
   SftLossSum out;
-  out.attention = std::make_shared<models::VarlenCausalAttention>(
-      info.cu_seqlens, model.LayerWindows());
-  const at::Tensor hidden = model.Forward(ids, pos, *out.attention);
+  at::Tensor hidden;
+  int64_t lo = 0, size = ids.size(0);  // this rank's packed tokens
+  if (sp.enabled()) {
+    UlyssesSlice s =
+        SliceForSequenceParallel(model, ids, pos, info.cu_seqlens, sp);
+    out.attention = s.attention;
+    lo = s.lo;
+    size = s.size;
+    hidden = model.Forward(s.ids, s.pos, *out.attention);
+  } else {
+    out.attention = std::make_shared<models::VarlenCausalAttention>(
+        info.cu_seqlens, model.LayerWindows());
+    hidden = model.Forward(ids, pos, *out.attention);
+  }
 
   // Position t predicts token t+1: predictors are where loss_mask[:, t+1].
   at::Tensor predicts = at::zeros({batch, length}, at::kBool);
@@ -108,8 +140,19 @@ SftLossSum SftTokenLossSum(models::CausalLM& model, const at::Tensor& input_ids,
   const at::Tensor rows = packed_row.index_select(0, flat_src);
   const at::Tensor targets =
       input_ids.reshape(-1).index_select(0, flat_src + 1);
-  const at::Tensor logits = model.Logits(hidden.index_select(0, rows));
-  out.loss_sum = models::LogProbsFromLogits(logits, targets).sum().neg();
+  // This rank's predicting positions (all of them without sp).
+  const at::Tensor mine = (rows >= lo) & (rows < lo + size);
+  const at::Tensor logits =
+      model.Logits(hidden.index_select(0, rows.masked_select(mine) - lo));
+  at::Tensor log_probs =
+      models::LogProbsFromLogits(logits, targets.masked_select(mine));
+  if (sp.enabled()) {
+    // Every sp rank sums the whole gathered set: one loss per group; the
+    // backward scale sp undoes the state's average over the sp ranks.
+    log_probs = parallel::GatherSeq(log_probs.to(at::kFloat), sp.group,
+                                    sp.group->size());
+  }
+  out.loss_sum = log_probs.sum().neg();
   return out;
 }
 
@@ -133,12 +176,10 @@ std::vector<at::Tensor> CollateSft(const SftDataset& data,
   return out;
 }
 
-absl::StatusOr<SftStepMetrics> SftTrainStep(models::CausalLM& model,
-                                            TrainState& state,
-                                            const SftDataset& data,
-                                            const std::vector<int64_t>& rows,
-                                            int64_t micro_batch_size,
-                                            parallel::Communicator* dp) {
+absl::StatusOr<SftStepMetrics> SftTrainStep(
+    models::CausalLM& model, TrainState& state, const SftDataset& data,
+    const std::vector<int64_t>& rows, int64_t micro_batch_size,
+    parallel::Communicator* dp, const SequenceParallel& sp) {
   CHECK_GT(micro_batch_size, 0);
   int64_t local_tokens = 0;
   for (int64_t r : rows) {
@@ -152,14 +193,14 @@ absl::StatusOr<SftStepMetrics> SftTrainStep(models::CausalLM& model,
 
   state.ZeroGrad();
   double loss_sum = 0;
-  VERL_RETURN_IF_ERROR(
-      ForEachMicroBatch(rows, micro_batch_size,
-                        [&](const std::vector<int64_t>& micro) -> absl::Status {
-                          auto [sum, tokens] = MicroLoss(model, data, micro);
-                          (sum.loss_sum * scale).backward();
-                          loss_sum += sum.loss_sum.item<double>();
-                          return absl::OkStatus();
-                        }));
+  VERL_RETURN_IF_ERROR(ForEachMicroBatch(
+      rows, micro_batch_size,
+      [&](const std::vector<int64_t>& micro) -> absl::Status {
+        auto [sum, tokens] = MicroLoss(model, data, micro, sp);
+        (sum.loss_sum * scale).backward();
+        loss_sum += sum.loss_sum.item<double>();
+        return absl::OkStatus();
+      }));
   std::vector<double> summed = {loss_sum};
   VERL_RETURN_IF_ERROR(AllReduceSum(dp, summed));
   SftStepMetrics out;
@@ -172,7 +213,8 @@ absl::StatusOr<SftStepMetrics> SftTrainStep(models::CausalLM& model,
 absl::StatusOr<double> SftEvalLoss(models::CausalLM& model,
                                    const SftDataset& data,
                                    int64_t micro_batch_size,
-                                   parallel::Communicator* dp) {
+                                   parallel::Communicator* dp,
+                                   const SequenceParallel& sp) {
   CHECK_GT(micro_batch_size, 0);
   at::NoGradGuard no_grad;
   std::vector<int64_t> all(data.size());
@@ -181,7 +223,7 @@ absl::StatusOr<double> SftEvalLoss(models::CausalLM& model,
   VERL_RETURN_IF_ERROR(ForEachMicroBatch(
       RankSlice(all, DpRank(dp), DpSize(dp)), micro_batch_size,
       [&](const std::vector<int64_t>& micro) -> absl::Status {
-        auto [sum, tokens] = MicroLoss(model, data, micro);
+        auto [sum, tokens] = MicroLoss(model, data, micro, sp);
         sums[0] += sum.loss_sum.item<double>();
         sums[1] += static_cast<double>(tokens);
         return absl::OkStatus();
@@ -218,8 +260,14 @@ absl::Status SaveSftModel(const std::string& dir, models::CausalLM& model,
                           const models::Tokenizer& tokenizer) {
   models::HfCheckpoint ckpt;
   ckpt.config = model.config();
-  for (const auto& item : model.named_parameters()) {
-    ckpt.tensors[item.key()] = item.value().detach().contiguous();
+  if (!models::LoraModulePaths(model).empty()) {
+    for (auto& [name, t] : MergedLoraWeights(model)) {
+      ckpt.tensors[name] = t.contiguous();
+    }
+  } else {
+    for (const auto& item : model.named_parameters()) {
+      ckpt.tensors[item.key()] = item.value().detach().contiguous();
+    }
   }
   const std::string tok_dir = dir + ".tokenizer.tmp";
   VERL_RETURN_IF_ERROR(tokenizer.SaveToDirectory(tok_dir));
@@ -237,18 +285,29 @@ absl::StatusOr<SftResult> RunSft(const SftTrainerConfig& raw_config,
                                  const SftRunOptions& options) {
   SftTrainerConfig config = raw_config;
   ResolveSftTrainerConfig(&config);
+  VERL_RETURN_IF_ERROR(ValidateSftTrainerConfig(config));
   const SftDataConfig& dc = config.data();
-  parallel::Communicator* dp = options.dp_group.get();
+  // Ulysses: rows over the dp ranks, each micro-batch's tokens over sp.
+  const int64_t sp_size = config.ulysses_sequence_parallel_size();
+  std::shared_ptr<parallel::Communicator> dp_group = options.dp_group;
+  SequenceParallel sp;
+  if (sp_size > 1) {
+    VERL_RETURN_IF_ERROR(CheckSequenceParallel(model.config(), sp_size));
+    const int64_t ranks = DpSize(options.dp_group.get());
+    if (ranks % sp_size != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ulysses_sequence_parallel_size: ", sp_size,
+                       " must divide the number of ranks (", ranks, ")"));
+    }
+    VERL_ASSIGN_OR_RETURN(
+        parallel::UlyssesGroups groups,
+        parallel::MakeUlyssesGroups(options.dp_group, sp_size));
+    dp_group = groups.dp;
+    sp.group = groups.sp;
+  }
+  parallel::Communicator* dp = dp_group.get();
   const int world = DpSize(dp), rank = DpRank(dp);
-  if (config.model().lora_rank() > 0) {
-    return absl::UnimplementedError(
-        "model.lora_rank > 0 is not supported by the SFT trainer");
-  }
-  if (config.ulysses_sequence_parallel_size() != 1) {
-    return absl::UnimplementedError(
-        "ulysses_sequence_parallel_size != 1 is not supported by the SFT "
-        "trainer");
-  }
+  const bool is_rank0 = DpRank(options.dp_group.get()) == 0;
   if (dc.train_batch_size() <= 0 || dc.train_batch_size() % world != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("data.train_batch_size: ", dc.train_batch_size(),
@@ -310,6 +369,21 @@ absl::StatusOr<SftResult> RunSft(const SftTrainerConfig& raw_config,
         "trainer.total_epochs / total_training_steps give no training steps");
   }
 
+  // LoRA (verl's PEFT path): adapters on the loaded weights, only they train.
+  const SftModelConfig& mc = config.model();
+  models::LoraConfig lora;
+  if (mc.lora_rank() > 0) {
+    lora.rank = mc.lora_rank();
+    lora.alpha = mc.lora_alpha();
+    if (mc.target_modules_size() > 0) {
+      lora.target_modules.assign(mc.target_modules().begin(),
+                                 mc.target_modules().end());
+    }
+    if (models::LoraModulePaths(model).empty()) {
+      VERL_RETURN_IF_ERROR(models::ApplyLora(
+          model, lora, static_cast<uint64_t>(config.trainer().seed())));
+    }
+  }
   model.enable_gradient_checkpointing(
       config.model().enable_gradient_checkpointing());
   model.train();
@@ -318,7 +392,7 @@ absl::StatusOr<SftResult> RunSft(const SftTrainerConfig& raw_config,
   ReplicatedTrainState state(Parameters(model), opt, options.dp_group);
 
   std::unique_ptr<profiler::Tracker> tracker;
-  if (options.log_metrics && rank == 0) {
+  if (options.log_metrics && is_rank0) {
     profiler::TrackingOptions topt;
     topt.project_name = tc.project_name();
     topt.experiment_name = tc.experiment_name();
@@ -327,7 +401,7 @@ absl::StatusOr<SftResult> RunSft(const SftTrainerConfig& raw_config,
     topt.total_steps = total_steps;
     VERL_ASSIGN_OR_RETURN(tracker, profiler::Tracker::Create(topt));
   }
-  const bool saving = options.save_model && rank == 0;
+  const bool saving = options.save_model && is_rank0;
 
   SftResult result;
   const int64_t batch = dc.train_batch_size();
@@ -345,7 +419,7 @@ absl::StatusOr<SftResult> RunSft(const SftTrainerConfig& raw_config,
     const auto start = std::chrono::steady_clock::now();
     absl::StatusOr<SftStepMetrics> m =
         SftTrainStep(model, state, *train, RankSlice(global, rank, world),
-                     dc.micro_batch_size_per_gpu(), dp);
+                     dc.micro_batch_size_per_gpu(), dp, sp);
     if (!m.ok()) return Annotate(m.status(), absl::StrCat("step ", step));
     state.StepSchedule();
     profiler::Metrics metrics = {
@@ -361,15 +435,20 @@ absl::StatusOr<SftResult> RunSft(const SftTrainerConfig& raw_config,
         (last || (tc.test_freq() > 0 && step % tc.test_freq() == 0))) {
       VERL_ASSIGN_OR_RETURN(
           double vloss,
-          SftEvalLoss(model, *val, dc.micro_batch_size_per_gpu(), dp));
+          SftEvalLoss(model, *val, dc.micro_batch_size_per_gpu(), dp, sp));
       metrics["val/loss"] = vloss;
       result.val_losses.emplace_back(step, vloss);
     }
     if (tracker) VERL_RETURN_IF_ERROR(tracker->Log(metrics, step));
     if (saving &&
         (last || (tc.save_freq() > 0 && step % tc.save_freq() == 0))) {
-      const std::string dir = StepDir(config, step);
+      const std::string dir =
+          absl::StrCat(StepDir(config, step), "/huggingface");
       VERL_RETURN_IF_ERROR(SaveSftModel(dir, model, tokenizer));
+      if (mc.lora_rank() > 0) {
+        VERL_RETURN_IF_ERROR(models::SaveLoraAdapter(
+            model, lora, absl::StrCat(StepDir(config, step), "/lora_adapter")));
+      }
       if (last) result.final_model_dir = dir;
     }
   }

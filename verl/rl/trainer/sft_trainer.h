@@ -13,6 +13,14 @@
 // model saved as an HF folder (tokenizer included) at
 // `{trainer.default_local_dir}/global_step_{N}/huggingface` every
 // `save_freq` steps and at the end.
+//
+// model.lora_rank > 0 trains LoRA adapters only (verl's PEFT path: rank,
+// lora_alpha, target_modules); the HF folder then holds the merged weights
+// (W + alpha/r·B·A, loadable as a plain model) and
+// `global_step_{N}/lora_adapter` the adapter in PEFT's layout, as the PPO
+// side's LoRA checkpoints. ulysses_sequence_parallel_size = sp > 1 splits
+// each micro-batch's packed tokens over sp ranks (Ulysses; the world is
+// dp x sp, rows are split over dp), with the same loss and update as sp = 1.
 #ifndef VERL_RL_TRAINER_SFT_TRAINER_H_
 #define VERL_RL_TRAINER_SFT_TRAINER_H_
 
@@ -31,6 +39,7 @@
 #include "verl/profiler/tracking.h"
 #include "verl/rl/data/sft_dataset.h"
 #include "verl/rl/trainer/config/sft_config.pb.h"
+#include "verl/rl/workers/model_forward.h"
 #include "verl/rl/workers/train_state.h"
 
 namespace verl::rl {
@@ -46,10 +55,13 @@ struct SftLossSum {
 // (input_ids/attention_mask/position_ids/loss_mask [B, L]); the token at t is
 // predicted from position t−1. Runs the model on packed real tokens and the
 // LM head only on predicting positions.
+// Under sequence parallelism (`sp` enabled) every rank of the sp group
+// passes the same rows and gets the same sum.
 SftLossSum SftTokenLossSum(models::CausalLM& model, const at::Tensor& input_ids,
                            const at::Tensor& attention_mask,
                            const at::Tensor& position_ids,
-                           const at::Tensor& loss_mask);
+                           const at::Tensor& loss_mask,
+                           const SequenceParallel& sp = {});
 
 // Stacks `rows` of `data` into [B, L] int64 tensors, in the order
 // input_ids, attention_mask, position_ids, loss_mask.
@@ -65,20 +77,20 @@ struct SftStepMetrics {
 // One optimizer step on this rank's `rows` (its share of the global batch):
 // all-reduces the token count, runs micro-batches of `micro_batch_size`
 // (loss = Σ CE / global tokens · dp size, so DP-averaged gradients are the
-// global token mean), then TrainState::Step(). `dp` may be null (1 rank).
-absl::StatusOr<SftStepMetrics> SftTrainStep(models::CausalLM& model,
-                                            TrainState& state,
-                                            const SftDataset& data,
-                                            const std::vector<int64_t>& rows,
-                                            int64_t micro_batch_size,
-                                            parallel::Communicator* dp);
+// global token mean), then TrainState::Step(). `dp` may be null (1 rank);
+// with `sp`, the state averages over dp x sp ranks.
+absl::StatusOr<SftStepMetrics> SftTrainStep(
+    models::CausalLM& model, TrainState& state, const SftDataset& data,
+    const std::vector<int64_t>& rows, int64_t micro_batch_size,
+    parallel::Communicator* dp, const SequenceParallel& sp = {});
 
 // Global token-mean CE over the whole of `data` (rows split over the DP
 // ranks), without gradients.
 absl::StatusOr<double> SftEvalLoss(models::CausalLM& model,
                                    const SftDataset& data,
                                    int64_t micro_batch_size,
-                                   parallel::Communicator* dp);
+                                   parallel::Communicator* dp,
+                                   const SequenceParallel& sp = {});
 
 // OptimizerOptions from `optim.*` (betas default [0.9, 0.95]; warmup =
 // floor(lr_warmup_steps_ratio · total_steps); lr_scheduler cosine | wsd).
@@ -86,7 +98,7 @@ absl::StatusOr<OptimizerOptions> SftOptimizerOptions(
     const SftOptimConfig& optim, int64_t total_steps);
 
 struct SftRunOptions {
-  // Data-parallel group; null: a single process.
+  // All ranks (dp x sp); null: a single process.
   std::shared_ptr<parallel::Communicator> dp_group;
   // Preloaded datasets; null: read data.train_files / data.val_files.
   const SftDataset* train_data = nullptr;
@@ -120,7 +132,8 @@ struct SftModel {
 // model.preset with the built-in tokenizer, initialised from trainer.seed.
 absl::StatusOr<SftModel> LoadSftModel(const SftTrainerConfig& config);
 
-// Saves `model` + `tokenizer` as an HF folder at `dir` (replaced atomically).
+// Saves `model` + `tokenizer` as an HF folder at `dir` (replaced atomically);
+// LoRA adapters are merged into the saved weights.
 absl::Status SaveSftModel(const std::string& dir, models::CausalLM& model,
                           const models::Tokenizer& tokenizer);
 

@@ -8,15 +8,24 @@
 #include <ATen/ops/log_softmax.h>
 
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <numeric>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/algorithm/container.h"
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "verl/core/config_loader.h"
+#include "verl/models/hf_checkpoint.h"
+#include "verl/models/lora.h"
 #include "verl/models/presets.h"
 #include "verl/models/tokenizer/tokenizer_builtin.h"
 #include "verl/rl/data/synthetic_tasks.h"
+#include "verl/rl/trainer/config/sft_config.h"
 
 namespace verl::rl {
 namespace {
@@ -180,11 +189,122 @@ TEST_F(SftTrainerTest, BadConfigErrors) {
       std::string(RunSft(config, *model, tok_, options).status().message()),
       HasSubstr("data.train_batch_size: 16 exceeds the 8 training samples"));
   config.mutable_data()->set_train_batch_size(4);
-  config.mutable_data()->add_train_files("x");
-  config.mutable_model()->set_lora_rank(8);
+  // Keys the SFT trainer does not serve are refused with the reason.
+  config.mutable_data()->set_chat_template("{{ x }}");
+  config.mutable_trainer()->set_resume_mode("resume_path");
+  const std::string m(RunSft(config, *model, tok_, options).status().message());
+  EXPECT_THAT(m, HasSubstr("'data.chat_template={{ x }}' is not available "
+                           "here: the tokenizer's own chat template"));
+  EXPECT_THAT(m, HasSubstr("'trainer.resume_mode=resume_path' is not "
+                           "available here: SFT saves HF folders only"));
+  config.mutable_data()->clear_chat_template();
+  config.mutable_trainer()->clear_resume_mode();
+  // Ulysses needs sp ranks and heads that split over them.
+  config.set_ulysses_sequence_parallel_size(2);
   EXPECT_THAT(
       std::string(RunSft(config, *model, tok_, options).status().message()),
-      HasSubstr("model.lora_rank"));
+      HasSubstr("ulysses_sequence_parallel_size: 2 must divide the number of "
+                "ranks (1)"));
+  config.set_ulysses_sequence_parallel_size(3);
+  EXPECT_THAT(
+      std::string(RunSft(config, *model, tok_, options).status().message()),
+      HasSubstr("ulysses_sequence_parallel_size: 3 must divide the model's 4 "
+                "attention heads"));
+}
+
+// Every key of verl's sft_trainer.yaml (testdata) is a key here with a rule;
+// every key of the schema has one, and every rule matches a key.
+TEST(SftKeysTest, EveryKeyIsKnownAndClassified) {
+  std::set<std::string> leaves;
+  std::set<const KeyRule*> used;
+  std::vector<std::string> unclassified;
+  for (const auto& [key, value] :
+       core::FlattenConfig(*LoadSftTrainerConfig("", {}))) {
+    leaves.insert(key);
+    const KeyRule* rule = FindKeyRuleIn(SftKeyRules(), key);
+    if (rule == nullptr) unclassified.push_back(key);
+    used.insert(rule);
+  }
+  EXPECT_TRUE(unclassified.empty()) << ::testing::PrintToString(unclassified);
+  for (const KeyRule& rule : SftKeyRules()) {
+    EXPECT_TRUE(used.count(&rule) > 0) << "stale rule " << rule.pattern;
+    if (rule.use != KeyUse::kServed) EXPECT_STRNE(rule.reason, "");
+  }
+  std::ifstream in("verl/rl/trainer/config/testdata/verl_sft_trainer_keys.txt");
+  ASSERT_TRUE(in.good());
+  int count = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    ++count;
+    const bool known = leaves.count(line) > 0 ||
+                       absl::c_any_of(leaves, [&](const std::string& k) {
+                         return absl::StartsWith(k, line + ".");
+                       });
+    EXPECT_TRUE(known) << "verl SFT key unknown here: " << line;
+  }
+  EXPECT_GT(count, 60);
+}
+
+// model.lora_rank > 0: only the adapters train (the base weights stay), the
+// loss falls, the HF folder holds the merged weights (it reloads as a plain
+// model with the adapted model's loss) and lora_adapter/ the PEFT adapter.
+TEST_F(SftTrainerTest, LoraTrainsAdaptersAndSavesMergedModel) {
+  const SftDataset train = Arithmetic(32, "train", 21);
+  const SftDataset val = Arithmetic(8, "test", 22);
+  auto model = Model();
+  std::map<std::string, at::Tensor> base;
+  for (const auto& item : model->named_parameters()) {
+    base[item.key()] = item.value().detach().clone();
+  }
+  const double before = *SftEvalLoss(*model, val, 8, nullptr);
+  SftTrainerConfig config;
+  config.mutable_data()->set_train_batch_size(8);
+  config.mutable_data()->set_micro_batch_size_per_gpu(8);
+  config.mutable_optim()->set_lr(1e-2);
+  config.mutable_model()->set_lora_rank(4);
+  config.mutable_model()->set_lora_alpha(8);
+  config.mutable_trainer()->set_total_epochs(1);
+  const std::string dir = ::testing::TempDir() + "/sft_lora";
+  config.mutable_trainer()->set_default_local_dir(dir);
+  SftRunOptions options;
+  options.train_data = &train;
+  options.val_data = &val;
+  options.log_metrics = false;
+  absl::StatusOr<SftResult> result = RunSft(config, *model, tok_, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->global_steps, 4);
+  const double after = result->val_losses.back().second;
+  EXPECT_LT(after, before);
+  int adapters = 0;
+  for (const auto& item : model->named_parameters()) {
+    auto it = base.find(item.key());
+    if (it == base.end()) {
+      ++adapters;  // lora_A / lora_B
+      continue;
+    }
+    EXPECT_TRUE(at::equal(item.value(), it->second)) << item.key();
+  }
+  EXPECT_GT(adapters, 0);
+
+  absl::StatusOr<models::HfCheckpoint> merged =
+      models::LoadHfCheckpoint(result->final_model_dir);
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  for (const auto& [name, t] : merged->tensors) {
+    EXPECT_EQ(name.find("lora_"), std::string::npos) << name;
+  }
+  SftTrainerConfig load;
+  load.mutable_model()->set_partial_pretrain(result->final_model_dir);
+  absl::StatusOr<SftModel> reloaded = LoadSftModel(load);
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status();
+  EXPECT_NEAR(*SftEvalLoss(*reloaded->model, val, 8, nullptr), after, 1e-4);
+
+  // The PEFT adapter on a fresh copy of the base gives the same loss.
+  auto fresh = Model();
+  absl::StatusOr<models::LoraConfig> adapter =
+      models::LoadLoraAdapter(*fresh, dir + "/global_step_4/lora_adapter");
+  ASSERT_TRUE(adapter.ok()) << adapter.status();
+  EXPECT_EQ(adapter->rank, 4);
+  EXPECT_NEAR(*SftEvalLoss(*fresh, val, 8, nullptr), after, 1e-4);
 }
 
 }  // namespace

@@ -60,6 +60,29 @@ class UlyssesAttention : public models::AttentionBackend {
 
 }  // namespace
 
+UlyssesSlice SliceForSequenceParallel(const models::CausalLM& model,
+                                      const at::Tensor& ids,
+                                      const at::Tensor& pos,
+                                      std::vector<int64_t> cu_seqlens,
+                                      const SequenceParallel& sp) {
+  const int64_t n = sp.group->size(), total = ids.size(0);
+  UlyssesSlice s;
+  s.size = (total + n - 1) / n;
+  const int64_t pad = s.size * n - total;
+  at::Tensor all_ids = ids, all_pos = pos;
+  if (pad > 0) {
+    cu_seqlens.push_back(s.size * n);
+    all_ids = at::cat({ids, at::zeros({pad}, ids.options())});
+    all_pos = at::cat({pos, at::arange(pad, pos.options())});
+  }
+  s.lo = sp.group->rank() * s.size;
+  s.attention = std::make_shared<UlyssesAttention>(
+      sp.group, std::move(cu_seqlens), model.LayerWindows());
+  s.ids = all_ids.narrow(0, s.lo, s.size);
+  s.pos = all_pos.narrow(0, s.lo, s.size);
+  return s;
+}
+
 PackedResponses PackResponses(const at::Tensor& input_ids,
                               const at::Tensor& attention_mask,
                               const at::Tensor& position_ids,
@@ -137,26 +160,13 @@ ResponseForward ForwardResponses(models::CausalLM& model,
       out.prompt_hidden = sums / (counts + 1e-8).unsqueeze(1);
     }
   } else {
-    // Pad the stream to sp slices (the padding is one extra sequence, so no
-    // real token attends to it) and run this rank's slice.
-    const int64_t n = sp.group->size(), total = p.ids.size(0);
-    const int64_t slice = (total + n - 1) / n, pad = slice * n - total;
-    std::vector<int64_t> cu = info.cu_seqlens;
-    at::Tensor all_ids = p.ids, all_pos = p.pos;
-    if (pad > 0) {
-      cu.push_back(slice * n);
-      all_ids = at::cat({p.ids, at::zeros({pad}, p.ids.options())});
-      all_pos = at::cat({p.pos, at::arange(pad, p.pos.options())});
-    }
-    const int64_t lo = sp.group->rank() * slice;
-    out.attention = std::make_shared<UlyssesAttention>(sp.group, std::move(cu),
-                                                       model.LayerWindows());
-    at::Tensor hidden =
-        model.Forward(all_ids.narrow(0, lo, slice),
-                      all_pos.narrow(0, lo, slice), *out.attention);
-    const at::Tensor mine = (p.rows >= lo) & (p.rows < lo + slice);
+    UlyssesSlice s =
+        SliceForSequenceParallel(model, p.ids, p.pos, info.cu_seqlens, sp);
+    out.attention = s.attention;
+    at::Tensor hidden = model.Forward(s.ids, s.pos, *out.attention);
+    const at::Tensor mine = (p.rows >= s.lo) & (p.rows < s.lo + s.size);
     targets = targets.masked_select(mine);
-    selected = hidden.index_select(0, p.rows.masked_select(mine) - lo);
+    selected = hidden.index_select(0, p.rows.masked_select(mine) - s.lo);
   }
 
   // Per-token results back to [B, R].

@@ -20,6 +20,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "verl/core/batch.h"
@@ -39,6 +40,21 @@ struct SequenceParallel {
   std::shared_ptr<parallel::Communicator> group;
   bool enabled() const { return group && group->size() > 1; }
 };
+
+// Under sp: the packed stream (ids/pos [T], sequences at `cu_seqlens`)
+// padded to sp equal slices (the padding forms its own sequence, so no real
+// token attends to it) and this rank's slice [lo, lo + size) with the
+// Ulysses attention backend over the whole stream.
+struct UlyssesSlice {
+  std::shared_ptr<models::AttentionBackend> attention;
+  at::Tensor ids, pos;  // this rank's slice
+  int64_t lo = 0, size = 0;
+};
+UlyssesSlice SliceForSequenceParallel(const models::CausalLM& model,
+                                      const at::Tensor& ids,
+                                      const at::Tensor& pos,
+                                      std::vector<int64_t> cu_seqlens,
+                                      const SequenceParallel& sp);
 
 struct ResponseForward {
   at::Tensor log_probs;  // [B, R] fp32, 0 at response padding
