@@ -46,14 +46,16 @@ void InheritLoadContents(ckpt::CheckpointConfig* checkpoint) {
 }
 
 // verl's Megatron scheduler spelling: lr_decay_style constant|cosine ->
-// lr_scheduler_type, min_lr -> min_lr_ratio (other styles are refused by
-// validation).
+// lr_scheduler_type, min_lr -> min_lr_ratio, while those are at their
+// defaults (other styles and conflicting values are refused by validation,
+// so a printed config reloaded with a changed key is never silently undone).
 void ResolveMcoreSchedulerAlias(parallel::OptimConfig* optim) {
-  if (optim->has_lr_decay_style() && (optim->lr_decay_style() == "constant" ||
-                                      optim->lr_decay_style() == "cosine")) {
+  if (optim->has_lr_decay_style() && optim->lr_scheduler_type() == "constant" &&
+      (optim->lr_decay_style() == "constant" ||
+       optim->lr_decay_style() == "cosine")) {
     optim->set_lr_scheduler_type(optim->lr_decay_style());
   }
-  if (optim->has_min_lr() && optim->lr() > 0) {
+  if (optim->has_min_lr() && optim->lr() > 0 && optim->min_lr_ratio() == 0) {
     optim->set_min_lr_ratio(optim->min_lr() / optim->lr());
   }
 }
@@ -226,11 +228,11 @@ void ResolvePpoTrainerConfig(PpoTrainerConfig* config) {
     overlong.set_penalty_factor(alias.penalty_factor());
   }
   if (alias.has_log()) overlong.set_log(alias.log());
-  // verl's newer spelling reward_manager.name wins when set.
-  if (config->reward_manager().has_name()) {
+  // verl's newer spelling reward_manager.name, while reward_manager is at
+  // its default (a conflict is refused by validation).
+  if (config->reward_manager().has_name() && rm.reward_manager() == "naive") {
     rm.set_reward_manager(config->reward_manager().name());
   }
-  config->mutable_reward_manager()->set_name(rm.reward_manager());
   VERL_INHERIT(*rm.mutable_model(), input_tokenizer, model.path());
   VERL_INHERIT(rm, use_dynamic_bsz, critic.use_dynamic_bsz());
   VERL_INHERIT(rm, forward_max_token_len_per_gpu,
@@ -677,6 +679,14 @@ void CheckCriticNestedLora(const CriticModelConfig& m, Problems& problems) {
 void CheckMcoreScheduler(absl::string_view prefix,
                          const parallel::OptimConfig& optim,
                          Problems& problems) {
+  if (optim.has_min_lr() && optim.lr() > 0 &&
+      std::abs(optim.min_lr_ratio() - optim.min_lr() / optim.lr()) >
+          1e-9 * std::max(1.0, optim.min_lr_ratio())) {
+    problems.Add(absl::StrCat("'", prefix, ".optim.min_lr' (", optim.min_lr(),
+                              ") conflicts with '", prefix,
+                              ".optim.min_lr_ratio' (", optim.min_lr_ratio(),
+                              ") x lr: set one of them"));
+  }
   if (!optim.has_lr_decay_style()) return;
   const std::string& style = optim.lr_decay_style();
   if (style != "constant" && style != "cosine") {
@@ -684,6 +694,11 @@ void CheckMcoreScheduler(absl::string_view prefix,
         absl::StrCat("'", prefix, ".optim.lr_decay_style=", style,
                      "' is not available here: constant and cosine are built "
                      "(linear, inverse_square_root and WSD are not)"));
+  } else if (optim.lr_scheduler_type() != style) {
+    problems.Add(absl::StrCat("'", prefix, ".optim.lr_decay_style' (", style,
+                              ") conflicts with '", prefix,
+                              ".optim.lr_scheduler_type' (",
+                              optim.lr_scheduler_type(), "): set one of them"));
   } else if (optim.has_warmup_style() && optim.warmup_style() != style) {
     problems.Add(absl::StrCat("'", prefix, ".optim.lr_decay_style' (", style,
                               ") conflicts with '", prefix,
@@ -898,6 +913,14 @@ absl::Status ValidatePpoTrainerConfig(const PpoTrainerConfig& config) {
   CheckCriticNestedLora(critic.model(), problems);
   CheckMcoreScheduler("actor_rollout_ref.actor", actor.optim(), problems);
   CheckMcoreScheduler("critic", critic.optim(), problems);
+  if (config.reward_manager().has_name() &&
+      config.reward_manager().name() !=
+          config.reward_model().reward_manager()) {
+    problems.Add(absl::StrCat(
+        "'reward_manager.name' (", config.reward_manager().name(),
+        ") conflicts with 'reward_model.reward_manager' (",
+        config.reward_model().reward_manager(), "): set one of them"));
+  }
   // Keys whose feature is not available here (config_keys.h).
   for (std::string& line : CheckKeyUse(config).not_served) {
     problems.Add(std::move(line));

@@ -219,8 +219,26 @@ TEST(ConfigKeysTest, NewerVerlKeys) {
             "cosine");
   EXPECT_NEAR(c.actor_rollout_ref().actor().optim().min_lr_ratio(), 0.1, 1e-12);
   EXPECT_EQ(c.reward_model().reward_manager(), "dapo");
-  EXPECT_EQ(Load({"reward_model.reward_manager=prime"}).reward_manager().name(),
-            "prime");
+  // Conflicting spellings are refused (never silently undone).
+  const std::string conflicts(
+      ValidatePpoTrainerConfig(
+          Load({"reward_manager.name=dapo", "reward_model.reward_manager=prime",
+                "critic.optim.lr_scheduler_type=cosine",
+                "critic.optim.lr_decay_style=constant",
+                "actor_rollout_ref.actor.optim.lr=1e-6",
+                "actor_rollout_ref.actor.optim.min_lr=1e-7",
+                "actor_rollout_ref.actor.optim.min_lr_ratio=0.5"}))
+          .message());
+  EXPECT_THAT(conflicts, HasSubstr("'reward_manager.name' (dapo) conflicts "
+                                   "with 'reward_model.reward_manager' "
+                                   "(prime)"));
+  EXPECT_THAT(conflicts,
+              HasSubstr("'critic.optim.lr_decay_style' (constant) "
+                        "conflicts with "
+                        "'critic.optim.lr_scheduler_type' (cosine)"));
+  EXPECT_THAT(conflicts,
+              HasSubstr("'actor_rollout_ref.actor.optim.min_lr' (1e-07) "
+                        "conflicts with"));
 
   const std::string m(
       ValidatePpoTrainerConfig(
