@@ -502,6 +502,11 @@ std::vector<absl::StatusOr<AgentOutput>> AgentLoop::Run(
         const size_t i = it->second;
         in_flight.erase(it);
         Trajectory& t = trajs[i];
+        if (!turn.error.ok()) {
+          t.error = std::move(turn.error);
+          t.state = AgentState::kDone;
+          continue;
+        }
         AfterGeneration(t, std::move(turn));
         if (t.state == AgentState::kDone) continue;
         std::lock_guard<std::mutex> lock(mu);

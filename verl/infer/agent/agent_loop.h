@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "verl/infer/agent/interaction.h"
@@ -39,6 +40,9 @@ struct TurnOutput {
   std::vector<int64_t> token_ids;
   std::vector<float> logprobs;
   int64_t num_preempted = 0;
+  // Set when the turn could not be generated (e.g. a remote server failed);
+  // the trajectory then ends with this error.
+  absl::Status error;
 };
 
 // Token-in/token-out generation with many turns in flight. Submit queues a

@@ -256,6 +256,21 @@ absl::Status ParseSampling(const Json& body, const ParseLimits& limits,
   }
   VERL_ASSIGN_OR_RETURN(auto ignore_eos, BoolField(body, "ignore_eos"));
   p.ignore_eos = ignore_eos.value_or(false);
+  if (const Json* stop_ids = Field(body, "stop_token_ids")) {
+    if (!stop_ids->is_array()) {
+      return ParamError("stop_token_ids",
+                        "'stop_token_ids' must be an array of token ids");
+    }
+    for (const Json& id : *stop_ids) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0) {
+        return ParamError("stop_token_ids",
+                          "'stop_token_ids' must hold token ids (>= 0)");
+      }
+      p.stop_token_ids.push_back(id.get<int64_t>());
+    }
+  }
+  VERL_ASSIGN_OR_RETURN(auto return_ids, BoolField(body, "return_token_ids"));
+  req->return_token_ids = return_ids.value_or(false);
   for (const char* key : {"presence_penalty", "frequency_penalty"}) {
     VERL_ASSIGN_OR_RETURN(auto v, NumberField(body, key));
     if (v && *v != 0) return Unsupported(key, "a non-zero value");
@@ -488,6 +503,7 @@ Json ResponseJson(const ResponseHeader& h, const std::vector<Choice>& choices,
       choice["text"] = c.text;
     }
     choice["logprobs"] = LogprobsJson(h, c);
+    if (h.return_token_ids) choice["token_ids"] = c.token_ids;
     choice["finish_reason"] = FinishJson(c);
     list.push_back(std::move(choice));
   }
@@ -514,6 +530,7 @@ Json ChunkJson(const ResponseHeader& h, const std::vector<Choice>& choices,
       choice["text"] = c.text;
     }
     choice["logprobs"] = LogprobsJson(h, c);
+    if (h.return_token_ids) choice["token_ids"] = c.token_ids;
     choice["finish_reason"] = FinishJson(c);
     list.push_back(std::move(choice));
   }

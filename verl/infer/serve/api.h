@@ -51,6 +51,10 @@ struct ApiRequest {
   // Log-probs of the chosen tokens: completions `logprobs` (an integer,
   // its value only enables them) or chat `logprobs: true`.
   bool logprobs = false;
+  // vLLM's `return_token_ids`: each choice also lists its generated token
+  // ids (token-in/token-out clients such as the agent loop's
+  // HttpTurnGenerator).
+  bool return_token_ids = false;
 };
 
 struct ParseLimits {
@@ -102,6 +106,7 @@ struct Choice {
   // Chosen-token log-probs: the token's text and its log-probability.
   std::vector<std::string> tokens;
   std::vector<float> token_logprobs;
+  std::vector<int64_t> token_ids;  // with return_token_ids
 };
 
 struct Usage {
@@ -116,6 +121,7 @@ struct ResponseHeader {
   std::string model;
   Endpoint endpoint = Endpoint::kCompletions;
   bool logprobs = false;
+  bool return_token_ids = false;
 };
 
 Json UsageJson(const Usage& usage);

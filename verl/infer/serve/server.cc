@@ -4,6 +4,7 @@
 #include <httplib.h>
 
 #include <ctime>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -81,6 +82,8 @@ class Server::Generation {
         into.token_logprobs.insert(into.token_logprobs.end(),
                                    c.token_logprobs.begin(),
                                    c.token_logprobs.end());
+        into.token_ids.insert(into.token_ids.end(), c.token_ids.begin(),
+                              c.token_ids.end());
         if (c.finish_reason) into.finish_reason = c.finish_reason;
       }
     }
@@ -160,11 +163,16 @@ class Server::Generation {
       // With tools, the answer is parsed as a whole at the end.
       const bool hold = request_.parse_tool_calls && !ended;
       if (!hold) c.text = s.TakeDelta(ended);
-      if (request_.logprobs && !hold) {
+      if ((request_.logprobs || request_.return_token_ids) && !hold) {
         const int64_t kept = s.num_tokens();
         for (int64_t t = reported_tokens_[i]; t < kept; ++t) {
-          c.tokens.push_back(s.token_texts()[t]);
-          c.token_logprobs.push_back(s.logprobs()[t]);
+          if (request_.logprobs) {
+            c.tokens.push_back(s.token_texts()[t]);
+            c.token_logprobs.push_back(s.logprobs()[t]);
+          }
+          if (request_.return_token_ids) {
+            c.token_ids.push_back(s.token_ids()[t]);
+          }
         }
         reported_tokens_[i] = kept;
       }
@@ -180,7 +188,8 @@ class Server::Generation {
       } else {
         all_done = false;
       }
-      if (!c.text.empty() || !c.tokens.empty() || c.finish_reason) {
+      if (!c.text.empty() || !c.tokens.empty() || !c.token_ids.empty() ||
+          c.finish_reason) {
         out.push_back(std::move(c));
       }
     }
@@ -244,9 +253,18 @@ absl::StatusOr<int> Server::Bind() {
   return port;
 }
 
-void Server::Serve() { http_->listen_after_bind(); }
+void Server::Serve() {
+  serving_ = true;
+  if (!stop_requested_) http_->listen_after_bind();
+  serving_ = false;
+}
 
 void Server::Stop() {
+  // httplib's stop() does nothing before listening has begun: a Stop() that
+  // races a starting Serve() waits until it listens (or gave up) instead of
+  // leaving it to serve forever.
+  stop_requested_ = true;
+  while (serving_ && !http_->is_running()) std::this_thread::yield();
   if (http_->is_running()) http_->stop();
 }
 
@@ -397,6 +415,7 @@ absl::StatusOr<std::shared_ptr<Server::Generation>> Server::Start(
   header.model = options_.served_model_name;
   header.endpoint = endpoint;
   header.logprobs = request.logprobs;
+  header.return_token_ids = request.return_token_ids;
   return std::make_shared<Generation>(&worker_, &tokenizer_, std::move(request),
                                       std::move(header), len, std::move(job),
                                       std::move(in_flight));

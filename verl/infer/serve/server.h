@@ -48,7 +48,8 @@ class Server {
 
   // Binds host:port; returns the port (the chosen one for port 0).
   absl::StatusOr<int> Bind();
-  // Serves until Stop() (from another thread or a signal handler thread).
+  // Serves until Stop() (from another thread or a signal handler thread);
+  // a Stop() before or while Serve() starts also ends it.
   void Serve();
   void Stop();
 
@@ -69,6 +70,8 @@ class Server {
   EngineWorker worker_;
   std::unique_ptr<httplib::Server> http_;
   std::atomic<int> in_flight_{0};
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<bool> serving_{false};
   std::atomic<uint64_t> next_id_{0};
 };
 

@@ -20,67 +20,14 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
-#include "verl/infer/engine.h"
-#include "verl/models/decoder.h"
-#include "verl/models/presets.h"
-#include "verl/models/tokenizer/tokenizer_builtin.h"
+#include "verl/infer/serve/testing/test_server.h"
 
 namespace verl::infer::serve {
 namespace {
 
 using Json = nlohmann::json;
 
-// A running server on a free port.
-class TestServer {
- public:
-  explicit TestServer(int max_concurrent = 64, int64_t max_model_len = 128) {
-    models::Tokenizer tok = models::MakeBuiltinTokenizer();
-    auto cfg = models::MakePreset("tiny-qwen2", tok.vocab_size());
-    CHECK(cfg.ok()) << cfg.status();
-    cfg->eos_token_ids = {tok.eos_token_id()};
-    EngineOptions eo;
-    eo.max_model_len = max_model_len;
-    eo.kv_cache_bytes = 16 << 20;
-    eo.block_size = 8;
-    auto engine = LLMEngine::Create(models::CreateModel(*cfg, 3), eo);
-    CHECK(engine.ok()) << engine.status();
-    ServerOptions so;
-    so.port = 0;
-    so.served_model_name = "tiny";
-    so.max_request_bytes = 4096;
-    so.max_concurrent_requests = max_concurrent;
-    server_ = std::make_unique<Server>(std::move(*engine), tok, so);
-    auto port = server_->Bind();
-    CHECK(port.ok()) << port.status();
-    port_ = *port;
-    thread_ = std::thread([this] { server_->Serve(); });
-  }
-  ~TestServer() {
-    server_->Stop();
-    thread_.join();
-  }
-  httplib::Client Client() const {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_read_timeout(60);
-    return c;
-  }
-  // POST `body` (a JSON object) to `path`; returns {status, parsed body}.
-  std::pair<int, Json> Post(const std::string& path, const Json& body) const {
-    return PostRaw(path, body.dump());
-  }
-  std::pair<int, Json> PostRaw(const std::string& path,
-                               const std::string& body) const {
-    httplib::Client c = Client();
-    auto res = c.Post(path, body, "application/json");
-    CHECK(res) << "no response from " << path;
-    return {res->status, Json::parse(res->body)};
-  }
-
- private:
-  std::unique_ptr<Server> server_;
-  int port_ = 0;
-  std::thread thread_;
-};
+using testing::TestServer;
 
 TestServer& Shared() {
   static TestServer* s = new TestServer();

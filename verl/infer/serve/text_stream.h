@@ -33,7 +33,8 @@ class TextStream {
   // Tokens counted for the answer: up to the one that completed a stop
   // string, all of them otherwise.
   int64_t num_tokens() const { return static_cast<int64_t>(tokens_.size()); }
-  // Per kept token: its own text and log-prob.
+  // Per kept token: its id, its own text and log-prob.
+  const std::vector<int64_t>& token_ids() const { return tokens_; }
   const std::vector<std::string>& token_texts() const { return token_texts_; }
   const std::vector<float>& logprobs() const { return logprobs_; }
 
