@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <sys/wait.h>
 #include <torch/types.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -109,9 +110,38 @@ TEST(ModelMergerTest, MergesBitIdenticalFp32For2And4Ranks) {
       EXPECT_EQ(hf->tensors.at(name).scalar_type(), at::kFloat);
       EXPECT_TRUE(at::equal(hf->tensors.at(name), t)) << name;
     }
-    EXPECT_FALSE(
-        fs::exists(root + "/hf.tmp-merge-" + std::to_string(getpid())));
+    for (const auto& e : fs::directory_iterator(root)) {
+      EXPECT_EQ(e.path().filename().string().find("hf.tmp-merge-"),
+                std::string::npos)
+          << e.path();
+    }
   }
+}
+
+// A killed merge's scratch folder goes at the next merge into that target;
+// other folders stay.
+TEST(ModelMergerTest, KilledMergeScratchFoldersAreRemoved) {
+  const std::string root = Tmp("killed");
+  const std::string actor = SaveCheckpoint(root, 2, TinyModel().full);
+  const pid_t child = fork();  // a pid that is gone
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  const std::string mine = core::ProcessTempName("hf.tmp-merge-");
+  const std::string dead =
+      root + "/" + mine.substr(0, mine.rfind('-') + 1) + std::to_string(child);
+  const std::string legacy = root + "/hf.tmp-merge-" + std::to_string(child);
+  for (const std::string& d :
+       {dead, legacy, root + "/hf.tmp-merge-notes",
+        root + "/other.tmp-merge-" + std::to_string(child)}) {
+    fs::create_directories(d);
+  }
+  ASSERT_TRUE(MergeFsdpCheckpoint(Options(actor, root + "/hf/")).ok());
+  EXPECT_TRUE(fs::exists(root + "/hf/config.json"));
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_FALSE(fs::exists(legacy));
+  EXPECT_TRUE(fs::exists(root + "/hf.tmp-merge-notes"));
+  EXPECT_TRUE(fs::exists(root + "/other.tmp-merge-" + std::to_string(child)));
 }
 
 TEST(ModelMergerTest, DtypeShardingAndTiedEmbeddings) {

@@ -163,7 +163,15 @@ absl::Status CheckpointManager::BeginSave(int64_t step) {
     }
   }
   VERL_RETURN_IF_ERROR(core::MakeDirs(options_.default_local_dir));
+  VERL_RETURN_IF_ERROR(RemoveUnfinishedSaves());
+  return core::MakeDirs(TempStepDir(step));
+}
+
+absl::Status CheckpointManager::RemoveUnfinishedSaves() {
   std::error_code ec;
+  if (!fs::is_directory(options_.default_local_dir, ec)) {
+    return absl::OkStatus();
+  }
   for (const auto& entry :
        fs::directory_iterator(options_.default_local_dir, ec)) {
     const std::string name = entry.path().filename().string();
@@ -174,7 +182,7 @@ absl::Status CheckpointManager::BeginSave(int64_t step) {
     }
   }
   if (ec) return FsError("cannot list", options_.default_local_dir, ec);
-  return core::MakeDirs(TempStepDir(step));
+  return absl::OkStatus();
 }
 
 absl::Status CheckpointManager::SaveShard(int64_t step, const std::string& role,
@@ -328,20 +336,27 @@ absl::Status CheckpointManager::Save(
     int64_t step, int rank, int world_size,
     const std::map<std::string, RoleSave>& roles,
     const nlohmann::json& data_state, const AllOkFn& all_ok) {
-  auto annotate = [&](const absl::Status& s, const char* phase) {
-    return s.ok()
-               ? s
-               : Annotate(s, absl::StrCat("checkpoint save of step ", step,
-                                          " (", phase, ", rank ", rank, ")"));
+  // A failed phase ends the save on every rank (after the all-ok barrier,
+  // so no rank still writes); rank 0 then removes the temp folder.
+  auto fail = [&](const absl::Status& s, const char* phase) {
+    if (rank == 0) {
+      std::error_code ec;
+      fs::remove_all(TempStepDir(step), ec);
+      LOG_IF(WARNING, ec) << "cannot remove " << TempStepDir(step) << ": "
+                          << ec.message();
+    }
+    return Annotate(s, absl::StrCat("checkpoint save of step ", step, " (",
+                                    phase, ", rank ", rank, ")"));
   };
-  VERL_RETURN_IF_ERROR(annotate(
-      all_ok(rank == 0 ? BeginSave(step) : absl::OkStatus()), "begin"));
+  absl::Status s = all_ok(rank == 0 ? BeginSave(step) : absl::OkStatus());
+  if (!s.ok()) return fail(s, "begin");
   absl::Status local;
   for (const auto& [role, save] : roles) {
     if (!local.ok()) break;
     local = SaveShard(step, role, rank, world_size, save.shard);
   }
-  VERL_RETURN_IF_ERROR(annotate(all_ok(local), "shards"));
+  s = all_ok(local);
+  if (!s.ok()) return fail(s, "shards");
   if (rank == 0) {
     for (const auto& [role, save] : roles) {
       if (!local.ok()) break;
@@ -352,7 +367,8 @@ absl::Status CheckpointManager::Save(
     }
     if (local.ok()) local = CommitSave(step);
   }
-  return annotate(all_ok(local), "commit");
+  s = all_ok(local);
+  return s.ok() ? s : fail(s, "commit");
 }
 
 absl::StatusOr<int64_t> CheckpointManager::LatestStep() const {

@@ -22,7 +22,9 @@
 //           existing one), fsyncs the parent, then atomically replaces the
 //           tracker, then applies retention              -- all-ok barrier --
 // A crash at any point leaves the previous checkpoint intact and the tracker
-// pointing at it; the temp folder is ignored and removed by the next save.
+// pointing at it; the temp folder is ignored and removed at the next start
+// (RemoveUnfinishedSaves) or save. A save that fails with an error removes
+// its temp folder itself.
 //
 // Resume needs the same world size as the save (no resharding): a mismatch is
 // FailedPrecondition naming both sizes. Use //tools:model_merger to turn a
@@ -137,6 +139,10 @@ class CheckpointManager {
   // load_contents, else the global one, else the save contents).
   std::set<std::string> SaveContents(const std::string& role) const;
   std::set<std::string> LoadContents(const std::string& role) const;
+
+  // Removes `global_step_*.tmp-*` folders of saves that never committed
+  // (rank 0, at start and in BeginSave).
+  absl::Status RemoveUnfinishedSaves();
 
   // --- save protocol steps (see the file comment) ---
   absl::Status BeginSave(int64_t step);

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -324,6 +325,44 @@ TEST(CheckpointManagerTest, ResaveSameStepAndLeftoverTempFolders) {
   ASSERT_TRUE(shard.ok());
   EXPECT_TRUE(at::equal(shard->model.at("model.norm.weight"),
                         FullModel(2).at("model.norm.weight")));
+}
+
+// A save that fails half-way (here: hf_model asked for but no weights given,
+// after every shard was written) leaves no partial folder behind; the
+// previous checkpoint and the tracker are untouched. At start,
+// RemoveUnfinishedSaves removes killed saves' folders and nothing else.
+TEST(CheckpointManagerTest, FailedSavesLeaveNoTempFolder) {
+  const std::string root = FreshDir("failed_save");
+  CheckpointManager mgr({root});
+  auto saves = MakeRoleSaves(FullModel(3), 1);
+  ASSERT_TRUE(
+      mgr.Save(4, 0, 1, {{"actor", saves[0]}}, {{"c", 1}}, LocalAllOk).ok());
+  CheckpointManagerOptions hf{root};
+  hf.save_contents = {"model", "optimizer", "hf_model"};
+  CheckpointManager hf_mgr(hf);
+  saves[0].meta.hf_model.clear();
+  auto st = hf_mgr.Save(5, 0, 1, {{"actor", saves[0]}}, {}, LocalAllOk);
+  ASSERT_THAT(st, StatusIs(absl::StatusCode::kInvalidArgument,
+                           "save_contents has hf_model but no full weights"));
+  EXPECT_NE(st.message().find("step 5 (commit, rank 0)"), std::string::npos)
+      << st;
+  EXPECT_FALSE(fs::exists(hf_mgr.TempStepDir(5)));
+  EXPECT_FALSE(fs::exists(root + "/global_step_5"));
+  EXPECT_EQ(*mgr.LatestStep(), 4);
+  EXPECT_TRUE(mgr.LoadShard(root + "/global_step_4", "actor", 0, 1).ok());
+  // A killed save's folders go at the next start; the user's files stay.
+  fs::create_directories(root + "/global_step_6.tmp-save/actor");
+  fs::create_directories(root + "/global_step_4.tmp-old");
+  fs::create_directories(root + "/my_notes.tmp-save");
+  std::ofstream(root + "/global_step_notes.txt") << "mine";
+  ASSERT_TRUE(mgr.RemoveUnfinishedSaves().ok());
+  EXPECT_FALSE(fs::exists(root + "/global_step_6.tmp-save"));
+  EXPECT_FALSE(fs::exists(root + "/global_step_4.tmp-old"));
+  EXPECT_TRUE(fs::exists(root + "/my_notes.tmp-save"));
+  EXPECT_TRUE(fs::exists(root + "/global_step_notes.txt"));
+  EXPECT_TRUE(fs::exists(root + "/global_step_4/actor"));
+  EXPECT_TRUE(
+      CheckpointManager({root + "/missing"}).RemoveUnfinishedSaves().ok());
 }
 
 // A model whose every value encodes the step, big enough that a save takes

@@ -1,15 +1,20 @@
 #include "verl/core/file_util.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace verl::core {
 absl::Status ErrnoError(absl::string_view what, absl::string_view path) {
@@ -145,6 +150,40 @@ absl::Status WriteJsonlAtomic(const std::string& path,
     out += '\n';
   }
   return WriteFileAtomic(path, out);
+}
+
+std::string ProcessTempName(absl::string_view prefix) {
+  char host[256] = {0};
+  if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = 0;
+  return absl::StrCat(prefix, host, "-", ::getpid());
+}
+
+int RemoveDeadTempDirs(const std::string& dir, absl::string_view prefix) {
+  namespace fs = std::filesystem;
+  char host[256] = {0};
+  if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = 0;
+  const std::string mine = absl::StrCat(prefix, host, "-");
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    absl::string_view pid_text = name;
+    // This host's "<prefix><host>-<pid>", or a legacy "<prefix><pid>".
+    if (!absl::ConsumePrefix(&pid_text, mine) &&
+        !absl::ConsumePrefix(&pid_text, prefix)) {
+      continue;
+    }
+    int pid = 0;
+    if (!absl::SimpleAtoi(pid_text, &pid) || pid <= 0 ||
+        pid_text.find_first_not_of("0123456789") != absl::string_view::npos) {
+      continue;
+    }
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or unknown)
+    std::error_code rm;
+    fs::remove_all(entry.path(), rm);
+    if (!rm) ++removed;
+  }
+  return removed;
 }
 
 }  // namespace verl::core

@@ -47,6 +47,16 @@ absl::StatusOr<std::vector<nlohmann::json>> ReadJsonl(const std::string& path);
 absl::Status WriteJsonlAtomic(const std::string& path,
                               const std::vector<nlohmann::json>& rows);
 
+// "<prefix><host>-<pid>": a per-process temp name under `prefix`, for
+// RemoveDeadTempDirs to recognize after a crash.
+std::string ProcessTempName(absl::string_view prefix);
+
+// Removes the entries of `dir` named by ProcessTempName(prefix) on this host
+// whose process is gone (a killed or crashed run's temp folders), and legacy
+// "<prefix><pid>" entries of dead pids. Entries of live processes, of other
+// hosts and any other name are left alone. Returns how many were removed.
+int RemoveDeadTempDirs(const std::string& dir, absl::string_view prefix);
+
 }  // namespace verl::core
 
 #endif  // VERL_CORE_FILE_UTIL_H_

@@ -1,11 +1,14 @@
 #include "verl/core/file_util.h"
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "verl/core/test_util.h"
@@ -73,6 +76,35 @@ TEST(FileUtilTest, JsonlRoundTripAndErrors) {
   auto bad_json = ReadJsonFile(TempDir() + "/bad.json");
   EXPECT_THAT(bad_json,
               StatusIs(absl::StatusCode::kInvalidArgument, "bad.json: "));
+}
+
+TEST(FileUtilTest, RemoveDeadTempDirsKeepsLiveAndForeignEntries) {
+  const std::string dir = TempDir() + "/stale";
+  ASSERT_TRUE(MakeDirs(dir).ok());
+  // A pid that is gone: a reaped child.
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  const std::string mine = ProcessTempName(".x.tmp-");
+  const std::string host = mine.substr(0, mine.rfind('-') + 1);
+  const std::string dead = absl::StrCat(host, child);
+  const std::string legacy_dead = absl::StrCat(".x.tmp-", child);
+  for (const std::string& name :
+       {dead, legacy_dead, mine, std::string(".x.tmp-notapid"),
+        absl::StrCat(".x.tmp-otherhost-", child), std::string("user_data")}) {
+    ASSERT_TRUE(MakeDirs(dir + "/" + name).ok());
+    ASSERT_TRUE(WriteFileAtomic(dir + "/" + name + "/f", "1").ok());
+  }
+  EXPECT_EQ(RemoveDeadTempDirs(dir, ".x.tmp-"), 2);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/" + dead));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/" + legacy_dead));
+  for (const std::string& kept :
+       {mine, std::string(".x.tmp-notapid"),
+        absl::StrCat(".x.tmp-otherhost-", child), std::string("user_data")}) {
+    EXPECT_TRUE(std::filesystem::exists(dir + "/" + kept + "/f")) << kept;
+  }
+  EXPECT_EQ(RemoveDeadTempDirs(dir + "/missing", ".x.tmp-"), 0);
 }
 
 }  // namespace

@@ -535,9 +535,18 @@ absl::StatusOr<MergeStats> MergeFsdpCheckpoint(const MergeOptions& options) {
         "' exists and is not empty; pass --overwrite to replace it (its "
         "files are deleted) or choose another folder"));
   }
-  const std::string tmp =
-      absl::StrCat(options.target_dir, ".tmp-merge-", ::getpid());
+  // Scratch folders of killed merges into the same target go first.
+  std::string target_dir = options.target_dir;
+  while (target_dir.size() > 1 && target_dir.back() == '/')
+    target_dir.pop_back();
+  const fs::path target(target_dir);
+  const std::string tmp_prefix = target.filename().string() + ".tmp-merge-";
   std::error_code ec;
+  core::RemoveDeadTempDirs(
+      target.has_parent_path() ? target.parent_path().string() : ".",
+      tmp_prefix);
+  const std::string tmp =
+      (target.parent_path() / core::ProcessTempName(tmp_prefix)).string();
   fs::remove_all(tmp, ec);
   VERL_RETURN_IF_ERROR(core::MakeDirs(tmp));
   absl::StatusOr<MergeStats> stats = MergeInto(options, tmp);

@@ -14,7 +14,8 @@
 // converted to the output dtype and written at its offset. Peak memory is
 // about one full tensor in the stored dtype plus its converted copy, not the
 // model (docs/checkpoints.md has measured figures).
-// Everything is written into `<target_dir>.tmp-merge-<pid>` and renamed to
+// Everything is written into `<target_dir>.tmp-merge-<host>-<pid>` (such
+// folders of killed merges are removed first) and renamed to
 // `target_dir` only on success: on any error nothing is left at target_dir.
 // LoRA checkpoints (keys with "lora_") also get a PEFT adapter folder.
 #ifndef VERL_CKPT_CHECKPOINT_MERGER_H_

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "verl/ckpt/checkpoint_layout.h"
+#include "verl/core/file_util.h"
 #include "verl/core/status.h"
 #include "verl/models/hf_config.h"
 #include "verl/models/model_config.h"
@@ -62,12 +63,17 @@ ckpt::OptimizerGroup OptimizerGroupOf(const TrainStateShard& shard) {
   return g;
 }
 
+// The scratch folder of TokenizerFiles: "<prefix><host>-<pid>".
+constexpr char kTokenizerTmpPrefix[] = ".tokenizer.tmp-";
+
 // The tokenizer's files, written once into a scratch folder beside the
-// checkpoints (not named global_step_*, so BeginSave leaves it alone).
+// checkpoints (not named global_step_*, so BeginSave leaves it alone);
+// removed when done, or at the next start if the process was killed.
 class TokenizerFiles {
  public:
   TokenizerFiles(const models::Tokenizer* tokenizer, const std::string& root)
-      : dir_(absl::StrCat(root, "/.tokenizer.tmp-", ::getpid())) {
+      : dir_(absl::StrCat(root, "/",
+                          core::ProcessTempName(kTokenizerTmpPrefix))) {
     if (!tokenizer) return;
     status_ = tokenizer->SaveToDirectory(dir_);
     std::error_code ec;
@@ -229,9 +235,20 @@ absl::Status TrainerCheckpointer::Save(int64_t step,
                         [this](const absl::Status& s) { return AllOk(s); });
 }
 
+void TrainerCheckpointer::RemoveLeftovers() {
+  const absl::Status s = manager_->RemoveUnfinishedSaves();
+  LOG_IF(WARNING, !s.ok()) << s;
+  const int removed =
+      core::RemoveDeadTempDirs(options_.default_local_dir, kTokenizerTmpPrefix);
+  LOG_IF(INFO, removed > 0)
+      << "removed " << removed << " " << kTokenizerTmpPrefix
+      << "* folder(s) of killed runs in " << options_.default_local_dir;
+}
+
 absl::StatusOr<int64_t> TrainerCheckpointer::Resume(
     const std::vector<CheckpointRole>& roles, TrainerProgress* progress) {
   ConfigureRoles(roles);
+  if (world_->rank() == 0) RemoveLeftovers();
   VERL_ASSIGN_OR_RETURN(ckpt::ResumeMode mode,
                         ckpt::ParseResumeMode(options_.resume_mode));
   absl::StatusOr<std::optional<std::string>> dir =

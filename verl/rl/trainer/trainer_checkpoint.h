@@ -105,7 +105,10 @@ class TrainerCheckpointer {
   absl::Status Save(int64_t step, const std::vector<CheckpointRole>& roles,
                     const TrainerProgress& progress);
 
-  // Resolves trainer.resume_mode and loads every role's files per its
+  // Rank 0 first removes what killed runs left in default_local_dir:
+  // unfinished `global_step_*.tmp-*` saves and dead processes'
+  // `.tokenizer.tmp-*` folders (nothing else). Then resolves
+  // trainer.resume_mode and loads every role's files per its
   // load_contents (extra also restores this rank's CPU RNG) and data.pt
   // into `progress`. Returns the step resumed from, 0 when starting from
   // scratch. A checkpoint of another world size is FailedPrecondition
@@ -119,6 +122,7 @@ class TrainerCheckpointer {
   // OK only if `local` is OK on every rank (an all-reduce of a flag).
   absl::Status AllOk(const absl::Status& local);
   void ConfigureRoles(const std::vector<CheckpointRole>& roles);
+  void RemoveLeftovers();
 
   TrainerCheckpointOptions options_;
   std::shared_ptr<parallel::Communicator> world_;

@@ -13,6 +13,8 @@
 #include <ATen/ops/equal.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/zeros.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -215,6 +217,45 @@ TEST(TrainerCheckpointTest, OldLayoutCheckpointsStillResume) {
   b.Step(2);
   for (size_t i = 0; i < a.params.size(); ++i) {
     EXPECT_TRUE(at::equal(a.params[i].second, b.params[i].second));
+  }
+}
+
+// A killed run leaves its tokenizer scratch folder and a partial save;
+// the next start removes both, and nothing else the user has there.
+TEST(TrainerCheckpointTest, LeftoversOfKilledRunsAreRemovedAtStart) {
+  const std::string dir = TmpDir("leftovers");
+  fs::create_directories(dir);
+  const pid_t child = fork();  // a pid that is gone
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  const std::string mine = core::ProcessTempName(".tokenizer.tmp-");
+  const std::string host_prefix = mine.substr(0, mine.rfind('-') + 1);
+  const std::vector<std::string> stale = {
+      absl::StrCat(host_prefix, child), absl::StrCat(".tokenizer.tmp-", child),
+      "global_step_3.tmp-save"};
+  const std::vector<std::string> kept = {
+      absl::StrCat(host_prefix, getppid()),  // a live process's
+      ".tokenizer.tmp-mine", "notes.txt.d"};
+  for (const auto& names : {stale, kept}) {
+    for (const std::string& name : names) {
+      fs::create_directories(dir + "/" + name);
+      std::ofstream(dir + "/" + name + "/f") << "x";
+    }
+  }
+  TrainerCheckpointOptions o;
+  o.default_local_dir = dir;
+  Toy a(1);
+  TrainerCheckpointer checkpointer(o, nullptr);
+  TrainerProgress progress;
+  auto step = checkpointer.Resume({Role("actor", a.state.get())}, &progress);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(*step, 0);
+  for (const std::string& name : stale) {
+    EXPECT_FALSE(fs::exists(dir + "/" + name)) << name;
+  }
+  for (const std::string& name : kept) {
+    EXPECT_TRUE(fs::exists(dir + "/" + name + "/f")) << name;
   }
 }
 
