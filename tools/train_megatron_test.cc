@@ -10,7 +10,10 @@
 // (relative 1e-4; timing, throughput and per-rank global_seqlen/* excluded;
 // validation score included) for every step whose rollout sampled the same
 // responses, at least steps 1 and 2 (ExpectSameRuns); with GAE, the critic
-// runs under strategy=megatron as well.
+// runs under strategy=megatron as well; with FlowRL, the log-Z head reads the
+// tp decoder's hidden states and is checkpointed and resumed.
+#include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -83,6 +86,59 @@ TEST(TrainMegatronTest, CriticTp2ReproducesOneProcess) {
                  "megatron tp=2 with a critic", 3,
                  {"actor/pg_loss", "critic/vf_loss", "critic/grad_norm",
                   "critic/values/mean"});
+}
+
+// FlowRL (verl's recipe): the log-Z head takes the prompt's mean final
+// hidden state from the tp=2 decoder (gathered along the sequence under
+// sequence parallelism), steps its own AdamW (gradients averaged over dp) and
+// backpropagates into the sharded decoder; log Z, the balance residual and
+// every other metric match the single-process run for 2 steps (the second
+// after an update of the policy and the head). FlowRL's gradients are large
+// (norm ~10 before clipping) and fp32 rounding, amplified by AdamW on the few
+// near-zero gradient entries (~1e-5 in a weight), flipped sampled tokens at
+// step 2 with β = 15 and at step 3 with β = 1 here; β = 1 and 2 steps keep
+// the rollouts identical. The head is saved in
+// global_step_N/actor_log_z/ chunked over the world as FSDP saves it, and a
+// run resumed from step 1 reproduces step 2 (the head's parameters, AdamW
+// moments and dropout seeds restored).
+TEST(TrainMegatronTest, FlowRlTp2ReproducesOneProcess) {
+  const std::string tmp = std::getenv("TEST_TMPDIR");
+  const std::vector<std::string> flowrl = {
+      "algorithm.adv_estimator=flowrl",
+      "actor_rollout_ref.actor.policy_loss.loss_mode=flowrl",
+      "actor_rollout_ref.actor.use_kl_loss=false",
+      "algorithm.tb_coef=1",
+      "trainer.total_training_steps=2",
+      "trainer.test_freq=2"};
+  std::vector<std::string> tp2 = flowrl;
+  for (const std::string& key : std::vector<std::string>{
+           "actor_rollout_ref.actor.strategy=megatron",
+           "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2",
+           "actor_rollout_ref.ref.strategy=megatron",
+           "actor_rollout_ref.ref.megatron.tensor_model_parallel_size=2",
+           "trainer.save_freq=1",
+           "trainer.default_local_dir=" + tmp + "/flowrl_tp2"}) {
+    tp2.push_back(key);
+  }
+  const auto tp2_run = RunTrain("flowrl_tp2", Quickstart(2, tp2));
+  ExpectSameRuns(RunTrain("flowrl_one", Quickstart(1, flowrl)), "flowrl_one",
+                 tp2_run, "flowrl_tp2", "megatron tp=2 FlowRL", 2,
+                 {"actor/log_z", "actor/tb_residual", "actor/tb_residual_abs",
+                  "actor/log_z_grad_norm", "actor/grad_norm", "actor/pg_loss"});
+  const std::string head = tmp + "/flowrl_tp2/global_step_1/actor_log_z/";
+  for (const char* file :
+       {"model_world_size_2_rank_0.pt", "model_world_size_2_rank_1.pt",
+        "optim_world_size_2_rank_1.pt", "fsdp_config.json"}) {
+    EXPECT_TRUE(std::ifstream(head + file).good()) << head << file;
+  }
+  tp2.push_back("trainer.resume_mode=resume_path");
+  tp2.push_back("trainer.resume_from_path=" + tmp +
+                "/flowrl_tp2/global_step_1");
+  const auto resumed = RunTrain("flowrl_resumed", Quickstart(2, tp2));
+  ASSERT_EQ(tp2_run.size(), 2u);
+  verl::rl::testing::ExpectSameMetrics({tp2_run[1]}, resumed,
+                                       "FlowRL resumed at step 1", 1,
+                                       {"actor/log_z", "actor/tb_residual"});
 }
 
 }  // namespace

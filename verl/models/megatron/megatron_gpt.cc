@@ -322,7 +322,8 @@ at::Tensor MegatronGPTModel::RunLayers(
 
 at::Tensor MegatronGPTModel::Forward(const at::Tensor& input_ids,
                                      const at::Tensor& position_ids,
-                                     const std::vector<int64_t>& cu_seqlens) {
+                                     const std::vector<int64_t>& cu_seqlens,
+                                     at::Tensor* final_hidden) {
   CHECK_EQ(input_ids.dim(), 1) << "packed input_ids must be [T]";
   CHECK_EQ(position_ids.numel(), input_ids.numel());
   const int64_t t = input_ids.size(0), tp = mpu_->tp_size();
@@ -338,6 +339,14 @@ at::Tensor MegatronGPTModel::Forward(const at::Tensor& input_ids,
   at::Tensor h = word_embeddings->Forward(ids);
   auto [cos, sin] = RopeCosSin(inv_freq_, pos, h.scalar_type());
   h = final_layernorm->Forward(RunLayers(h, cos, sin, backend));
+  if (final_hidden) {
+    at::Tensor all = h;
+    if (options_.sequence_parallel) {
+      all = mg::GatherFromSequenceParallelRegion(
+          h, mpu_->tp(), /*tensor_parallel_output_grad=*/false);
+    }
+    *final_hidden = pad > 0 ? all.narrow(0, 0, t) : all;
+  }
   at::Tensor out;
   if (value_head) {
     out = value_head->Forward(h).squeeze(-1);

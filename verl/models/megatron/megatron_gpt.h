@@ -147,9 +147,15 @@ class MegatronGPTModel : public torch::nn::Module {
 
   // Packed tokens -> this rank's logits shard [T, Vp/tp] (language model)
   // or the values [T] (value model: the critic), the same on every rank.
+  // `final_hidden`, if given, gets the final-norm hidden states of every
+  // token [T, H], the same on every rank (all-gathered along the sequence
+  // under sequence parallelism; backward then keeps this rank's slice of the
+  // gradient, so a loss computed alike on every tp rank — FlowRL's log-Z
+  // head — gets the single-process gradient).
   at::Tensor Forward(const at::Tensor& input_ids,
                      const at::Tensor& position_ids,
-                     const std::vector<int64_t>& cu_seqlens);
+                     const std::vector<int64_t>& cu_seqlens,
+                     at::Tensor* final_hidden = nullptr);
 
   // Sums over tp the gradients of replicated parameters that got partial
   // ones: every norm weight and the value head under sequence parallelism,
@@ -160,6 +166,9 @@ class MegatronGPTModel : public torch::nn::Module {
   const MegatronModelOptions& options() const { return options_; }
   int64_t padded_vocab_size() const { return padded_vocab_; }
   const CommPtr& tp() const { return mpu_->tp(); }
+  const std::shared_ptr<parallel::megatron::ParallelState>& mpu() const {
+    return mpu_;
+  }
 
   std::shared_ptr<parallel::megatron::VocabParallelEmbedding> word_embeddings;
   std::vector<std::shared_ptr<TpTransformerLayer>> layers;

@@ -33,8 +33,12 @@ Actor::Actor(std::shared_ptr<models::CausalLM> model,
     log_z_head_ = LogZHead(model_->config().hidden_size,
                            options_.flowrl_log_z_layers, /*dropout=*/0.1);
     gen.set_state(saved);
+    log_z_head_->set_dropout_generator(log_z_dropout_);
+    // Under Megatron the head is replicated on the tp ranks as well: its
+    // checkpoint is chunked over the whole world, as FSDP's.
     log_z_state_ = std::make_unique<ReplicatedTrainState>(
-        NamedParameters(*log_z_head_), options_.flowrl_log_z_optim, dp_group_);
+        NamedParameters(*log_z_head_), options_.flowrl_log_z_optim, dp_group_,
+        options_.megatron ? options_.megatron->mpu()->world() : dp_group_);
   }
 }
 
@@ -44,7 +48,7 @@ ResponseForward Actor::Forward(const core::Batch& mb, int64_t response_length,
     return ForwardResponses(*options_.megatron, mb.tensor("input_ids"),
                             mb.tensor("attention_mask"),
                             mb.tensor("position_ids"), response_length,
-                            options_.temperature, with_entropy);
+                            options_.temperature, with_entropy, extras);
   }
   return ForwardResponses(
       *model_, mb.tensor("input_ids"), mb.tensor("attention_mask"),
@@ -102,7 +106,15 @@ absl::StatusOr<MetricMap> Actor::UpdatePolicy(const core::Batch& batch) {
   model_->train();
   if (options_.megatron) options_.megatron->train();
 
-  if (flowrl) log_z_head_->train();
+  if (flowrl) {
+    log_z_head_->train();
+    // Dropout masks seeded by (seed, update, dp rank): the same on the tp
+    // ranks of a dp rank, and again after resuming from a checkpoint.
+    log_z_dropout_.set_current_seed(
+        options_.flowrl_log_z_seed * 1000003ULL +
+        static_cast<uint64_t>(log_z_state_->schedule_step()) * 7919ULL +
+        static_cast<uint64_t>(dp_group_->rank()));
+  }
   // FlowRL (recipe/flowrl): the trajectory-balance loss alone.
   auto flowrl_fn =
       [&](const core::Batch& mb,

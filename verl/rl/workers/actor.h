@@ -27,6 +27,8 @@
 #ifndef VERL_RL_WORKERS_ACTOR_H_
 #define VERL_RL_WORKERS_ACTOR_H_
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 
 #include <map>
@@ -118,6 +120,7 @@ class Actor {
   std::shared_ptr<parallel::Communicator> dp_group_;
   LogZHead log_z_head_{nullptr};
   std::unique_ptr<TrainState> log_z_state_;
+  at::Generator log_z_dropout_ = at::detail::createCPUGenerator();
 };
 
 }  // namespace verl::rl

@@ -28,7 +28,19 @@ LogZHeadImpl::LogZHeadImpl(int64_t hidden_size, int64_t num_layers,
 at::Tensor LogZHeadImpl::forward(const at::Tensor& prompt_hidden) {
   // The head's own dtype (fp32 unless converted), whatever the model's is.
   const at::ScalarType dtype = parameters().front().scalar_type();
-  return net_->forward(prompt_hidden.to(dtype)).squeeze(-1);
+  at::Tensor x = prompt_hidden.to(dtype);
+  for (torch::nn::AnyModule& m : *net_) {
+    const auto* drop = m.ptr()->as<torch::nn::DropoutImpl>();
+    const double p = drop ? drop->options.p() : 0.0;
+    if (drop && dropout_generator_ && drop->is_training() && p > 0) {
+      // torch's dropout, with the masks from our generator.
+      x = x * at::empty_like(x).bernoulli_(1.0 - p, *dropout_generator_) /
+          (1.0 - p);
+    } else {
+      x = m.forward(x);
+    }
+  }
+  return x.squeeze(-1);
 }
 
 void JointTrainState::ZeroGrad() {

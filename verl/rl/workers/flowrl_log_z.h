@@ -5,16 +5,20 @@
 // LayerNorm(H) → Dropout(0.1)) × (layers − 1) → Linear(H, 1). It has its own
 // parameters and optimizer (a replicated train state: gradients averaged over
 // the data-parallel group, same AdamW settings as the actor), stepped
-// together with the policy through JointTrainState.
+// together with the policy through JointTrainState. Under strategy=megatron
+// every tp rank holds the whole head and computes the same log Z, so its
+// dropout masks come from a generator seeded alike on those ranks.
 #ifndef VERL_RL_WORKERS_FLOWRL_LOG_Z_H_
 #define VERL_RL_WORKERS_FLOWRL_LOG_Z_H_
 
+#include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/sequential.h>
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "verl/rl/workers/train_state.h"
 
@@ -25,9 +29,14 @@ class LogZHeadImpl : public torch::nn::Module {
   LogZHeadImpl(int64_t hidden_size, int64_t num_layers, double dropout);
   // prompt_hidden [B, H] -> log Z [B].
   at::Tensor forward(const at::Tensor& prompt_hidden);
+  // Training-mode dropout masks from `generator` instead of the global one.
+  void set_dropout_generator(at::Generator generator) {
+    dropout_generator_ = std::move(generator);
+  }
 
  private:
   torch::nn::Sequential net_{nullptr};
+  std::optional<at::Generator> dropout_generator_;
 };
 TORCH_MODULE(LogZHead);
 

@@ -1,11 +1,12 @@
 // File: verl/rl/workers/flowrl_log_z_test.cc
 //
 // The log-Z head: the recipe's layer structure, its gradient against finite
-// differences (double precision, dropout off), and the joint train state
-// stepping both parameter sets.
+// differences (double precision, dropout off), its dropout drawn from its own
+// generator, and the joint train state stepping both parameter sets.
 #include "verl/rl/workers/flowrl_log_z.h"
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <torch/nn/modules/linear.h>
 
@@ -53,6 +54,31 @@ TEST(LogZHeadTest, RecipeLayersAndFiniteDifferenceGradient) {
           << item.key() << "[" << i << "]";
     }
   }
+}
+
+// Under Megatron every tp rank runs the head: with a dropout generator the
+// masks depend on its seed only, and the global generator is left alone.
+TEST(LogZHeadTest, DropoutFromItsOwnGenerator) {
+  at::manual_seed(2);
+  LogZHead head(/*hidden_size=*/16, /*num_layers=*/2, /*dropout=*/0.5);
+  at::Generator gen = at::detail::createCPUGenerator();
+  head->set_dropout_generator(gen);
+  const at::Tensor x = at::randn({4, 16});
+  auto train_z = [&](uint64_t seed) {
+    head->train();
+    gen.set_current_seed(seed);
+    return head->forward(x).detach();
+  };
+  at::manual_seed(7);
+  const at::Tensor a = train_z(5);
+  const at::Tensor after = at::randn({3});
+  at::manual_seed(7);
+  EXPECT_TRUE(at::equal(after, at::randn({3})));  // global one not drawn
+  at::manual_seed(99);
+  EXPECT_TRUE(at::equal(train_z(5), a));  // the seed alone decides
+  EXPECT_FALSE(at::equal(train_z(6), a));
+  head->eval();
+  EXPECT_FALSE(at::equal(head->forward(x).detach(), a));  // dropout was on
 }
 
 TEST(LogZHeadTest, JointTrainStateStepsBoth) {

@@ -121,6 +121,22 @@ at::Tensor PackedResponses::Scatter(const at::Tensor& values) const {
   return full.index_copy(0, dest, values).view({batch, response_length});
 }
 
+at::Tensor PackedResponses::PromptMean(const at::Tensor& hidden) const {
+  const int64_t prompt_length = length - response_length;
+  const at::Tensor row_of = at::div(info.indices, length, "floor");
+  const at::Tensor col_of = info.indices - row_of * length;
+  const at::Tensor keep = (col_of < prompt_length - 1).nonzero().reshape(-1);
+  const at::Tensor keep_rows = row_of.index_select(0, keep);
+  const at::Tensor sums =
+      at::zeros({batch, hidden.size(1)}, hidden.options())
+          .index_add(0, keep_rows, hidden.index_select(0, keep));
+  const at::Tensor counts =
+      at::zeros({batch}, hidden.options())
+          .index_add(0, keep_rows,
+                     at::ones({keep_rows.size(0)}, hidden.options()));
+  return sums / (counts + 1e-8).unsqueeze(1);
+}
+
 ResponseForward ForwardResponses(models::CausalLM& model,
                                  const at::Tensor& input_ids,
                                  const at::Tensor& attention_mask,
@@ -133,8 +149,6 @@ ResponseForward ForwardResponses(models::CausalLM& model,
   const PackedResponses p =
       PackResponses(input_ids, attention_mask, position_ids, response_length);
   const models::UnpadInfo& info = p.info;
-  const int64_t batch = p.batch, length = p.length;
-  const int64_t prompt_length = length - response_length;
   at::Tensor targets = p.targets;
 
   ResponseForward out;
@@ -144,21 +158,7 @@ ResponseForward ForwardResponses(models::CausalLM& model,
         info.cu_seqlens, model.LayerWindows());
     const at::Tensor hidden = model.Forward(p.ids, p.pos, *out.attention);
     selected = hidden.index_select(0, p.rows);
-    if (extras.prompt_hidden) {
-      const at::Tensor row_of = at::div(info.indices, length, "floor");
-      const at::Tensor col_of = info.indices - row_of * length;
-      const at::Tensor keep =
-          (col_of < prompt_length - 1).nonzero().reshape(-1);
-      const at::Tensor keep_rows = row_of.index_select(0, keep);
-      const at::Tensor sums =
-          at::zeros({batch, hidden.size(1)}, hidden.options())
-              .index_add(0, keep_rows, hidden.index_select(0, keep));
-      const at::Tensor counts =
-          at::zeros({batch}, hidden.options())
-              .index_add(0, keep_rows,
-                         at::ones({keep_rows.size(0)}, hidden.options()));
-      out.prompt_hidden = sums / (counts + 1e-8).unsqueeze(1);
-    }
+    if (extras.prompt_hidden) out.prompt_hidden = p.PromptMean(hidden);
   } else {
     UlyssesSlice s =
         SliceForSequenceParallel(model, p.ids, p.pos, info.cu_seqlens, sp);
@@ -203,12 +203,19 @@ ResponseForward ForwardResponses(models::MegatronGPTModel& model,
                                  const at::Tensor& attention_mask,
                                  const at::Tensor& position_ids,
                                  int64_t response_length, double temperature,
-                                 bool with_entropy) {
+                                 bool with_entropy,
+                                 const ForwardExtras& extras) {
+  CHECK(!extras.sum_pi_squared)
+      << "sum_pi_squared is not available with strategy=megatron";
   const PackedResponses p =
       PackResponses(input_ids, attention_mask, position_ids, response_length);
   // This rank's vocab shard of the logits (or the values) of every token.
-  const at::Tensor out = model.Forward(p.ids, p.pos, p.info.cu_seqlens);
+  at::Tensor hidden;
+  const at::Tensor out =
+      model.Forward(p.ids, p.pos, p.info.cu_seqlens,
+                    extras.prompt_hidden ? &hidden : nullptr);
   ResponseForward f;
+  if (extras.prompt_hidden) f.prompt_hidden = p.PromptMean(hidden);
   if (model.config().is_value_model) {
     f.values = p.Scatter(out.index_select(0, p.rows).to(at::kFloat));
     return f;

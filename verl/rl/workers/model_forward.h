@@ -74,7 +74,8 @@ struct ForwardExtras {
   bool sum_pi_squared = false;
   // FlowRL's log Z input as the recipe takes it: the mean final hidden state
   // over each row's real prompt tokens except the last prompt position
-  // (differentiable). Not with sequence parallelism.
+  // (differentiable). Not with Ulysses sequence parallelism (Megatron's
+  // sequence parallelism is fine: its hidden states are gathered).
   bool prompt_hidden = false;
 };
 
@@ -88,6 +89,10 @@ struct PackedResponses {
   at::Tensor dest;  // flat [B * R] slot of each of `rows`
   // One value per element of `rows` -> [B, R], 0 at response padding.
   at::Tensor Scatter(const at::Tensor& values) const;
+  // FlowRL's log-Z input from the packed hidden states [T, H]: per row, the
+  // mean over its real prompt tokens except the last prompt position -> [B, H]
+  // (differentiable).
+  at::Tensor PromptMean(const at::Tensor& hidden) const;
 };
 PackedResponses PackResponses(const at::Tensor& input_ids,
                               const at::Tensor& attention_mask,
@@ -114,13 +119,16 @@ absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
 // strategy: megatron — the same passes on the tensor-parallel model: every
 // tp rank passes the same rows and gets the same (full) results; log-probs
 // and entropy come from the vocab-parallel logits without gathering the
-// vocabulary (parallel/megatron/vocab_parallel.h). No Σπ² / prompt_hidden.
+// vocabulary (parallel/megatron/vocab_parallel.h). prompt_hidden comes from
+// the final hidden states gathered over tp under sequence parallelism
+// (MegatronGPTModel::Forward's final_hidden). No Σπ².
 ResponseForward ForwardResponses(models::MegatronGPTModel& model,
                                  const at::Tensor& input_ids,
                                  const at::Tensor& attention_mask,
                                  const at::Tensor& position_ids,
                                  int64_t response_length, double temperature,
-                                 bool with_entropy);
+                                 bool with_entropy,
+                                 const ForwardExtras& extras = {});
 absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
     models::MegatronGPTModel& model, const core::Batch& batch,
     const MicroBatchOptions& micro, double temperature, bool with_entropy);

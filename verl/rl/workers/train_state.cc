@@ -151,7 +151,8 @@ ReplicatedTrainState::ReplicatedTrainState(
     std::shared_ptr<parallel::Communicator> dp_group)
     : AdamWTrainState(params, options),
       params_(std::move(params)),
-      dp_group_(std::move(dp_group)) {}
+      dp_group_(std::move(dp_group)),
+      ckpt_group_(dp_group_) {}
 
 namespace {
 
@@ -250,9 +251,11 @@ void SetAdamState(torch::optim::Optimizer &optimizer, const at::Tensor &param,
 
 ReplicatedTrainState::ReplicatedTrainState(
     const NamedParams &params, const OptimizerOptions &options,
-    std::shared_ptr<parallel::Communicator> dp_group)
+    std::shared_ptr<parallel::Communicator> dp_group,
+    std::shared_ptr<parallel::Communicator> checkpoint_group)
     : ReplicatedTrainState(Tensors(params), options, std::move(dp_group)) {
   names_ = Names(params);
+  if (checkpoint_group) ckpt_group_ = std::move(checkpoint_group);
 }
 
 ReplicatedTrainState::~ReplicatedTrainState() = default;
@@ -264,8 +267,8 @@ absl::StatusOr<TrainStateShard> ReplicatedTrainState::SaveShard() {
         "checkpointed");
   }
   TrainStateShard shard;
-  shard.shard_world = dp_group_ ? dp_group_->size() : 1;
-  shard.shard_rank = dp_group_ ? dp_group_->rank() : 0;
+  shard.shard_world = ckpt_group_ ? ckpt_group_->size() : 1;
+  shard.shard_rank = ckpt_group_ ? ckpt_group_->rank() : 0;
   for (size_t i = 0; i < params_.size(); ++i) {
     const std::string &name = names_[i];
     shard.shapes.emplace_back(name, params_[i].sizes().vec());
@@ -289,7 +292,7 @@ absl::Status ReplicatedTrainState::LoadShard(const TrainStateShard &shard,
         "ReplicatedTrainState built without parameter names cannot load a "
         "checkpoint");
   }
-  const int world = dp_group_ ? dp_group_->size() : 1;
+  const int world = ckpt_group_ ? ckpt_group_->size() : 1;
   if (shard.shard_world != world) {
     return absl::FailedPreconditionError(
         absl::StrCat("checkpoint shard is chunked over ", shard.shard_world,
@@ -302,8 +305,9 @@ absl::Status ReplicatedTrainState::LoadShard(const TrainStateShard &shard,
     if (parts.model) {
       VERL_ASSIGN_OR_RETURN(at::Tensor chunk,
                             FindCheckpointTensor(shard.model, name));
-      VERL_ASSIGN_OR_RETURN(at::Tensor full, GatherChunks(dp_group_.get(), name,
-                                                          chunk, p.sizes()));
+      VERL_ASSIGN_OR_RETURN(
+          at::Tensor full,
+          GatherChunks(ckpt_group_.get(), name, chunk, p.sizes()));
       p.detach().copy_(full);
     }
     if (parts.optimizer) {
@@ -313,7 +317,7 @@ absl::Status ReplicatedTrainState::LoadShard(const TrainStateShard &shard,
               const at::Tensor &chunk) -> absl::StatusOr<at::Tensor> {
             VERL_ASSIGN_OR_RETURN(
                 at::Tensor full,
-                GatherChunks(dp_group_.get(), key, chunk, p.sizes()));
+                GatherChunks(ckpt_group_.get(), key, chunk, p.sizes()));
             return full.to(p.options()).clone();
           }));
     }
@@ -324,7 +328,7 @@ absl::Status ReplicatedTrainState::LoadShard(const TrainStateShard &shard,
 
 absl::StatusOr<NamedParams> ReplicatedTrainState::FullStateDict() {
   NamedParams out;
-  if (dp_group_ && dp_group_->rank() != 0) return out;
+  if (ckpt_group_ && ckpt_group_->rank() != 0) return out;
   for (size_t i = 0; i < params_.size(); ++i) {
     out.emplace_back(i < names_.size() ? names_[i] : absl::StrCat("param.", i),
                      params_[i].detach().clone());

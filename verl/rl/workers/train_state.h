@@ -182,16 +182,20 @@ class ReplicatedTrainState : public AdamWTrainState {
                        const OptimizerOptions &options,
                        std::shared_ptr<parallel::Communicator> dp_group);
   // With HF names, which checkpoints need (the unnamed state cannot save).
-  ReplicatedTrainState(const NamedParams &params,
-                       const OptimizerOptions &options,
-                       std::shared_ptr<parallel::Communicator> dp_group);
+  // Checkpoint chunks are over `checkpoint_group` (null: the dp group): a
+  // state replicated beyond its dp group (FlowRL's log-Z head on every tp
+  // rank under strategy=megatron) saves over the whole world, as FSDP does.
+  ReplicatedTrainState(
+      const NamedParams &params, const OptimizerOptions &options,
+      std::shared_ptr<parallel::Communicator> dp_group,
+      std::shared_ptr<parallel::Communicator> checkpoint_group = nullptr);
   ~ReplicatedTrainState() override;
 
   void ZeroGrad() override;
   absl::StatusOr<double> Step() override;
 
-  // Chunks of the full parameters over the group (rank r saves chunk r);
-  // loading all-gathers the chunks back.
+  // Chunks of the full parameters over the checkpoint group (rank r saves
+  // chunk r); loading all-gathers the chunks back.
   absl::StatusOr<TrainStateShard> SaveShard() override;
   absl::Status LoadShard(const TrainStateShard &shard,
                          const TrainStateLoadParts &parts) override;
@@ -201,6 +205,7 @@ class ReplicatedTrainState : public AdamWTrainState {
   std::vector<at::Tensor> params_;
   std::vector<std::string> names_;  // empty: built without names
   std::shared_ptr<parallel::Communicator> dp_group_;
+  std::shared_ptr<parallel::Communicator> ckpt_group_;  // default dp_group_
 };
 
 // LR at scheduler step `step` (lr x the constant / cosine / wsd factor).

@@ -612,10 +612,6 @@ void CheckMegatronActor(const PpoTrainerConfig& config, Problems& problems) {
                               config.actor_rollout_ref().model().lora_rank(),
                               what, " (LoRA)"));
   }
-  if (actor.policy_loss().loss_mode() == "flowrl") {
-    problems.Add(absl::StrCat(
-        "'actor_rollout_ref.actor.policy_loss.loss_mode=flowrl", what));
-  }
   if (actor.calculate_sum_pi_squared()) {
     problems.Add(absl::StrCat(
         "'actor_rollout_ref.actor.calculate_sum_pi_squared=true", what));
