@@ -9,10 +9,35 @@ TRAIN=tools/train
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# Bad inputs write and delete nothing (issue 21 §4): the checkpoint folder
+# the bad runs point at holds a user's file, a committed checkpoint and a
+# killed save's folder (which a good start would remove); it and the working
+# directory (default checkpoint and log locations) must be unchanged.
+OUT="$TMP/ckpt_out"
+mkdir -p "$OUT/global_step_1/actor" "$OUT/global_step_2.tmp-save"
+echo keep >"$OUT/user_notes.txt"
+echo 1 >"$OUT/latest_checkpointed_iteration.txt"
+echo w >"$OUT/global_step_1/actor/model_world_size_1_rank_0.pt"
+tree_state() {
+  { find "$OUT" -printf '%p %s %T@\n'; find . -printf '%p %T@\n'; } | sort
+}
+# unchanged_by <args...>: runs the trainer, then checks the trees.
+unchanged_by() {
+  local before
+  before=$(tree_state)
+  "$TRAIN" "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  local after
+  after=$(tree_state)
+  [[ "$after" == "$before" ]] ||
+    fail "'$*' changed files: $(diff <(echo "$before") <(echo "$after") | head -5)"
+  return $rc
+}
+
 # expect_error <needle> <args...>: exit code 2 and exactly one stderr line.
 expect_error() {
   local needle="$1"; shift
-  "$TRAIN" "$@" >"$TMP/out" 2>"$TMP/err"
+  unchanged_by "$@"
   local rc=$?
   [[ $rc -eq 2 ]] || fail "'$*' exited $rc, want 2"
   [[ $(wc -l <"$TMP/err") -eq 1 ]] || fail "'$*' stderr is not one line: $(cat "$TMP/err")"
@@ -64,7 +89,7 @@ expect_lines() {
   local needles=()
   while [[ "$1" != "--" ]]; do needles+=("$1"); shift; done
   shift
-  "$TRAIN" "$@" >"$TMP/out" 2>"$TMP/err"
+  unchanged_by "$@"
   local rc=$?
   [[ $rc -eq 2 ]] || fail "'$*' exited $rc, want 2"
   [[ $(wc -l <"$TMP/err") -eq $count ]] || fail "'$*' stderr is not $count lines: $(cat "$TMP/err")"
@@ -79,7 +104,8 @@ expect_lines 3 "set 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu'" \
   "set 'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu'" \
   "set 'critic.ppo_micro_batch_size_per_gpu'" -- trainer.n_gpus_per_node=1
 # Bad values of §4 (issue 21): each named, all in one run, nothing started.
-GOOD=(--config=examples/grpo_tiny.textproto trainer.n_gpus_per_node=1)
+GOOD=(--config=examples/grpo_tiny.textproto trainer.n_gpus_per_node=1
+  trainer.default_local_dir="$OUT")
 expect_lines 4 "'actor_rollout_ref.actor.ppo_epochs' (-1) must be > 0" \
   "'trainer.total_training_steps' (-2) must be > 0" \
   "'actor_rollout_ref.actor.optim.lr' (nan) must be finite" \
