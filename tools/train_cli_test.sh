@@ -135,6 +135,22 @@ expect_error "is a section, not a Hydra config group" --print_config \
   global_profiler.global_tool_config.nsys.worker_nsight_options.capture-range=cudaProfilerApi \
   >"$TMP/hydra.txt" || fail "Hydra forms exited $?"
 grep -q 'key: "capture-range"' "$TMP/hydra.txt" || fail "dashed map key not applied"
+# trainer.nnodes=2 with no second node: rank 0 says whom it waits for every
+# few seconds, then the run ends with one error line once the rendezvous
+# timeout (verl's nccl_timeout, as torch's init_process_group) has passed.
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+unchanged_by "${GOOD[@]}" trainer.nnodes=2 actor_rollout_ref.nccl_timeout=3 \
+  --master_port="$PORT"
+rc=$?
+[[ $rc -eq 1 ]] || fail "nnodes=2 alone exited $rc, want 1: $(cat "$TMP/err")"
+grep -qF "waiting for rank 1 at 127.0.0.1:$PORT, 1 of 2 joined" "$TMP/err" ||
+  fail "no 'waiting for' line: $(cat "$TMP/err")"
+# (the launcher prefixes "[rank 0] " and adds its own "job failed" line)
+[[ $(grep -c 'train: ' "$TMP/err") -eq 1 ]] ||
+  fail "not one error line: $(cat "$TMP/err")"
+grep -q "train: .*rendezvous at 127.0.0.1:$PORT timed out after 3s: 1 of 2 ranks joined, rank 1 never came" "$TMP/err" ||
+  fail "unclear rendezvous error: $(cat "$TMP/err")"
+
 # --help prints a usage text.
 "$TRAIN" --help >"$TMP/help" 2>&1
 grep -q "Usage:" "$TMP/help" || fail "--help lacks the usage text: $(head -3 "$TMP/help")"

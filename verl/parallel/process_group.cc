@@ -14,6 +14,7 @@
 #endif
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <exception>
 #include <numeric>
@@ -24,6 +25,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "glog/logging.h"
 #include "verl/core/status.h"
 #include "verl/profiler/memory_tracker.h"
 #include "verl/profiler/timeline.h"
@@ -38,6 +41,7 @@ struct Communicator::Impl {
   int size = 1;
   std::vector<int> global_ranks = {0};
   std::string name = "world";
+  std::string rendezvous;  // "HOST:PORT" of the TCPStore
   ProcessGroupOptions options;
 
   int global_rank() const { return global_ranks[rank]; }
@@ -186,10 +190,46 @@ std::shared_ptr<gloo::transport::Device> MakeGlooDevice(
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
 
+// "1..3, 5, 7..9" for global ranks {1, 2, 3, 5, 7, 8, 9}.
+std::string RankRanges(const std::vector<int>& ranks) {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    parts.push_back(j == i ? absl::StrCat(ranks[i])
+                           : absl::StrCat(ranks[i], "..", ranks[j]));
+    i = j + 1;
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+// "rank 1" / "ranks 1..3": the members (global ranks) whose join key is not
+// in the store yet.
+std::string Missing(const Communicator::Impl& impl, int* joined) {
+  std::vector<int> missing;
+  for (int r = 0; r < impl.size; ++r) {
+    if (!impl.store->check({absl::StrCat("__rdzv/rank_", r)})) {
+      missing.push_back(impl.global_ranks[r]);
+    }
+  }
+  *joined = impl.size - static_cast<int>(missing.size());
+  return absl::StrCat(missing.size() == 1 ? "rank " : "ranks ",
+                      RankRanges(missing));
+}
+
 // Blocks until all `impl.size` members reached this point in the group's
 // store, so the backend's connection phase starts with everyone present.
+// While waiting, the group's rank 0 logs who is missing every few seconds.
 absl::Status StoreRendezvous(const Communicator::Impl& impl) {
+  using Clock = std::chrono::steady_clock;
   const std::string joined_key = "__rdzv/joined";
+  const auto timeout = impl.options.init_timeout;
+  const auto deadline = Clock::now() + timeout;
+  const std::chrono::milliseconds interval =
+      std::clamp<std::chrono::milliseconds>(
+          timeout / 3, std::chrono::seconds(1), std::chrono::seconds(5));
+  const std::string where =
+      impl.name == "world" ? "" : absl::StrCat(" (group '", impl.name, "')");
   try {
     const int64_t joined = impl.store->add(joined_key, 1);
     if (joined > impl.size) {
@@ -197,20 +237,41 @@ absl::Status StoreRendezvous(const Communicator::Impl& impl) {
           absl::StrCat(impl.Who(), ": group name '", impl.name,
                        "' was already used in this job; names must be unique"));
     }
+    impl.store->set(absl::StrCat("__rdzv/rank_", impl.rank), {1});
     if (joined == impl.size) impl.store->set("__rdzv/ready", {1});
-    impl.store->wait({"__rdzv/ready"}, impl.options.init_timeout);
-    return absl::OkStatus();
-  } catch (const std::exception& e) {
-    int64_t joined = -1;
-    try {
-      joined = impl.store->add(joined_key, 0);
-    } catch (const std::exception&) {
+    while (true) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - Clock::now());
+      if (left.count() <= 0) break;
+      try {
+        impl.store->wait({"__rdzv/ready"}, std::min(interval, left));
+        return absl::OkStatus();
+      } catch (const std::exception&) {
+        // Timed out (or the store went away: the next call throws too).
+      }
+      if (impl.rank == 0 && Clock::now() < deadline) {
+        int now_joined = 0;
+        const std::string missing = Missing(impl, &now_joined);
+        LOG(WARNING) << "waiting for " << missing << " at " << impl.rendezvous
+                     << where << ", " << now_joined << " of " << impl.size
+                     << " joined";
+      }
     }
+    int now_joined = 0;
+    const std::string missing = Missing(impl, &now_joined);
     return absl::DeadlineExceededError(absl::StrCat(
-        impl.Who(), ": rendezvous timed out after ",
-        impl.options.init_timeout.count(), " ms with ",
-        joined < 0 ? std::string("an unknown number") : absl::StrCat(joined),
-        " of ", impl.size, " members joined"));
+        impl.Who(), ": rendezvous at ", impl.rendezvous, " timed out after ",
+        absl::FormatDuration(absl::FromChrono(timeout)), ": ", now_joined,
+        " of ", impl.size, " ranks joined, ", missing,
+        " never came (is every node started with the same --nnodes, "
+        "--master_addr and --master_port?)"));
+  } catch (const std::exception& e) {
+    const c10::Error* c10_error = dynamic_cast<const c10::Error*>(&e);
+    std::string what =
+        c10_error ? c10_error->what_without_backtrace() : e.what();
+    return absl::UnavailableError(absl::StrCat(
+        impl.Who(), ": lost the TCPStore at ", impl.rendezvous,
+        " during the rendezvous: ", what.substr(0, what.find('\n'))));
   }
 }
 
@@ -544,6 +605,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::NewGroup(
   impl->global_ranks.clear();
   for (int r : ranks) impl->global_ranks.push_back(impl_->global_ranks[r]);
   impl->name = name;
+  impl->rendezvous = impl_->rendezvous;
   impl->options = impl_->options;
   impl->device = impl_->device;
   if (impl->size == 1) return std::make_shared<Communicator>(std::move(impl));
@@ -560,6 +622,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> InitProcessGroup(
   impl->global_ranks.resize(env.world_size);
   std::iota(impl->global_ranks.begin(), impl->global_ranks.end(), 0);
   impl->options = options;
+  impl->rendezvous = absl::StrCat(env.master_addr, ":", env.master_port);
   if (env.world_size == 1)
     return std::make_shared<Communicator>(std::move(impl));
 

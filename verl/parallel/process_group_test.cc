@@ -10,9 +10,16 @@
 #include <ATen/ops/arange.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/ones.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <numeric>
+#include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "verl/parallel/batch_comm.h"
@@ -36,6 +43,43 @@ TEST(ProcessGroupTest, WorldOfOneNeedsNoStore) {
   EXPECT_EQ((*world)->size(), 1);
   EXPECT_EQ((*world)->name(), "world");
   EXPECT_EQ((*world)->global_ranks(), std::vector<int>{0});
+}
+
+// A free TCP port on the loopback interface.
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// Rank 0 of 3 with nobody else coming: it logs whom it waits for every
+// second or so, then fails with one line naming the address and the ranks.
+TEST(ProcessGroupTest, RendezvousSaysWhoIsMissingThenTimesOut) {
+  DistEnv env;
+  env.world_size = 3;
+  env.local_world_size = 3;
+  env.master_port = FreePort();
+  ProcessGroupOptions options;
+  options.init_timeout = std::chrono::milliseconds(2500);
+  ::testing::internal::CaptureStderr();
+  auto world = InitProcessGroup(env, options);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_FALSE(world.ok());
+  EXPECT_EQ(world.status().code(), absl::StatusCode::kDeadlineExceeded);
+  const std::string at = absl::StrCat("127.0.0.1:", env.master_port);
+  EXPECT_THAT(Message(world.status()),
+              HasSubstr(absl::StrCat("rendezvous at ", at,
+                                     " timed out after 2.5s: 1 of 3 ranks "
+                                     "joined, ranks 1..2 never came")));
+  EXPECT_EQ(Message(world.status()).find('\n'), std::string::npos);
+  EXPECT_THAT(err, HasSubstr(absl::StrCat("waiting for ranks 1..2 at ", at,
+                                          ", 1 of 3 joined")));
 }
 
 TEST(ProcessGroupTest, SingleProcessCollectivesAreIdentities) {

@@ -14,8 +14,11 @@ namespace verl::rl {
 
 int RunTrainer(const PpoTrainerConfig& config) {
   parallel::DistributedOptions options;
+  // verl passes nccl_timeout to init_process_group, which also bounds the
+  // rendezvous (torch's env:// TCPStore timeout).
   options.process_group.timeout =
       std::chrono::seconds(config.actor_rollout_ref().nccl_timeout());
+  options.process_group.init_timeout = options.process_group.timeout;
   absl::StatusOr<parallel::DistributedContext> ctx =
       parallel::InitDistributed(options);
   if (!ctx.ok()) {
