@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
+#include "verl/parallel/megatron/context_parallel.h"
 #include "verl/parallel/megatron/mappings.h"
 
 namespace verl::models {
@@ -31,6 +32,21 @@ std::shared_ptr<RMSNorm> Norm(torch::nn::Module* parent,
   return parent->register_module(name, std::make_shared<RMSNorm>(dim, eps));
 }
 
+// Attention over the cp ring for this forward's token layout.
+class RingAttentionBackend : public AttentionBackend {
+ public:
+  RingAttentionBackend(std::shared_ptr<const mg::CpLayout> layout, CommPtr cp)
+      : layout_(std::move(layout)), cp_(std::move(cp)) {}
+  at::Tensor Attend(int64_t layer, const at::Tensor& q, const at::Tensor& k,
+                    const at::Tensor& v) override {
+    return mg::RingAttention(q, k, v, layout_, cp_);
+  }
+
+ private:
+  std::shared_ptr<const mg::CpLayout> layout_;
+  CommPtr cp_;
+};
+
 }  // namespace
 
 absl::Status ValidateMegatronModel(const ModelConfig& c,
@@ -44,10 +60,8 @@ absl::Status ValidateMegatronModel(const ModelConfig& c,
         absl::StrCat("megatron.pipeline_model_parallel_size=", sizes.pp,
                      ": pipeline parallelism is not built yet (use 1)"));
   }
-  if (sizes.cp > 1) {
-    return absl::UnimplementedError(
-        absl::StrCat("megatron.context_parallel_size=", sizes.cp,
-                     ": context parallelism is not built yet (use 1)"));
+  if (sizes.cp < 1) {
+    return Bad("megatron.context_parallel_size", sizes.cp, "must be >= 1");
   }
   const int64_t np = c.num_attention_heads;
   const int64_t ng = c.num_key_value_heads > 0 ? c.num_key_value_heads : np;
@@ -327,40 +341,62 @@ at::Tensor MegatronGPTModel::Forward(const at::Tensor& input_ids,
   CHECK_EQ(input_ids.dim(), 1) << "packed input_ids must be [T]";
   CHECK_EQ(position_ids.numel(), input_ids.numel());
   const int64_t t = input_ids.size(0), tp = mpu_->tp_size();
+  const bool sp = options_.sequence_parallel;
   at::Tensor ids = input_ids, pos = position_ids.reshape({-1});
   std::vector<int64_t> cu = cu_seqlens;
-  const int64_t pad = options_.sequence_parallel ? (tp - t % tp) % tp : 0;
-  if (pad > 0) {  // a separate dummy sequence, trimmed from the output
-    ids = at::cat({ids, at::zeros({pad}, ids.options())});
-    pos = at::cat({pos, at::arange(pad, pos.options())});
-    cu.push_back(t + pad);
+  std::shared_ptr<AttentionBackend> backend;
+  std::shared_ptr<const mg::CpLayout> cp_layout;
+  int64_t pad = 0;
+  if (cp()->size() > 1) {
+    // This rank's two chunks of every sequence, each sequence padded to a
+    // multiple of 2*cp (times tp under sequence parallelism, so the local
+    // stream splits evenly over tp).
+    absl::StatusOr<mg::CpLayout> layout = mg::CpLayout::Create(
+        cu_seqlens, cp()->size(), cp()->rank(), sp ? tp : 1);
+    VERL_CHECK_OK(layout.status());
+    cp_layout = std::make_shared<const mg::CpLayout>(*std::move(layout));
+    ids = cp_layout->Shard(ids);
+    pos = cp_layout->ShardPositions(pos);
+    backend = std::make_shared<RingAttentionBackend>(cp_layout, cp());
+  } else {
+    pad = sp ? (tp - t % tp) % tp : 0;
+    if (pad > 0) {  // a separate dummy sequence, trimmed from the output
+      ids = at::cat({ids, at::zeros({pad}, ids.options())});
+      pos = at::cat({pos, at::arange(pad, pos.options())});
+      cu.push_back(t + pad);
+    }
+    backend = std::make_shared<VarlenCausalAttention>(cu);
   }
-  auto backend = std::make_shared<VarlenCausalAttention>(cu);
+  // Back to every token of the unpadded stream, on every rank.
+  auto whole = [&](const at::Tensor& x) {
+    if (cp_layout) return cp_layout->Gather(x, cp());
+    return pad > 0 ? x.narrow(0, 0, t) : x;
+  };
   at::Tensor h = word_embeddings->Forward(ids);
   auto [cos, sin] = RopeCosSin(inv_freq_, pos, h.scalar_type());
   h = final_layernorm->Forward(RunLayers(h, cos, sin, backend));
   if (final_hidden) {
     at::Tensor all = h;
-    if (options_.sequence_parallel) {
+    if (sp) {
       all = mg::GatherFromSequenceParallelRegion(
           h, mpu_->tp(), /*tensor_parallel_output_grad=*/false);
     }
-    *final_hidden = pad > 0 ? all.narrow(0, 0, t) : all;
+    *final_hidden = whole(all);
   }
   at::Tensor out;
   if (value_head) {
     out = value_head->Forward(h).squeeze(-1);
-    if (options_.sequence_parallel) {
+    if (sp) {
       out = mg::GatherFromSequenceParallelRegion(
           out, mpu_->tp(), /*tensor_parallel_output_grad=*/false);
     }
   } else if (output_layer) {
     out = output_layer->Forward(h);
   } else {
-    out = mg::ColumnParallelForward(h, word_embeddings->weight, {}, false,
-                                    options_.sequence_parallel, mpu_->tp());
+    out = mg::ColumnParallelForward(h, word_embeddings->weight, {}, false, sp,
+                                    mpu_->tp());
   }
-  return pad > 0 ? out.narrow(0, 0, t) : out;
+  return whole(out);
 }
 
 void MegatronGPTModel::FinalizeGrads() {
@@ -382,6 +418,12 @@ void MegatronGPTModel::FinalizeGrads() {
     }
   }
   mg::SumGradsOverTensorParallel(partial, *mpu_->tp());
+  if (cp()->size() > 1) {
+    // Each cp rank's gradients cover its own tokens only.
+    std::vector<at::Tensor> all;
+    for (const at::Tensor& p : parameters()) all.push_back(p);
+    mg::SumGradsOverTensorParallel(all, *cp());
+  }
 }
 
 }  // namespace verl::models

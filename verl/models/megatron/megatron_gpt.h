@@ -31,6 +31,13 @@
 // output). After backward, call FinalizeGrads() (Megatron's
 // finalize_model_grads for tp: sums the partial gradients of replicated
 // parameters that saw only part of the tokens or heads).
+//
+// Context parallelism (mpu cp > 1, verl/parallel/megatron/context_parallel.h):
+// Forward keeps the same contract — whole packed stream in, every token's
+// output on every rank out — but each cp rank embeds and runs the layers on
+// its load-balanced share of every sequence only (attention over the cp
+// ring); the output is all-gathered over cp at the end. FinalizeGrads()
+// then also sums every gradient over cp (each rank's covers its tokens).
 #ifndef VERL_MODELS_MEGATRON_GPT_H_
 #define VERL_MODELS_MEGATRON_GPT_H_
 
@@ -67,8 +74,8 @@ struct MegatronModelOptions {
 };
 
 // One line naming the key when the model cannot be split over `sizes.tp`
-// or uses what this backend does not serve yet (pipeline or context
-// parallelism, MoE, sliding window).
+// or uses what this backend does not serve yet (pipeline parallelism, MoE,
+// sliding window).
 absl::Status ValidateMegatronModel(
     const ModelConfig& config, const MegatronModelOptions& options,
     const parallel::megatron::ModelParallelSizes& sizes);
@@ -159,13 +166,17 @@ class MegatronGPTModel : public torch::nn::Module {
 
   // Sums over tp the gradients of replicated parameters that got partial
   // ones: every norm weight and the value head under sequence parallelism,
-  // q/k norm weights always. Collective over tp.
+  // q/k norm weights always. Collective over tp; with cp > 1 then sums every
+  // gradient over cp (collective over cp).
   void FinalizeGrads();
 
   const ModelConfig& config() const { return config_; }
   const MegatronModelOptions& options() const { return options_; }
   int64_t padded_vocab_size() const { return padded_vocab_; }
   const CommPtr& tp() const { return mpu_->tp(); }
+  const CommPtr& cp() const {
+    return mpu_->group(parallel::megatron::MpuGroup::kCp);
+  }
   const std::shared_ptr<parallel::megatron::ParallelState>& mpu() const {
     return mpu_;
   }

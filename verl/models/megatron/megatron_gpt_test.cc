@@ -1,7 +1,8 @@
 // File: verl/models/megatron/megatron_gpt_test.cc
 //
 // The tensor-parallel decoder against the single-process one: runs
-// :megatron_gpt_worker as tp = 2 and tp = 4 processes over loopback, each
+// :megatron_gpt_worker as tp = 2 and tp = 4 processes over loopback (and
+// context parallel: cp = 2, tp = 2 x cp = 2), each
 // with a few cases (Qwen2 q/k/v bias, Qwen3 q/k norm, Llama; KV heads
 // >= tp and < tp; sequence parallel on/off; no, full (uniform/block) and
 // selective recompute; tied embeddings; value heads). The worker checks
@@ -38,6 +39,24 @@ TEST(MegatronGptTest, Tp4WithFewerKvHeadsMatchesSingleProcess) {
   EXPECT_EQ(RunWorker(4, {"--cases=qwen2_kv2_sp_core_attn,"
                           "qwen3_kv4_full_block_tied,qwen3_kv1_sp_full,"
                           "llama_kv2_value_full"}),
+            0);
+}
+
+// Context parallelism: every sequence of the packed batch (lengths 5, 7, 5)
+// split over cp ranks in the load-balanced order, attention over the ring;
+// logits, log-probs, entropy, values and every gradient equal cp = 1.
+TEST(MegatronGptTest, Cp2MatchesSingleProcess) {
+  EXPECT_EQ(RunWorker(2, {"--cp=2",
+                          "--cases=qwen2,qwen3_sp_full_uniform_tied,"
+                          "llama_kv1_sp_selective,llama_kv2_value_full"}),
+            0);
+}
+
+TEST(MegatronGptTest, Tp2Cp2MatchesSingleProcess) {
+  EXPECT_EQ(RunWorker(4, {"--cp=2",
+                          "--cases=qwen2,qwen3_sp_full_uniform_tied,"
+                          "llama_kv1_sp_selective,"
+                          "qwen2_value_sp_selective"}),
             0);
 }
 
@@ -85,9 +104,10 @@ TEST(MegatronGptTest, ValidationNamesTheKey) {
   EXPECT_THAT(ValidateMegatronModel(Config(), o, Tp(2, 2)),
               StatusIs(absl::StatusCode::kUnimplemented,
                        "megatron.pipeline_model_parallel_size=2"));
-  EXPECT_THAT(ValidateMegatronModel(Config(), o, Tp(2, 1, 2)),
-              StatusIs(absl::StatusCode::kUnimplemented,
-                       "megatron.context_parallel_size=2"));
+  EXPECT_TRUE(ValidateMegatronModel(Config(), o, Tp(2, 1, 2)).ok());
+  EXPECT_THAT(ValidateMegatronModel(Config(), o, Tp(2, 1, 0)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "megatron.context_parallel_size=0"));
   o.recompute_granularity = "partial";
   EXPECT_THAT(ValidateMegatronModel(Config(), o, Tp(2)),
               StatusIs(absl::StatusCode::kInvalidArgument,

@@ -1,6 +1,7 @@
 // File: verl/models/megatron/megatron_gpt_worker.cc
 //
-// Test worker for megatron_gpt_test, started as N ranks (tp = N) by the
+// Test worker for megatron_gpt_test, started as N ranks (tp = N / cp,
+// cp = --cp: context parallel, each sequence split over cp ranks) by the
 // launcher. For each case of --cases (names below) every rank builds the
 // single-process CausalLM from one seed (norm weights and biases perturbed
 // so that none is trivial), loads its tensor-parallel shards of it into a
@@ -43,6 +44,7 @@
 #include "verl/parallel/megatron/vocab_parallel.h"
 
 ABSL_FLAG(std::string, cases, "", "comma-separated case names");
+ABSL_FLAG(int, cp, 1, "context_parallel_size (tp = world / cp)");
 
 namespace verl::models {
 namespace {
@@ -319,7 +321,8 @@ int Main(int argc, char** argv) {
   }
   const int rank = dist->env.rank;
   mg::ModelParallelSizes sizes;
-  sizes.tp = dist->world->size();
+  sizes.cp = absl::GetFlag(FLAGS_cp);
+  sizes.tp = dist->world->size() / sizes.cp;
   absl::StatusOr<std::shared_ptr<mg::ParallelState>> mpu =
       mg::ParallelState::Initialize(dist->world, sizes);
   if (!mpu.ok()) {
