@@ -428,9 +428,13 @@ TEST(ModelMergerTest, CommandLine) {
   auto tied = LoadSafetensorsFolder(root + "/tied");
   ASSERT_TRUE(tied.ok()) << tied.status();
   EXPECT_FALSE(tied->count("lm_head.weight"));
-  EXPECT_EQ(RunMerger("merge --backend megatron --local_dir " + actor, &out),
+  // The wrong backend: an FSDP folder given to the Megatron merger.
+  EXPECT_EQ(RunMerger("merge --backend megatron --local_dir " + actor +
+                          " --target_dir " + root + "/x",
+                      &out),
             1);
-  EXPECT_NE(out.find("no Megatron backend in this build"), std::string::npos);
+  EXPECT_NE(out.find("holds an FSDP checkpoint"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(root + "/x"));
   EXPECT_EQ(RunMerger("merge --backend fsdp --local_dir " + actor +
                           " --target_dir " + root + "/x --dtype int3",
                       &out),

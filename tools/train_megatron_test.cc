@@ -100,7 +100,7 @@ TEST(TrainMegatronTest, CriticTp2ReproducesOneProcess) {
 // the rollouts identical. The head is saved in
 // global_step_N/actor_log_z/ chunked over the world as FSDP saves it, and a
 // run resumed from step 1 reproduces step 2 (the head's parameters, AdamW
-// moments and dropout seeds restored).
+// moments and dropout seeds restored; the actor from its dist_ckpt/).
 TEST(TrainMegatronTest, FlowRlTp2ReproducesOneProcess) {
   const std::string tmp = std::getenv("TEST_TMPDIR");
   const std::vector<std::string> flowrl = {
@@ -131,6 +131,16 @@ TEST(TrainMegatronTest, FlowRlTp2ReproducesOneProcess) {
         "optim_world_size_2_rank_1.pt", "fsdp_config.json"}) {
     EXPECT_TRUE(std::ifstream(head + file).good()) << head << file;
   }
+  // The megatron actor's checkpoint is Megatron's dist_ckpt/ (verl's
+  // MegatronCheckpointManager layout), not world-size .pt files.
+  const std::string actor = tmp + "/flowrl_tp2/global_step_1/actor/";
+  for (const char* file :
+       {"dist_ckpt/.metadata", "dist_ckpt/metadata.json",
+        "dist_ckpt/__0_0.distcp", "dist_ckpt/__1_0.distcp",
+        "transformer_config.json", "huggingface/config.json"}) {
+    EXPECT_TRUE(std::ifstream(actor + file).good()) << actor << file;
+  }
+  EXPECT_FALSE(std::ifstream(actor + "model_world_size_2_rank_0.pt").good());
   tp2.push_back("trainer.resume_mode=resume_path");
   tp2.push_back("trainer.resume_from_path=" + tmp +
                 "/flowrl_tp2/global_step_1");

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "glog/logging.h"
+#include "verl/ckpt/dist_ckpt.h"
 #include "verl/ckpt/safetensors_sharded.h"
 #include "verl/core/file_util.h"
 #include "verl/core/status.h"
@@ -190,6 +191,7 @@ absl::Status CheckpointManager::SaveShard(int64_t step, const std::string& role,
                                           const RoleShard& shard) {
   const std::string dir = Join(TempStepDir(step), role);
   VERL_RETURN_IF_ERROR(core::MakeDirs(dir));
+  if (shard.write_files) return shard.write_files(dir);
   const std::set<std::string> contents = SaveContents(role);
   VERL_RETURN_IF_ERROR(SavePtTensorDict(
       Join(dir, RankFileName("model", rank, world_size)), shard.model));
@@ -235,8 +237,13 @@ absl::Status CheckpointManager::SaveRoleMeta(int64_t step,
                                              const RoleMeta& meta) {
   const std::string dir = Join(TempStepDir(step), role);
   VERL_RETURN_IF_ERROR(core::MakeDirs(dir));
-  VERL_RETURN_IF_ERROR(
-      WriteJson(Join(dir, kFsdpConfigFileName), FsdpLayoutToJson(meta.layout)));
+  if (meta.dist_ckpt) {
+    VERL_RETURN_IF_ERROR(
+        FinalizeDistCkpt(Join(dir, kDistCkptSubdir), meta.layout.world_size));
+  } else {
+    VERL_RETURN_IF_ERROR(WriteJson(Join(dir, kFsdpConfigFileName),
+                                   FsdpLayoutToJson(meta.layout)));
+  }
   const std::string hf = Join(dir, kHfSubdir);
   VERL_RETURN_IF_ERROR(core::MakeDirs(hf));
   if (!meta.hf_config.is_null()) {

@@ -10,6 +10,7 @@
 //                                               by index + param_groups)
 //       extra_state_world_size_{W}_rank_{R}.pt  lr scheduler, RNG, JSON
 //       fsdp_config.json                        world size + shard layout
+//       (strategy megatron instead: dist_ckpt/, transformer_config.json)
 //       huggingface/  config.json, generation_config.json, tokenizer files,
 //                     full safetensors weights with save_contents hf_model
 //
@@ -91,12 +92,19 @@ struct RoleShard {
   std::map<std::string, at::Tensor> optimizer;
   OptimizerGroup optimizer_group;  // read back from the file on load
   ExtraState extra;
+  // Set: writes this rank's files into the (temp) role folder instead of
+  // the world-size .pt files above (Megatron's dist_ckpt/).
+  std::function<absl::Status(const std::string& role_dir)> write_files;
 };
 
 // What rank 0 writes once per role.
 struct RoleMeta {
-  FsdpLayout layout;         // world size and the layout of every model tensor
-  nlohmann::json hf_config;  // config.json; null: not written
+  FsdpLayout layout;  // world size and the layout of every model tensor
+  // The role's ranks wrote dist_ckpt/ (RoleShard::write_files): finalize
+  // its .metadata (ckpt/dist_ckpt.h) for layout.world_size ranks instead of
+  // writing fsdp_config.json.
+  bool dist_ckpt = false;
+  nlohmann::json hf_config;           // config.json; null: not written
   nlohmann::json generation_config;   // generation_config.json; null: none
   std::vector<std::string> hf_files;  // copied into huggingface/ (tokenizer)
   // Full weights for huggingface/ (only with save_contents hf_model).

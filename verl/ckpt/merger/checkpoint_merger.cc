@@ -28,6 +28,7 @@
 #include "verl/ckpt/checkpoint_layout.h"
 #include "verl/ckpt/checkpoint_manager.h"
 #include "verl/ckpt/checkpoint_pt.h"
+#include "verl/ckpt/dist_ckpt.h"
 #include "verl/ckpt/pt_archive.h"
 #include "verl/core/file_util.h"
 #include "verl/core/status.h"
@@ -61,6 +62,12 @@ absl::StatusOr<FsdpLayout> ReadLayout(const MergeOptions& options) {
   if (!fs::is_directory(options.local_dir, ec)) {
     return absl::NotFoundError(
         absl::StrCat("--local_dir ", options.local_dir, " is not a folder"));
+  }
+  if (!fs::exists(path, ec) &&
+      fs::is_directory(Join(options.local_dir, kDistCkptSubdir), ec)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        options.local_dir, " holds a Megatron checkpoint (", kDistCkptSubdir,
+        "/), not an FSDP one: use --backend megatron"));
   }
   if (!fs::exists(path, ec)) {
     const std::vector<std::string> found = ModelShardFiles(options.local_dir);
@@ -236,23 +243,6 @@ absl::StatusOr<FsdpLayout> ResolveLayout(const FsdpLayout& stored,
   return layout;
 }
 
-// A tensor for a merge buffer. Big ones are anonymous mappings, unmapped
-// when the tensor dies: glibc's heap keeps freed blocks of a few MB once
-// small allocations fragment it (measured: +40 MB peak RSS on a 64 MB model
-// after 16 tensors), so the merge's peak would creep towards the model size.
-at::Tensor BufferTensor(at::IntArrayRef shape, at::ScalarType dtype) {
-  int64_t numel = 1;
-  for (int64_t d : shape) numel *= d;
-  const size_t bytes = static_cast<size_t>(numel) * c10::elementSize(dtype);
-  const auto options = at::TensorOptions().dtype(dtype);
-  if (bytes < (1u << 20)) return at::empty(shape, options);
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return at::empty(shape, options);
-  return at::from_blob(
-      p, shape, [bytes](void* q) { ::munmap(q, bytes); }, options);
-}
-
 // The full tensor `name` in its stored dtype, read from every shard straight
 // into its rows (shards in parallel). Memory: the full tensor only.
 absl::StatusOr<at::Tensor> Assemble(const std::string& name,
@@ -261,12 +251,12 @@ absl::StatusOr<at::Tensor> Assemble(const std::string& name,
                                     int threads) {
   const PtTensorInfo& t0 = *shards[0].Find(name);
   if (p.shard_dim < 0 || shards.size() == 1) {
-    at::Tensor full = BufferTensor(t0.shape, t0.dtype);
+    at::Tensor full = LargeBufferTensor(t0.shape, t0.dtype);
     VERL_RETURN_IF_ERROR(shards[0].ReadInto(t0, full));
     return full;
   }
   const int d = p.shard_dim;
-  at::Tensor full = BufferTensor(p.shape, t0.dtype);
+  at::Tensor full = LargeBufferTensor(p.shape, t0.dtype);
   std::vector<int64_t> begin(shards.size(), 0);
   for (size_t r = 1; r < shards.size(); ++r) {
     begin[r] = exact ? p.RowRange(r, shards.size()).first
@@ -288,7 +278,7 @@ absl::StatusOr<at::Tensor> Assemble(const std::string& name,
 // `full` in `dtype`, converted in row blocks on up to `threads` threads.
 at::Tensor Convert(const at::Tensor& full, at::ScalarType dtype, int threads) {
   if (full.scalar_type() == dtype) return full;
-  at::Tensor out = BufferTensor(full.sizes(), dtype);
+  at::Tensor out = LargeBufferTensor(full.sizes(), dtype);
   if (full.dim() == 0 || full.numel() < (1 << 20) || threads <= 1) {
     out.copy_(full);
     return out;
@@ -349,7 +339,8 @@ void PatchHfJson(nlohmann::json* json, at::ScalarType dtype, bool is_config) {
   }
 }
 
-absl::Status CopyHfFiles(const MergeOptions& options, const std::string& tmp) {
+absl::Status CopyHfFilesImpl(const MergeOptions& options,
+                             const std::string& tmp) {
   std::string source = Join(options.local_dir, kHfSubdir);
   std::error_code ec;
   if (!fs::exists(Join(source, "config.json"), ec)) {
@@ -449,7 +440,7 @@ absl::StatusOr<MergeStats> MergeInto(const MergeOptions& options,
   VERL_ASSIGN_OR_RETURN(std::vector<PtArchive> shards,
                         OpenShards(dir, stored.world_size, num_files, threads));
   VERL_ASSIGN_OR_RETURN(FsdpLayout layout, ResolveLayout(stored, shards));
-  VERL_RETURN_IF_ERROR(CopyHfFiles(options, tmp));
+  VERL_RETURN_IF_ERROR(CopyHfFilesImpl(options, tmp));
   const bool exact = !stored.params.empty();
   auto assemble = [&](const std::string& src) {
     return Assemble(src, layout.params.at(src), exact, shards, threads);
@@ -468,45 +459,26 @@ absl::StatusOr<MergeStats> MergeInto(const MergeOptions& options,
         "--merge_lora needs --lora_alpha > 0 (checkpoints do not store it)");
   }
 
-  // Plan output shards from metadata (meta tensors), then stream: every
-  // output file's header is written first, then one tensor at a time.
-  TensorMap plan_input;
+  std::map<std::string, std::vector<int64_t>> shapes;
   std::map<std::string, std::string> out_to_src;
   for (const auto& [name, p] : layout.params) {
     if (absl::StrContains(name, "lora_")) continue;
     const std::string out = BaseName(name);
     if (options.tie_word_embedding && out == "lm_head.weight") continue;
     out_to_src[out] = name;
-    plan_input[out] = at::empty(
-        p.shape, at::TensorOptions().dtype(options.dtype).device(at::kMeta));
+    shapes[out] = p.shape;
   }
-  const auto plan = PlanShards(plan_input, options.max_shard_size);
-  ShardIndex index;
-  for (size_t i = 0; i < plan.size(); ++i) {
-    const std::string file = plan.size() == 1 ? kSafetensorsSingleFile
-                                              : ShardFileName(i, plan.size());
-    std::vector<SafetensorsStreamWriter::Entry> entries;
-    for (const std::string& out : plan[i]) {
-      entries.push_back(
-          {out, options.dtype, layout.params.at(out_to_src.at(out)).shape});
-    }
-    VERL_ASSIGN_OR_RETURN(
-        auto writer, SafetensorsStreamWriter::Create(Join(tmp, file), entries,
-                                                     {{"format", "pt"}}));
-    for (const std::string& out : writer->DataOrder()) {
-      VERL_ASSIGN_OR_RETURN(at::Tensor t, full_in_dtype(out_to_src.at(out)));
-      VERL_RETURN_IF_ERROR(writer->Write(out, t));
-      stats.bytes_written += t.nbytes();
-      index.weight_map[out] = file;
-      ++stats.num_tensors;
-    }
-    VERL_RETURN_IF_ERROR(writer->Finish());
-  }
-  index.total_size = stats.bytes_written;
-  if (plan.size() > 1) {
-    VERL_RETURN_IF_ERROR(core::WriteFileAtomic(Join(tmp, kSafetensorsIndexFile),
-                                               ShardIndexToJson(index)));
-  }
+  VERL_RETURN_IF_ERROR(WriteMergedWeights(
+      options, tmp, shapes,
+      [&](const std::string& out) -> absl::StatusOr<at::Tensor> {
+        VERL_ASSIGN_OR_RETURN(at::Tensor full, assemble(out_to_src.at(out)));
+        if (options.merge_lora) {
+          VERL_ASSIGN_OR_RETURN(full, MergeLoraInto(out_to_src.at(out), full,
+                                                    layout, options, assemble));
+        }
+        return full;
+      },
+      &stats));
   TensorMap lora;
   for (const auto& [name, p] : layout.params) {
     if (!absl::StrContains(name, "lora_")) continue;
@@ -522,7 +494,10 @@ absl::StatusOr<MergeStats> MergeInto(const MergeOptions& options,
 
 }  // namespace
 
-absl::StatusOr<MergeStats> MergeFsdpCheckpoint(const MergeOptions& options) {
+absl::StatusOr<MergeStats> MergeIntoTarget(
+    const MergeOptions& options,
+    const std::function<absl::StatusOr<MergeStats>(const std::string& tmp)>&
+        merge) {
   if (options.target_dir.empty()) {
     return absl::InvalidArgumentError("--target_dir is empty");
   }
@@ -549,7 +524,7 @@ absl::StatusOr<MergeStats> MergeFsdpCheckpoint(const MergeOptions& options) {
       (target.parent_path() / core::ProcessTempName(tmp_prefix)).string();
   fs::remove_all(tmp, ec);
   VERL_RETURN_IF_ERROR(core::MakeDirs(tmp));
-  absl::StatusOr<MergeStats> stats = MergeInto(options, tmp);
+  absl::StatusOr<MergeStats> stats = merge(tmp);
   if (stats.ok()) {
     absl::Status s = core::FsyncPath(tmp);
     if (s.ok()) s = Publish(tmp, options.target_dir);
@@ -557,6 +532,63 @@ absl::StatusOr<MergeStats> MergeFsdpCheckpoint(const MergeOptions& options) {
   }
   if (!stats.ok()) fs::remove_all(tmp, ec);
   return stats;
+}
+
+absl::StatusOr<MergeStats> MergeFsdpCheckpoint(const MergeOptions& options) {
+  return MergeIntoTarget(
+      options, [&](const std::string& tmp) { return MergeInto(options, tmp); });
+}
+
+absl::Status CopyHfFiles(const MergeOptions& options, const std::string& tmp) {
+  return CopyHfFilesImpl(options, tmp);
+}
+
+absl::Status WriteMergedWeights(
+    const MergeOptions& options, const std::string& tmp,
+    const std::map<std::string, std::vector<int64_t>>& shapes,
+    const std::function<absl::StatusOr<at::Tensor>(const std::string& name)>&
+        produce,
+    MergeStats* stats) {
+  // Plan output shards from metadata (meta tensors), then stream: every
+  // output file's header is written first, then one tensor at a time.
+  TensorMap plan_input;
+  for (const auto& [name, shape] : shapes) {
+    plan_input[name] = at::empty(
+        shape, at::TensorOptions().dtype(options.dtype).device(at::kMeta));
+  }
+  const auto plan = PlanShards(plan_input, options.max_shard_size);
+  ShardIndex index;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const std::string file = plan.size() == 1 ? kSafetensorsSingleFile
+                                              : ShardFileName(i, plan.size());
+    std::vector<SafetensorsStreamWriter::Entry> entries;
+    for (const std::string& out : plan[i]) {
+      entries.push_back({out, options.dtype, shapes.at(out)});
+    }
+    VERL_ASSIGN_OR_RETURN(
+        auto writer, SafetensorsStreamWriter::Create(Join(tmp, file), entries,
+                                                     {{"format", "pt"}}));
+    for (const std::string& out : writer->DataOrder()) {
+      VERL_ASSIGN_OR_RETURN(at::Tensor full, produce(out));
+      if (full.sizes() != at::IntArrayRef(shapes.at(out))) {
+        return absl::DataLossError(absl::StrCat(
+            "tensor '", out, "' is [", absl::StrJoin(full.sizes(), ", "),
+            "], planned [", absl::StrJoin(shapes.at(out), ", "), "]"));
+      }
+      at::Tensor t = Convert(full, options.dtype, options.num_threads);
+      VERL_RETURN_IF_ERROR(writer->Write(out, t));
+      stats->bytes_written += t.nbytes();
+      index.weight_map[out] = file;
+      ++stats->num_tensors;
+    }
+    VERL_RETURN_IF_ERROR(writer->Finish());
+  }
+  index.total_size = stats->bytes_written;
+  if (plan.size() > 1) {
+    VERL_RETURN_IF_ERROR(core::WriteFileAtomic(Join(tmp, kSafetensorsIndexFile),
+                                               ShardIndexToJson(index)));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<CompareReport> CompareHfFolders(const std::string& merged,

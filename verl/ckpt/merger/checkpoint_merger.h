@@ -24,6 +24,8 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -39,6 +41,9 @@ struct MergeOptions {
   // Config/tokenizer source when local_dir/huggingface has no config.json.
   std::string hf_model_path;
   bool tie_word_embedding = false;  // leave lm_head.weight out
+  // Megatron: the checkpoint is a value model (critic): output_layer is
+  // written as score.weight / score.bias (verl's --is-value-model).
+  bool is_value_model = false;
   // Override of fsdp_config.json's mesh_dim_names ("fsdp" or "ddp,fsdp").
   std::vector<std::string> mesh_dim_names;
   at::ScalarType dtype = at::kBFloat16;
@@ -69,6 +74,32 @@ struct MergeStats {
 
 // Merges `options.local_dir` into `options.target_dir`. Errors name the file.
 absl::StatusOr<MergeStats> MergeFsdpCheckpoint(const MergeOptions& options);
+
+// --- The output side, shared with the Megatron backend
+// (verl/models/megatron/megatron_merger.h) ---
+
+// Checks target_dir (refused when it exists, is not empty and
+// options.overwrite is unset), runs `merge(tmp)` in a fresh
+// `<target_dir>.tmp-merge-<host>-<pid>` folder (killed merges' folders are
+// removed first) and renames it to target_dir on success; on any error the
+// temp folder is removed and target_dir is untouched.
+absl::StatusOr<MergeStats> MergeIntoTarget(
+    const MergeOptions& options,
+    const std::function<absl::StatusOr<MergeStats>(const std::string& tmp)>&
+        merge);
+// config.json, generation_config.json (dtype keys patched) and
+// options.extra_hf_files from local_dir/huggingface (else hf_model_path).
+absl::Status CopyHfFiles(const MergeOptions& options, const std::string& tmp);
+// Streams the output weights into `tmp`: `shapes` plans model.safetensors or
+// shards + index (options.max_shard_size); each tensor is asked of
+// `produce` once, in file order, converted to options.dtype and written, so
+// about one tensor is in memory at a time. Counts into `stats`.
+absl::Status WriteMergedWeights(
+    const MergeOptions& options, const std::string& tmp,
+    const std::map<std::string, std::vector<int64_t>>& shapes,
+    const std::function<absl::StatusOr<at::Tensor>(const std::string& name)>&
+        produce,
+    MergeStats* stats);
 
 struct CompareReport {
   std::vector<std::string> mismatches;  // one line each

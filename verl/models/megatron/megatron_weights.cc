@@ -289,4 +289,149 @@ absl::Status LoadMegatronFromHfFolder(const std::string& dir,
   return LoadMegatronFromHf(HfSourceFromMap(ckpt.tensors), model);
 }
 
+// ---- Global (tp = 1) tensors -----------------------------------------------
+
+namespace {
+
+// "decoder.layers.<L>.<rest>" -> (L, rest); false for other names.
+bool SplitLayerName(const std::string& name, int64_t* layer,
+                    std::string* rest) {
+  constexpr absl::string_view kLayers = "decoder.layers.";
+  if (!absl::StartsWith(name, kLayers)) return false;
+  std::pair<std::string, std::string> parts =
+      absl::StrSplit(name.substr(kLayers.size()), absl::MaxSplits('.', 1));
+  *rest = parts.second;
+  return absl::SimpleAtoi(parts.first, layer);
+}
+
+}  // namespace
+
+std::vector<int64_t> MegatronParamSlice::BoxSizes() const {
+  std::vector<int64_t> sizes = view_shape;
+  if (rows >= 0 && !sizes.empty()) sizes[0] = rows;
+  return sizes;
+}
+
+at::Tensor MegatronParamSlice::Box(const at::Tensor& local) const {
+  at::Tensor v = local.view(view_shape);
+  return rows >= 0 ? v.narrow(0, 0, rows) : v;
+}
+
+absl::StatusOr<MegatronParamSlice> MegatronSliceOf(
+    const MegatronGPTModel& model, const std::string& name) {
+  const auto params = model.named_parameters(/*recurse=*/true);
+  const at::Tensor* p = params.find(name);
+  if (p == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("megatron model has no parameter '", name, "'"));
+  }
+  const int64_t tp = model.tp()->size(), r = model.tp()->rank();
+  MegatronParamSlice s;
+  s.view_shape = p->sizes().vec();
+  s.global_shape = s.view_shape;
+  s.offsets.assign(s.view_shape.size(), 0);
+  auto split = [&](size_t dim) {
+    s.global_shape[dim] *= tp;
+    s.offsets[dim] = r * s.view_shape[dim];
+  };
+  const bool value = model.config().is_value_model;
+  if (name == "embedding.word_embeddings.weight" ||
+      (name == "output_layer.weight" && !value)) {
+    const int64_t vocab = model.config().vocab_size, per = s.view_shape[0];
+    s.global_shape[0] = vocab;
+    s.offsets[0] = std::min(r * per, vocab);
+    s.rows = std::clamp<int64_t>(vocab - r * per, 0, per);
+    return s;
+  }
+  int64_t layer = 0;
+  std::string rest;
+  const bool in_layer = SplitLayerName(name, &layer, &rest);
+  if (absl::EndsWith(name, "layernorm.weight") ||
+      (value && absl::StartsWith(name, "output_layer.")) ||
+      (in_layer && (rest == "self_attention.linear_proj.bias" ||
+                    rest == "mlp.linear_fc2.bias"))) {
+    s.replicated = true;
+    return s;
+  }
+  if (in_layer && (rest == "self_attention.linear_qkv.weight" ||
+                   rest == "self_attention.linear_qkv.bias")) {
+    split(0);
+    return s;
+  }
+  if (in_layer && (rest == "self_attention.linear_proj.weight" ||
+                   rest == "mlp.linear_fc2.weight")) {
+    split(1);
+    return s;
+  }
+  if (in_layer && rest == "mlp.linear_fc1.weight") {
+    const int64_t f = s.view_shape[0] / 2;
+    s.view_shape = {2, f, s.view_shape[1]};
+    s.global_shape = {2, f * tp, s.view_shape[2]};
+    s.offsets = {0, r * f, 0};
+    return s;
+  }
+  return absl::UnimplementedError(absl::StrCat(
+      "megatron parameter '", name, "' has no dist_ckpt sharding rule"));
+}
+
+absl::StatusOr<std::map<std::string, at::Tensor>> MegatronFullToHf(
+    const ModelConfig& config, const std::string& name,
+    const at::Tensor& full) {
+  std::map<std::string, at::Tensor> out;
+  if (name == "embedding.word_embeddings.weight") {
+    out["model.embed_tokens.weight"] = full;
+  } else if (name == "decoder.final_layernorm.weight") {
+    out["model.norm.weight"] = full;
+  } else if (name == "output_layer.weight") {
+    out[config.is_value_model ? "score.weight" : "lm_head.weight"] = full;
+  } else if (name == "output_layer.bias" && config.is_value_model) {
+    out["score.bias"] = full;
+  }
+  if (!out.empty()) return out;
+  int64_t layer = 0;
+  std::string rest;
+  if (!SplitLayerName(name, &layer, &rest)) {
+    return absl::NotFoundError(
+        absl::StrCat("megatron tensor '", name, "' has no HF mapping"));
+  }
+  const std::string hf = absl::StrCat("model.layers.", layer, ".");
+  static const std::map<std::string, std::string> kSame = {
+      {"input_layernorm.weight", "input_layernorm.weight"},
+      {"pre_mlp_layernorm.weight", "post_attention_layernorm.weight"},
+      {"self_attention.q_layernorm.weight", "self_attn.q_norm.weight"},
+      {"self_attention.k_layernorm.weight", "self_attn.k_norm.weight"},
+      {"self_attention.linear_proj.weight", "self_attn.o_proj.weight"},
+      {"self_attention.linear_proj.bias", "self_attn.o_proj.bias"},
+      {"mlp.linear_fc2.weight", "mlp.down_proj.weight"},
+      {"mlp.linear_fc2.bias", "mlp.down_proj.bias"},
+  };
+  if (auto it = kSame.find(rest); it != kSame.end()) {
+    out[hf + it->second] = full;
+  } else if (rest == "self_attention.linear_qkv.weight" ||
+             rest == "self_attention.linear_qkv.bias") {
+    const TpHeadLayout h = MakeTpHeadLayout(config, 1);
+    if (full.dim() < 1 ||
+        full.size(0) != h.groups * (h.heads / h.groups + 2) * h.head_dim) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "megatron tensor '", name, "' has ", full.dim() ? full.size(0) : 0,
+          " rows; config.json's heads give ",
+          h.groups * (h.heads / h.groups + 2) * h.head_dim));
+    }
+    UnfuseQkv(full, h, hf + "self_attn.",
+              absl::EndsWith(rest, "weight") ? "weight" : "bias", &out);
+  } else if (rest == "mlp.linear_fc1.weight") {
+    if (full.dim() != 3 || full.size(0) != 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("megatron tensor '", name,
+                       "' must be [2, ffn, hidden] ([gate; up])"));
+    }
+    out[hf + "mlp.gate_proj.weight"] = full.select(0, 0);
+    out[hf + "mlp.up_proj.weight"] = full.select(0, 1);
+  } else {
+    return absl::NotFoundError(
+        absl::StrCat("megatron tensor '", name, "' has no HF mapping"));
+  }
+  return out;
+}
+
 }  // namespace verl::models

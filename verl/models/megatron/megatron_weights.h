@@ -21,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -64,6 +65,35 @@ using ParamTensorFn = std::function<at::Tensor(const at::Tensor& param)>;
 std::map<std::string, at::Tensor> GatherHfTensors(
     const MegatronGPTModel& model, int64_t layer,
     const ParamTensorFn& of = nullptr);
+
+// ---- Global (tp = 1) tensors, for dist checkpoints ----------------------
+//
+// How this rank's shard of one parameter sits in the parameter's global
+// tensor: Megatron's names, the tp = 1 layout (linear_qkv fused per query
+// group, so a rank's rows are contiguous; linear_fc1 as [2, ffn, H] =
+// [gate; up], so a rank's [gate_r; up_r] is the box [0:2, r*f:(r+1)*f, :],
+// as Megatron's swiglu sharded factory stores it), and the vocabulary
+// unpadded (padding depends on tp; its rows are zero and not saved).
+struct MegatronParamSlice {
+  std::vector<int64_t> global_shape;
+  std::vector<int64_t> offsets;     // of this rank's box
+  std::vector<int64_t> view_shape;  // the local tensor viewed so
+  int64_t rows = -1;  // real rows of the view's dim 0 (vocab padding); -1 all
+  bool replicated = false;  // the same on every tp rank (tp rank 0 saves)
+
+  std::vector<int64_t> BoxSizes() const;
+  // This rank's box of `local` (shaped like the parameter), a view.
+  at::Tensor Box(const at::Tensor& local) const;
+};
+absl::StatusOr<MegatronParamSlice> MegatronSliceOf(
+    const MegatronGPTModel& model, const std::string& name);
+
+// HF tensors from the global tensor of one Megatron parameter (the layout
+// above): linear_qkv split per query group into q/k/v, linear_fc1 into
+// gate/up, norms, final norm, head (value models: output_layer -> score).
+// Works on meta tensors too (shapes only). NotFound for an unknown name.
+absl::StatusOr<std::map<std::string, at::Tensor>> MegatronFullToHf(
+    const ModelConfig& config, const std::string& name, const at::Tensor& full);
 
 }  // namespace verl::models
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "verl/ckpt/checkpoint_layout.h"
+#include "verl/ckpt/dist_ckpt.h"
 #include "verl/core/file_util.h"
 #include "verl/core/status.h"
 #include "verl/models/hf_config.h"
@@ -189,6 +190,30 @@ absl::Status TrainerCheckpointer::Save(int64_t step,
   absl::Status local;
   for (const CheckpointRole& role : roles) {
     if (!local.ok()) break;
+    if (role.state->UsesDistCheckpoint()) {
+      // strategy: megatron: <role>/dist_ckpt/ + transformer_config.json,
+      // written by every rank inside the save protocol.
+      ckpt::RoleSave& save = saves[role.name];
+      const std::set<std::string> contents = Contents(role, false);
+      TrainStateLoadParts parts;
+      parts.optimizer = contents.count("optimizer") > 0;
+      parts.counters = contents.count("extra") > 0;
+      std::map<std::string, at::Tensor> rng = {{"cpu", ckpt::CpuRngState()}};
+#ifdef VERL_WITH_CUDA
+      if (at::Tensor cuda = ckpt::CudaRngState(); cuda.defined()) {
+        rng["cuda"] = cuda;
+      }
+#endif
+      TrainState* state = role.state;
+      save.shard.write_files = [state, parts, rng](const std::string& dir) {
+        return state->SaveDistCheckpoint(dir, parts, rng);
+      };
+      save.meta.dist_ckpt = true;
+      save.meta.layout.world_size = world;
+      save.meta.hf_config = role.hf_config;
+      save.meta.generation_config = role.generation_config;
+      continue;
+    }
     absl::StatusOr<TrainStateShard> shard = role.state->SaveShard();
     if (!shard.ok()) {
       local = Annotate(shard.status(), absl::StrCat("role ", role.name));
@@ -260,6 +285,38 @@ absl::StatusOr<int64_t> TrainerCheckpointer::Resume(
   const int rank = world_->rank();
   for (const CheckpointRole& role : roles) {
     const std::set<std::string> contents = Contents(role, /*load=*/true);
+    std::error_code ec;
+    const std::string role_dir = absl::StrCat(step_dir, "/", role.name);
+    if (role.state->UsesDistCheckpoint() &&
+        fs::is_directory(absl::StrCat(role_dir, "/", ckpt::kDistCkptSubdir),
+                         ec)) {
+      // Any tp/dp layout loads (resharding); checkpoints of this strategy
+      // in the world-size layout (older versions) take the path below.
+      TrainStateLoadParts parts;
+      parts.model = contents.count("model") > 0;
+      parts.optimizer = contents.count("optimizer") > 0;
+      parts.counters = contents.count("extra") > 0;
+      absl::StatusOr<std::map<std::string, at::Tensor>> rng =
+          role.state->LoadDistCheckpoint(role_dir, parts);
+      absl::Status loaded = rng.status();
+      if (loaded.ok() && rng->count("cpu")) {
+        loaded = ckpt::RestoreCpuRngState(rng->at("cpu"));
+      }
+#ifdef VERL_WITH_CUDA
+      if (loaded.ok() && rng->count("cuda")) {
+        absl::Status cuda = ckpt::RestoreCudaRngState(rng->at("cuda"));
+        if (absl::IsFailedPrecondition(cuda)) {
+          LOG(WARNING) << role_dir << ": " << cuda.message()
+                       << "; the CUDA generator keeps its seed";
+        } else {
+          loaded = cuda;
+        }
+      }
+#endif
+      VERL_RETURN_IF_ERROR(AllOk(Annotate(
+          loaded, absl::StrCat("loading ", role.name, " from ", step_dir))));
+      continue;
+    }
     absl::StatusOr<ckpt::RoleShard> files =
         manager_->LoadShard(step_dir, role.name, rank, world_->size());
     absl::StatusOr<ckpt::FsdpLayout> layout =

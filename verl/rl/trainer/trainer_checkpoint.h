@@ -8,6 +8,9 @@
 //              fsdp_config.json, huggingface/ (config.json,
 //              generation_config.json, tokenizer files; the full weights
 //              with save_contents hf_model)
+//              (strategy megatron: dist_ckpt/ + transformer_config.json +
+//              huggingface/ instead, TrainState::SaveDistCheckpoint; any
+//              tp/dp layout resumes it)
 //     critic/  the same, when there is a critic
 //     data.pt    {"dataloader": {epoch, batches_in_epoch}, "trainer": {...}}
 //                (a pickled dict, as verl's data.pt; data.json of older

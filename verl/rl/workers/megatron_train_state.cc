@@ -12,7 +12,12 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
+#include "verl/ckpt/dist_ckpt.h"
+#include "verl/core/file_util.h"
 #include "verl/core/status.h"
 #include "verl/models/megatron/megatron_weights.h"
 #include "verl/parallel/megatron/tp_layers.h"
@@ -380,6 +385,15 @@ absl::Status MegatronTrainState::LoadShard(const TrainStateShard& shard,
     shard_avg.push_back(a);
     shard_avg_sq.push_back(s);
   }
+  SetLocalMoments(step, shard_avg, shard_avg_sq);
+  if (parts.counters) LoadCounters(shard);
+  return absl::OkStatus();
+}
+
+void MegatronTrainState::SetLocalMoments(
+    int64_t step, const std::vector<at::Tensor>& avg,
+    const std::vector<at::Tensor>& avg_sq) {
+  Flat& f = *flat_;
   auto moments = [&](const at::Tensor& a, const at::Tensor& s) {
     return std::optional<AdamMoments>(
         AdamMoments{step, a.contiguous().clone(), s.contiguous().clone()});
@@ -389,18 +403,204 @@ absl::Status MegatronTrainState::LoadShard(const TrainStateShard& shard,
         *optimizer_, f.master,
         avg.empty()
             ? std::nullopt
-            : moments(Flatten(shard_avg, f.padded).narrow(0, f.begin, f.length),
-                      Flatten(shard_avg_sq, f.padded)
-                          .narrow(0, f.begin, f.length)));
+            : moments(Flatten(avg, f.padded).narrow(0, f.begin, f.length),
+                      Flatten(avg_sq, f.padded).narrow(0, f.begin, f.length)));
   } else {
     for (size_t i = 0; i < f.params.size(); ++i) {
-      SetAdamState(
-          *optimizer_, f.params[i],
-          avg.empty() ? std::nullopt : moments(shard_avg[i], shard_avg_sq[i]));
+      SetAdamState(*optimizer_, f.params[i],
+                   avg.empty() ? std::nullopt : moments(avg[i], avg_sq[i]));
     }
   }
-  if (parts.counters) LoadCounters(shard);
-  return absl::OkStatus();
+}
+
+// ---- Megatron dist_ckpt ----------------------------------------------------
+
+namespace {
+
+constexpr char kExpAvg[] = "optimizer.state.exp_avg.";
+constexpr char kExpAvgSq[] = "optimizer.state.exp_avg_sq.";
+constexpr char kMaster[] = "optimizer.state.fp32_param.";
+constexpr char kRng[] = "rng_state.";
+
+// mcore's TransformerConfig fields for transformer_config.json (verl writes
+// the model's TransformerConfig there).
+nlohmann::json TransformerConfigJson(const models::MegatronGPTModel& model,
+                                     int pp) {
+  const models::ModelConfig& c = model.config();
+  const models::TpHeadLayout h = models::MakeTpHeadLayout(c, 1);
+  return {{"num_layers", c.num_hidden_layers},
+          {"hidden_size", c.hidden_size},
+          {"ffn_hidden_size", c.intermediate_size},
+          {"num_attention_heads", c.num_attention_heads},
+          {"num_query_groups", c.num_key_value_heads},
+          {"kv_channels", h.head_dim},
+          {"normalization", "RMSNorm"},
+          {"layernorm_epsilon", c.rms_norm_eps},
+          {"gated_linear_unit", true},
+          {"activation_func", "silu"},
+          {"add_bias_linear", false},
+          {"add_qkv_bias", c.attention_bias},
+          {"qk_layernorm", c.qk_norm},
+          {"rotary_base", c.rope_theta},
+          {"vocab_size", c.vocab_size},
+          {"padded_vocab_size", model.padded_vocab_size()},
+          {"share_embeddings_and_output_weights", c.tie_word_embeddings},
+          {"is_value_model", c.is_value_model},
+          {"tensor_model_parallel_size", model.tp()->size()},
+          {"pipeline_model_parallel_size", pp},
+          {"sequence_parallel", model.options().sequence_parallel},
+          {"params_dtype", "torch.float32"}};
+}
+
+}  // namespace
+
+absl::Status MegatronTrainState::SaveDistCheckpoint(
+    const std::string& role_dir, const TrainStateLoadParts& parts,
+    const std::map<std::string, at::Tensor>& rng) {
+  const Flat& f = *flat_;
+  const parallel::Communicator& world = *mpu_->world();
+  const int dp = mpu_->dp()->size(), dp_rank = mpu_->dp_rank();
+  int64_t step = 0;
+  std::vector<std::pair<at::Tensor, at::Tensor>> moments;
+  at::Tensor master;  // the distributed optimizer's full (tp-local) copy
+  if (parts.optimizer) {
+    VERL_ASSIGN_OR_RETURN(moments, LocalMoments(&step));  // collective
+    if (distributed_ && !moments.empty()) {
+      VERL_ASSIGN_OR_RETURN(master,
+                            mpu_->dp()->AllGatherCat(f.master.detach()));
+    }
+  }
+  std::map<std::string, ckpt::DistSlice> slices;
+  for (size_t i = 0; i < f.params.size(); ++i) {
+    const std::string& name = f.names[i];
+    VERL_ASSIGN_OR_RETURN(models::MegatronParamSlice sl,
+                          models::MegatronSliceOf(*model_, name));
+    // Replicas (over dp, over tp for replicated tensors, over cp always)
+    // are saved by one rank.
+    if (static_cast<int>(i % dp) != dp_rank || mpu_->cp_rank() != 0 ||
+        (sl.replicated && mpu_->tp_rank() != 0)) {
+      continue;
+    }
+    auto box = [&](const at::Tensor& local) {
+      return ckpt::DistSlice{sl.Box(local.detach()).clone(), sl.global_shape,
+                             sl.offsets};
+    };
+    slices[name] = box(f.params[i]);
+    if (moments.empty()) continue;
+    slices[kExpAvg + name] = box(moments[i].first);
+    slices[kExpAvgSq + name] = box(moments[i].second);
+    if (master.defined()) {
+      slices[kMaster + name] =
+          box(master.narrow(0, f.offsets[i], f.params[i].numel())
+                  .view(f.params[i].sizes()));
+    }
+  }
+  nlohmann::json common = {{"optimizer_step", step},
+                           {"has_optimizer", !moments.empty()}};
+  if (parts.counters) {
+    for (const auto& [kind, state] : rng) {
+      at::Tensor row = state.reshape({1, -1});
+      slices[kRng + kind] = {
+          row, {world.size(), row.size(1)}, {world.rank(), 0}};
+    }
+    TrainStateShard counters;
+    SaveCounters(&counters);
+    common["schedule_step"] = counters.schedule_step;
+    common["skipped_steps"] = counters.skipped_steps;
+    common["lr"] = counters.lr;
+  }
+  common["megatron"] = TransformerConfigJson(*model_, 1);
+  const std::string dir = role_dir + "/" + ckpt::kDistCkptSubdir;
+  VERL_RETURN_IF_ERROR(core::MakeDirs(dir));
+  if (world.rank() == 0) {
+    VERL_RETURN_IF_ERROR(
+        core::WriteFileAtomic(role_dir + "/transformer_config.json",
+                              common["megatron"].dump(2) + "\n"));
+  }
+  return ckpt::SaveDistCkptRank(dir, world.rank(), world.size(), slices,
+                                common);
+}
+
+absl::StatusOr<std::map<std::string, at::Tensor>>
+MegatronTrainState::LoadDistCheckpoint(const std::string& role_dir,
+                                       const TrainStateLoadParts& parts) {
+  Flat& f = *flat_;
+  const std::string dir = role_dir + "/" + ckpt::kDistCkptSubdir;
+  VERL_ASSIGN_OR_RETURN(std::unique_ptr<ckpt::DistCkptReader> reader,
+                        ckpt::DistCkptReader::Open(dir));
+  const nlohmann::json& common = reader->metadata().common;
+  // This rank's local tensor of `key` for parameter i (zeros where the
+  // layout pads, e.g. vocabulary rows past vocab_size).
+  auto local = [&](const std::string& key,
+                   size_t i) -> absl::StatusOr<at::Tensor> {
+    VERL_ASSIGN_OR_RETURN(models::MegatronParamSlice sl,
+                          models::MegatronSliceOf(*model_, f.names[i]));
+    if (!reader->Has(key)) {
+      return absl::NotFoundError(
+          absl::StrCat(dir, ": the checkpoint has no tensor '", key, "'"));
+    }
+    const ckpt::DistTensorMeta& m = reader->metadata().tensors.at(key);
+    if (m.shape != sl.global_shape) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          dir, ": tensor '", key, "' is [", absl::StrJoin(m.shape, ", "),
+          "] in the checkpoint but [", absl::StrJoin(sl.global_shape, ", "),
+          "] in this model"));
+    }
+    VERL_ASSIGN_OR_RETURN(at::Tensor box,
+                          reader->ReadBox(key, sl.offsets, sl.BoxSizes()));
+    at::Tensor out = at::zeros_like(f.params[i]);
+    sl.Box(out).copy_(box);
+    return out;
+  };
+  at::NoGradGuard no_grad;
+  if (parts.model) {
+    for (size_t i = 0; i < f.params.size(); ++i) {
+      VERL_ASSIGN_OR_RETURN(at::Tensor t, local(f.names[i], i));
+      f.params[i].detach().copy_(t);
+    }
+  }
+  if (parts.optimizer) {
+    std::vector<at::Tensor> avg, avg_sq, master;
+    if (common.value("has_optimizer", false)) {
+      for (size_t i = 0; i < f.params.size(); ++i) {
+        VERL_ASSIGN_OR_RETURN(avg.emplace_back(),
+                              local(kExpAvg + f.names[i], i));
+        VERL_ASSIGN_OR_RETURN(avg_sq.emplace_back(),
+                              local(kExpAvgSq + f.names[i], i));
+        if (distributed_ && reader->Has(kMaster + f.names[i])) {
+          VERL_ASSIGN_OR_RETURN(master.emplace_back(),
+                                local(kMaster + f.names[i], i));
+        }
+      }
+    }
+    SetLocalMoments(common.value("optimizer_step", int64_t{0}), avg, avg_sq);
+    if (distributed_) {
+      // The fp32 master range: saved (distributed optimizer) or the
+      // parameters (a checkpoint of a run without it).
+      const std::vector<at::Tensor>& from =
+          master.size() == f.params.size() ? master : f.params;
+      f.master.detach().copy_(
+          Flatten(from, f.padded).narrow(0, f.begin, f.length));
+    }
+  } else if (parts.model && distributed_) {
+    f.master.detach().copy_(
+        Flatten(f.params, f.padded).narrow(0, f.begin, f.length));
+  }
+  std::map<std::string, at::Tensor> rng;
+  if (!parts.counters) return rng;
+  TrainStateShard counters;
+  counters.schedule_step = common.value("schedule_step", int64_t{0});
+  counters.skipped_steps = common.value("skipped_steps", int64_t{0});
+  LoadCounters(counters);
+  const int saved_world = reader->metadata().world_size;
+  const int from =
+      mpu_->world()->rank() < saved_world ? mpu_->world()->rank() : 0;
+  for (const auto& [key, m] : reader->metadata().tensors) {
+    if (!absl::StartsWith(key, kRng)) continue;
+    VERL_ASSIGN_OR_RETURN(at::Tensor row, reader->ReadChunk(key, from));
+    rng[key.substr(std::string(kRng).size())] = row.reshape({-1});
+  }
+  return rng;
 }
 
 absl::StatusOr<NamedParams> MegatronTrainState::FullStateDict() {

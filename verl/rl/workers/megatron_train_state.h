@@ -21,18 +21,19 @@
 //      get_grad_norm_fp32), so it equals the single-process norm. Then
 //      verl's clip-or-skip rule (AdamWTrainState::ClipAndStep).
 //
-// Checkpoints are written in HF layout: each stage (embeddings and heads,
-// then one decoder layer at a time) is gathered over tp with
-// models::GatherHfTensors (parameters and AdamW moments alike) and each
-// HF tensor is saved as this rank's dim-0 chunk over the whole world, the
-// same files and fsdp_config.json the FSDP strategy writes (so the model
-// merger reads them, and a run can resume with another tp or strategy).
+// Checkpoints: the trainer saves Megatron's dist_ckpt/ (SaveDistCheckpoint
+// / LoadDistCheckpoint below: Megatron names, each rank's box of the global
+// tensors, resharding on load). SaveShard / LoadShard still write and read
+// the FSDP world-size layout (each stage gathered over tp to HF tensors with
+// models::GatherHfTensors, saved as this rank's dim-0 chunk over the
+// world), which checkpoints of earlier versions used.
 #ifndef VERL_RL_WORKERS_MEGATRON_TRAIN_STATE_H_
 #define VERL_RL_WORKERS_MEGATRON_TRAIN_STATE_H_
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,6 +64,23 @@ class MegatronTrainState : public AdamWTrainState {
   // HF-named full tensors on world rank 0 (gathered stage by stage).
   absl::StatusOr<NamedParams> FullStateDict() override;
 
+  // Megatron's dist_ckpt (what the trainer saves for strategy: megatron):
+  // every parameter under its Megatron name in the global tp = 1 layout
+  // (models::MegatronSliceOf), this rank's box of it; the AdamW moments as
+  // "optimizer.state.exp_avg.<name>" / "exp_avg_sq" (and the distributed
+  // optimizer's "fp32_param") in the same boxes, gathered over dp; the step
+  // and counters in the common state; "rng_state.<kind>" as one row per
+  // rank. Replicas save once: replicated parameters on tp rank 0, and each
+  // parameter on dp rank (index % dp), which spreads the writing over dp.
+  // Loading reads each box of the current layout from whatever chunks
+  // overlap it, so any tp (and dp) loads any other's checkpoint.
+  bool UsesDistCheckpoint() const override { return true; }
+  absl::Status SaveDistCheckpoint(
+      const std::string& role_dir, const TrainStateLoadParts& parts,
+      const std::map<std::string, at::Tensor>& rng) override;
+  absl::StatusOr<std::map<std::string, at::Tensor>> LoadDistCheckpoint(
+      const std::string& role_dir, const TrainStateLoadParts& parts) override;
+
   models::MegatronGPTModel& model() { return *model_; }
   bool distributed_optimizer() const { return distributed_; }
   // Bytes of this rank's parameter shards and of its AdamW moments (and,
@@ -81,6 +99,11 @@ class MegatronTrainState : public AdamWTrainState {
   // before the first step; `step` gets AdamW's step count.
   absl::StatusOr<std::vector<std::pair<at::Tensor, at::Tensor>>> LocalMoments(
       int64_t* step);
+  // Installs this rank's full (tp-local) moments per parameter (empty:
+  // clears the optimizer state); with the distributed optimizer, its dp
+  // range of them.
+  void SetLocalMoments(int64_t step, const std::vector<at::Tensor>& avg,
+                       const std::vector<at::Tensor>& avg_sq);
 
   std::shared_ptr<models::MegatronGPTModel> model_;
   std::shared_ptr<parallel::megatron::ParallelState> mpu_;

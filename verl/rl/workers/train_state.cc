@@ -136,6 +136,20 @@ void AdamWTrainState::LoadCounters(const TrainStateShard &shard) {
   set_schedule_step(shard.schedule_step);
 }
 
+absl::Status TrainState::SaveDistCheckpoint(
+    const std::string &, const TrainStateLoadParts &,
+    const std::map<std::string, at::Tensor> &) {
+  return absl::UnimplementedError(
+      "this train state has no dist checkpoint (only strategy: megatron)");
+}
+
+absl::StatusOr<std::map<std::string, at::Tensor>>
+TrainState::LoadDistCheckpoint(const std::string &,
+                               const TrainStateLoadParts &) {
+  return absl::UnimplementedError(
+      "this train state has no dist checkpoint (only strategy: megatron)");
+}
+
 absl::StatusOr<at::Tensor> FindCheckpointTensor(
     const std::map<std::string, at::Tensor> &m, const std::string &key) {
   auto it = m.find(key);

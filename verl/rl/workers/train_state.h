@@ -115,6 +115,25 @@ class TrainState {
   // The full parameters (HF names, state order) on rank 0 of the group,
   // empty on the others; collective.
   virtual absl::StatusOr<NamedParams> FullStateDict() = 0;
+
+  // --- Megatron's dist checkpoints (verl's <role>/dist_ckpt/ layout) ---
+  // States that shard beyond dim-0 chunks (MegatronTrainState) save this
+  // instead of the world-size files. Default: not supported.
+  virtual bool UsesDistCheckpoint() const { return false; }
+  // Writes this rank's file of `role_dir`/dist_ckpt/ (ckpt/dist_ckpt.h):
+  // the model, the optimizer when parts.optimizer, the counters and `rng`
+  // (this rank's generator states) when parts.counters; rank 0 also writes
+  // role_dir/transformer_config.json. Collective; the caller finalizes the
+  // folder (ckpt::FinalizeDistCkpt) on rank 0 once every rank succeeded.
+  virtual absl::Status SaveDistCheckpoint(
+      const std::string &role_dir, const TrainStateLoadParts &parts,
+      const std::map<std::string, at::Tensor> &rng);
+  // Restores `parts` from a finalized role_dir/dist_ckpt/ saved with any
+  // parallel layout of the same model (resharding on load). Returns the RNG
+  // states saved by this rank (by rank 0 when the checkpoint has fewer
+  // ranks); empty without parts.counters. Collective.
+  virtual absl::StatusOr<std::map<std::string, at::Tensor>> LoadDistCheckpoint(
+      const std::string &role_dir, const TrainStateLoadParts &parts);
 };
 
 // What both built-in states share: AdamW over the trainable tensors, the LR

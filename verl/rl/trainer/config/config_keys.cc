@@ -617,12 +617,15 @@ constexpr KeyRule kKeyRules[] = {
     {"**.megatron.optimizer_offload", kNotServed,
      "Megatron offload is not built yet"},
     {"**.megatron.use_dist_checkpointing", kNotServed,
-     "mcore dist checkpoints are not built (checkpoints use verl's "
-     "world-size layout)"},
+     "loading the initial weights from an mcore dist checkpoint is not "
+     "built (the model loads from the HF folder; the trainer's checkpoints "
+     "of strategy megatron are always <role>/dist_ckpt/)"},
     {"**.megatron.dist_checkpointing_path", kNotServed,
-     "mcore dist checkpoints are not built"},
+     "loading the initial weights from an mcore dist checkpoint is not "
+     "built"},
     {"**.megatron.dist_checkpointing_prefix", kNotServed,
-     "mcore dist checkpoints are not built"},
+     "loading the initial weights from an mcore dist checkpoint is not "
+     "built"},
     {"**.megatron.override_ddp_config", kNotServed,
      "Megatron DDP overrides are not applied"},
     {"**.megatron.override_mcore_model_config", kNotServed,

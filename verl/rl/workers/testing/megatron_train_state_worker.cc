@@ -20,6 +20,8 @@
 // failure.
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -28,11 +30,22 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "verl/ckpt/checkpoint_pt.h"
+#include "verl/ckpt/dist_ckpt.h"
+#include "verl/ckpt/merger/checkpoint_merger.h"
+#include "verl/ckpt/safetensors_sharded.h"
+#include "verl/core/file_util.h"
 #include "verl/core/status.h"
 #include "verl/models/decoder.h"
+#include "verl/models/hf_config.h"
 #include "verl/models/logprob.h"
 #include "verl/models/megatron/megatron_gpt.h"
+#include "verl/models/megatron/megatron_merger.h"
 #include "verl/models/megatron/megatron_weights.h"
 #include "verl/parallel/distributed.h"
 #include "verl/parallel/megatron/parallel_state.h"
@@ -43,6 +56,13 @@
 
 ABSL_FLAG(int, tp, 2, "tensor-parallel size");
 ABSL_FLAG(bool, distributed, true, "use_distributed_optimizer");
+ABSL_FLAG(std::string, dist_ckpt_dir, "",
+          "dist_ckpt mode: the folder the save phase writes and the resume "
+          "phase reads");
+ABSL_FLAG(std::string, dist_ckpt_phase, "", "save | resume");
+ABSL_FLAG(bool, exact, false,
+          "resume: steps 3 and 4 must equal the saving run's bit for bit "
+          "(same tp, dp and optimizer); else within 1e-6");
 
 namespace verl::rl {
 namespace {
@@ -121,15 +141,25 @@ std::map<std::string, at::Tensor> Params(const torch::nn::Module& m) {
 
 // One training step of the megatron model on this dp rank's rows: the
 // loss is the global token mean (x dp, as gradients are dp-averaged).
+// `loss` (optional) gets the global mean loss (summed over dp).
 absl::StatusOr<double> MegatronStep(models::MegatronGPTModel& model,
                                     MegatronTrainState& state,
-                                    const Packed& data, int dp) {
+                                    const Packed& data, int dp,
+                                    double* loss = nullptr) {
   state.ZeroGrad();
   at::Tensor logits = model.Forward(data.ids, data.pos, data.cu);
   mg::VocabParallelOutput out = mg::VocabParallelLogProbsAndEntropy(
       logits, data.labels, model.config().vocab_size, model.tp(), 1.0,
       /*with_entropy=*/false);
   (-out.log_probs.sum() * dp / kTotalTokens).backward();
+  if (loss != nullptr) {
+    at::Tensor l = (-out.log_probs.detach().sum() / kTotalTokens)
+                       .to(at::kDouble)
+                       .reshape({1});
+    VERL_RETURN_IF_ERROR(
+        model.mpu()->dp()->AllReduce(l, parallel::ReduceOp::kSum));
+    *loss = l.item<double>();
+  }
   return state.Step();
 }
 
@@ -236,6 +266,160 @@ absl::Status Run(const std::shared_ptr<mg::ParallelState>& mpu,
   return absl::OkStatus();
 }
 
+// ---- dist_ckpt: save at one layout, resume at another -------------------
+//
+// save (tp 2): a 0-step checkpoint merged by the Megatron merger equals the
+// initial HF tensors bit for bit; after 2 steps a checkpoint whose merge
+// equals the gathered state dict bit for bit; steps 3 and 4 (loss, grad
+// norm) written to losses.txt. resume (any tp / dp / optimizer): loads the
+// step-2 checkpoint, runs steps 3 and 4 and compares their losses and norms
+// with losses.txt (bit for bit with --exact, else <= 1e-6 relative) and the
+// parameters with the single-process reference (<= 1e-5).
+
+constexpr char kLossFile[] = "losses.txt";
+
+absl::Status SaveDist(MegatronTrainState& state, const mg::ParallelState& mpu,
+                      const std::string& role_dir,
+                      const models::ModelConfig& config) {
+  TrainStateLoadParts parts;
+  VERL_RETURN_IF_ERROR(state.SaveDistCheckpoint(
+      role_dir, parts, {{"cpu", ckpt::CpuRngState()}}));
+  VERL_RETURN_IF_ERROR(mpu.world()->Barrier());
+  if (mpu.world()->rank() == 0) {
+    VERL_RETURN_IF_ERROR(ckpt::FinalizeDistCkpt(
+        role_dir + "/" + ckpt::kDistCkptSubdir, mpu.world()->size()));
+    VERL_RETURN_IF_ERROR(core::MakeDirs(role_dir + "/huggingface"));
+    VERL_RETURN_IF_ERROR(
+        models::WriteHfConfig(role_dir + "/huggingface/config.json", config));
+  }
+  return mpu.world()->Barrier();
+}
+
+// Rank 0: merges role_dir (fp32) and checks it equals `want` bit for bit.
+absl::Status MergeEquals(const std::string& role_dir,
+                         const std::map<std::string, at::Tensor>& want,
+                         const std::string& what) {
+  ckpt::MergeOptions o;
+  o.local_dir = role_dir;
+  o.target_dir = role_dir + "_merged";
+  o.dtype = at::kFloat;
+  VERL_RETURN_IF_ERROR(models::MergeMegatronCheckpoint(o).status());
+  VERL_ASSIGN_OR_RETURN(ckpt::TensorMap got,
+                        ckpt::LoadSafetensorsFolder(o.target_dir));
+  if (got.size() != want.size()) {
+    return absl::InternalError(absl::StrCat(
+        what, ": merged ", got.size(), " tensors, expected ", want.size()));
+  }
+  for (const auto& [name, t] : want) {
+    auto it = got.find(name);
+    if (it == got.end() || !at::equal(it->second, t)) {
+      return absl::InternalError(
+          absl::StrCat(what, ": merged '", name, "' differs or is missing"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunDistCkpt(const std::shared_ptr<mg::ParallelState>& mpu,
+                         bool distributed, mg::Comparer& cmp) {
+  const std::string dir = absl::GetFlag(FLAGS_dist_ckpt_dir);
+  const std::string phase = absl::GetFlag(FLAGS_dist_ckpt_phase);
+  const models::ModelConfig config = TinyConfig();
+  std::shared_ptr<models::CausalLM> ref =
+      models::CreateModel(config, /*seed=*/1, 0.1);
+  const std::map<std::string, at::Tensor> initial = Params(*ref);
+  // The single-process reference after 4 steps.
+  const Packed all = Sequences(0, 1, config);
+  ReplicatedTrainState ref_state(NamedParameters(*ref), Adam(), nullptr);
+  for (int s = 0; s < 4; ++s) {
+    ref_state.ZeroGrad();
+    models::ForwardOutput f = ref->ForwardPacked(all.ids, all.pos, all.cu);
+    (-models::LogProbsAndEntropy(f.logits, all.labels, 1.0, false)
+          .log_probs.sum() /
+     kTotalTokens)
+        .backward();
+    VERL_RETURN_IF_ERROR(ref_state.Step().status());
+  }
+  const std::map<std::string, at::Tensor> ref_after4 = Params(*ref);
+
+  models::MegatronModelOptions options;
+  options.sequence_parallel = mpu->tp_size() > 1;
+  options.make_vocab_size_divisible_by = 4;
+  auto model = std::make_shared<models::MegatronGPTModel>(config, options, mpu);
+  VERL_RETURN_IF_ERROR(models::LoadMegatronFromHf(
+      models::HfSourceFromMap(initial), model.get()));
+  VERL_ASSIGN_OR_RETURN(
+      auto state, MegatronTrainState::Create(model, mpu, Adam(), distributed));
+  const int dp = mpu->dp()->size();
+  const bool root = mpu->world()->rank() == 0;
+  const Packed mine = Sequences(mpu->dp_rank(), dp, config);
+  if (phase == "save") {
+    VERL_RETURN_IF_ERROR(SaveDist(*state, *mpu, dir + "/step0/actor", config));
+    if (root) {
+      VERL_RETURN_IF_ERROR(
+          MergeEquals(dir + "/step0/actor", initial, "0-step round trip"));
+    }
+    for (int s = 0; s < 2; ++s) {
+      VERL_RETURN_IF_ERROR(MegatronStep(*model, *state, mine, dp).status());
+    }
+    VERL_RETURN_IF_ERROR(SaveDist(*state, *mpu, dir + "/actor", config));
+    VERL_ASSIGN_OR_RETURN(NamedParams gathered, state->FullStateDict());
+    if (root) {
+      std::map<std::string, at::Tensor> want(gathered.begin(), gathered.end());
+      VERL_RETURN_IF_ERROR(
+          MergeEquals(dir + "/actor", want, "merge after 2 steps"));
+    }
+  } else {
+    TrainStateLoadParts parts;
+    VERL_ASSIGN_OR_RETURN(auto rng,
+                          state->LoadDistCheckpoint(dir + "/actor", parts));
+    if (!rng.count("cpu") || rng.at("cpu").numel() == 0) {
+      return absl::InternalError("no CPU RNG state restored");
+    }
+  }
+  std::vector<double> got;
+  for (int s = 0; s < 2; ++s) {
+    double loss = 0;
+    VERL_ASSIGN_OR_RETURN(double norm,
+                          MegatronStep(*model, *state, mine, dp, &loss));
+    got.push_back(loss);
+    got.push_back(norm);
+  }
+  VERL_RETURN_IF_ERROR(Compare(*model, ref_after4, phase + " step 4 ", cmp));
+  const std::string loss_file = dir + "/" + kLossFile;
+  if (phase == "save") {
+    if (root) {
+      VERL_RETURN_IF_ERROR(core::WriteFileAtomic(
+          loss_file, absl::StrFormat("%.17g %.17g %.17g %.17g\n", got[0],
+                                     got[1], got[2], got[3])));
+    }
+    return absl::OkStatus();
+  }
+  VERL_ASSIGN_OR_RETURN(std::string text, core::ReadFile(loss_file));
+  std::vector<std::string> words =
+      absl::StrSplit(text, ' ', absl::SkipWhitespace());
+  const char* what[] = {"step 3 loss", "step 3 grad norm", "step 4 loss",
+                        "step 4 grad norm"};
+  for (int i = 0; i < 4; ++i) {
+    double want = 0;
+    if (i >= static_cast<int>(words.size()) ||
+        !absl::SimpleAtod(absl::StripAsciiWhitespace(words[i]), &want)) {
+      return absl::InternalError(absl::StrCat(loss_file, ": malformed"));
+    }
+    const double rel = std::abs(got[i] - want) / std::max(1.0, std::abs(want));
+    std::cout << "rank " << mpu->world()->rank() << ": resumed " << what[i]
+              << " " << absl::StrFormat("%.17g", got[i]) << " vs saved run "
+              << absl::StrFormat("%.17g", want) << " (rel " << rel << ")"
+              << std::endl;
+    if (absl::GetFlag(FLAGS_exact) ? got[i] != want : !(rel <= 1e-6)) {
+      return absl::InternalError(absl::StrCat(
+          "resumed ", what[i], " ", got[i], " differs from the saved run's ",
+          want, absl::GetFlag(FLAGS_exact) ? " (exact expected)" : ""));
+    }
+  }
+  return absl::OkStatus();
+}
+
 int Main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   absl::StatusOr<parallel::DistributedContext> dist =
@@ -254,7 +438,10 @@ int Main(int argc, char** argv) {
     return 1;
   }
   mg::Comparer cmp(kTol);
-  absl::Status s = Run(*mpu, absl::GetFlag(FLAGS_distributed), cmp);
+  absl::Status s =
+      absl::GetFlag(FLAGS_dist_ckpt_phase).empty()
+          ? Run(*mpu, absl::GetFlag(FLAGS_distributed), cmp)
+          : RunDistCkpt(*mpu, absl::GetFlag(FLAGS_distributed), cmp);
   if (!s.ok()) {
     std::cout << "rank " << rank << " FAILED: " << s << std::endl;
     return 1;
