@@ -204,10 +204,15 @@ absl::Status TrainerCheckpointer::Save(int64_t step,
         rng["cuda"] = cuda;
       }
 #endif
-      TrainState* state = role.state;
-      save.shard.write_files = [state, parts, rng](const std::string& dir) {
-        return state->SaveDistCheckpoint(dir, parts, rng);
-      };
+      // The collective part now (every rank, every role, in order); the
+      // files are written inside the save protocol.
+      absl::StatusOr<TrainState::DistCheckpointWriter> write =
+          role.state->PrepareDistCheckpoint(parts, rng);
+      if (!write.ok()) {
+        local = Annotate(write.status(), absl::StrCat("role ", role.name));
+        break;
+      }
+      save.shard.write_files = std::move(*write);
       save.meta.dist_ckpt = true;
       save.meta.layout.world_size = world;
       save.meta.hf_config = role.hf_config;

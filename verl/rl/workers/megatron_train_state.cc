@@ -454,8 +454,9 @@ nlohmann::json TransformerConfigJson(const models::MegatronGPTModel& model,
 
 }  // namespace
 
-absl::Status MegatronTrainState::SaveDistCheckpoint(
-    const std::string& role_dir, const TrainStateLoadParts& parts,
+absl::StatusOr<TrainState::DistCheckpointWriter>
+MegatronTrainState::PrepareDistCheckpoint(
+    const TrainStateLoadParts& parts,
     const std::map<std::string, at::Tensor>& rng) {
   const Flat& f = *flat_;
   const parallel::Communicator& world = *mpu_->world();
@@ -470,7 +471,7 @@ absl::Status MegatronTrainState::SaveDistCheckpoint(
                             mpu_->dp()->AllGatherCat(f.master.detach()));
     }
   }
-  std::map<std::string, ckpt::DistSlice> slices;
+  auto slices = std::make_shared<std::map<std::string, ckpt::DistSlice>>();
   for (size_t i = 0; i < f.params.size(); ++i) {
     const std::string& name = f.names[i];
     VERL_ASSIGN_OR_RETURN(models::MegatronParamSlice sl,
@@ -485,12 +486,12 @@ absl::Status MegatronTrainState::SaveDistCheckpoint(
       return ckpt::DistSlice{sl.Box(local.detach()).clone(), sl.global_shape,
                              sl.offsets};
     };
-    slices[name] = box(f.params[i]);
+    (*slices)[name] = box(f.params[i]);
     if (moments.empty()) continue;
-    slices[kExpAvg + name] = box(moments[i].first);
-    slices[kExpAvgSq + name] = box(moments[i].second);
+    (*slices)[kExpAvg + name] = box(moments[i].first);
+    (*slices)[kExpAvgSq + name] = box(moments[i].second);
     if (master.defined()) {
-      slices[kMaster + name] =
+      (*slices)[kMaster + name] =
           box(master.narrow(0, f.offsets[i], f.params[i].numel())
                   .view(f.params[i].sizes()));
     }
@@ -500,7 +501,7 @@ absl::Status MegatronTrainState::SaveDistCheckpoint(
   if (parts.counters) {
     for (const auto& [kind, state] : rng) {
       at::Tensor row = state.reshape({1, -1});
-      slices[kRng + kind] = {
+      (*slices)[kRng + kind] = {
           row, {world.size(), row.size(1)}, {world.rank(), 0}};
     }
     TrainStateShard counters;
@@ -510,15 +511,18 @@ absl::Status MegatronTrainState::SaveDistCheckpoint(
     common["lr"] = counters.lr;
   }
   common["megatron"] = TransformerConfigJson(*model_, 1);
-  const std::string dir = role_dir + "/" + ckpt::kDistCkptSubdir;
-  VERL_RETURN_IF_ERROR(core::MakeDirs(dir));
-  if (world.rank() == 0) {
-    VERL_RETURN_IF_ERROR(
-        core::WriteFileAtomic(role_dir + "/transformer_config.json",
-                              common["megatron"].dump(2) + "\n"));
-  }
-  return ckpt::SaveDistCkptRank(dir, world.rank(), world.size(), slices,
-                                common);
+  const int rank = world.rank(), size = world.size();
+  return DistCheckpointWriter(
+      [slices, common, rank, size](const std::string& role_dir) {
+        const std::string dir = role_dir + "/" + ckpt::kDistCkptSubdir;
+        VERL_RETURN_IF_ERROR(core::MakeDirs(dir));
+        if (rank == 0) {
+          VERL_RETURN_IF_ERROR(
+              core::WriteFileAtomic(role_dir + "/transformer_config.json",
+                                    common["megatron"].dump(2) + "\n"));
+        }
+        return ckpt::SaveDistCkptRank(dir, rank, size, *slices, common);
+      });
 }
 
 absl::StatusOr<std::map<std::string, at::Tensor>>

@@ -75,8 +75,8 @@ class MegatronTrainState : public AdamWTrainState {
   // Loading reads each box of the current layout from whatever chunks
   // overlap it, so any tp (and dp) loads any other's checkpoint.
   bool UsesDistCheckpoint() const override { return true; }
-  absl::Status SaveDistCheckpoint(
-      const std::string& role_dir, const TrainStateLoadParts& parts,
+  absl::StatusOr<DistCheckpointWriter> PrepareDistCheckpoint(
+      const TrainStateLoadParts& parts,
       const std::map<std::string, at::Tensor>& rng) override;
   absl::StatusOr<std::map<std::string, at::Tensor>> LoadDistCheckpoint(
       const std::string& role_dir, const TrainStateLoadParts& parts) override;

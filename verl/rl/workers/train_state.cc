@@ -136,13 +136,21 @@ void AdamWTrainState::LoadCounters(const TrainStateShard &shard) {
   set_schedule_step(shard.schedule_step);
 }
 
-absl::Status TrainState::SaveDistCheckpoint(
-    const std::string &, const TrainStateLoadParts &,
-    const std::map<std::string, at::Tensor> &) {
+absl::StatusOr<TrainState::DistCheckpointWriter>
+TrainState::PrepareDistCheckpoint(const TrainStateLoadParts &,
+                                  const std::map<std::string, at::Tensor> &) {
   return absl::UnimplementedError(
       "this train state has no dist checkpoint (only strategy: megatron)");
 }
 
+absl::Status TrainState::SaveDistCheckpoint(
+    const std::string &role_dir, const TrainStateLoadParts &parts,
+    const std::map<std::string, at::Tensor> &rng) {
+  absl::StatusOr<DistCheckpointWriter> write =
+      PrepareDistCheckpoint(parts, rng);
+  if (!write.ok()) return write.status();
+  return (*write)(role_dir);
+}
 absl::StatusOr<std::map<std::string, at::Tensor>>
 TrainState::LoadDistCheckpoint(const std::string &,
                                const TrainStateLoadParts &) {

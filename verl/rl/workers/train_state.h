@@ -123,11 +123,20 @@ class TrainState {
   // Writes this rank's file of `role_dir`/dist_ckpt/ (ckpt/dist_ckpt.h):
   // the model, the optimizer when parts.optimizer, the counters and `rng`
   // (this rank's generator states) when parts.counters; rank 0 also writes
-  // role_dir/transformer_config.json. Collective; the caller finalizes the
-  // folder (ckpt::FinalizeDistCkpt) on rank 0 once every rank succeeded.
-  virtual absl::Status SaveDistCheckpoint(
-      const std::string &role_dir, const TrainStateLoadParts &parts,
+  // role_dir/transformer_config.json. The caller finalizes the folder
+  // (ckpt::FinalizeDistCkpt) on rank 0 once every rank succeeded.
+  // PrepareDistCheckpoint does the collective part (e.g. gathering the
+  // distributed optimizer's ranges) and returns the writer, which only
+  // writes files: a rank that fails writing never leaves the others waiting
+  // in a collective. SaveDistCheckpoint = prepare + write (collective).
+  using DistCheckpointWriter =
+      std::function<absl::Status(const std::string &role_dir)>;
+  virtual absl::StatusOr<DistCheckpointWriter> PrepareDistCheckpoint(
+      const TrainStateLoadParts &parts,
       const std::map<std::string, at::Tensor> &rng);
+  absl::Status SaveDistCheckpoint(const std::string &role_dir,
+                                  const TrainStateLoadParts &parts,
+                                  const std::map<std::string, at::Tensor> &rng);
   // Restores `parts` from a finalized role_dir/dist_ckpt/ saved with any
   // parallel layout of the same model (resharding on load). Returns the RNG
   // states saved by this rank (by rank 0 when the checkpoint has fewer
