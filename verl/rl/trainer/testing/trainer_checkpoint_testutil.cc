@@ -13,10 +13,11 @@ namespace verl::rl {
 
 absl::StatusOr<PpoTrainerConfig> CheckpointTestConfig(
     const std::string& experiment, int64_t steps, int64_t save_freq,
-    const std::string& ckpt_dir, int world_size) {
+    const std::string& ckpt_dir, int world_size,
+    const std::vector<std::string>& extra) {
   // The per-rank mini-batch is 4 trajectories / world.
   const int64_t micro = std::max(1, 4 / world_size);
-  const std::vector<std::string> overrides = testing::WithOverrides(
+  std::vector<std::string> overrides = testing::WithOverrides(
       testing::TinyTaskOverrides(),
       {
           "actor_rollout_ref.sft_warmup.steps=0",
@@ -42,6 +43,7 @@ absl::StatusOr<PpoTrainerConfig> CheckpointTestConfig(
           "actor_rollout_ref.actor.fsdp_config.dtype=float32",
           "critic.model.fsdp_config.dtype=float32",
       });
+  overrides.insert(overrides.end(), extra.begin(), extra.end());
   VERL_ASSIGN_OR_RETURN(PpoTrainerConfig config,
                         LoadPpoTrainerConfig("", overrides));
   config.mutable_data()->clear_val_files();

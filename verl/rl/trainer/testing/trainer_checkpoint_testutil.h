@@ -9,15 +9,18 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "verl/rl/trainer/config/config.pb.h"
 
 namespace verl::rl {
 
+// `extra`: more dotted overrides (e.g. strategy=megatron), applied last.
 absl::StatusOr<PpoTrainerConfig> CheckpointTestConfig(
     const std::string& experiment, int64_t steps, int64_t save_freq,
-    const std::string& ckpt_dir, int world_size = 1);
+    const std::string& ckpt_dir, int world_size = 1,
+    const std::vector<std::string>& extra = {});
 
 }  // namespace verl::rl
 

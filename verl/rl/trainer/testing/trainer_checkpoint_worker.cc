@@ -9,12 +9,14 @@
 //     of both.
 //   --mode=ppo: RunPpo on the tiny checkpoint config for --steps steps,
 //     saving every --save_freq steps into --dir (resume_mode auto), with
-//     hf_model in the actor's save_contents.
+//     hf_model in the actor's save_contents; --megatron_tp=T: every role
+//     with strategy megatron at tp T (dist_ckpt/ checkpoints).
 // Prints "worker OK" on rank 0 and exits 0, else exits 1.
 #include <ATen/ATen.h>
 
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -36,6 +38,12 @@ ABSL_FLAG(int64_t, fsdp_size, -1, "Hybrid shard group size.");
 ABSL_FLAG(int64_t, steps, 2, "PPO steps (mode ppo).");
 ABSL_FLAG(int64_t, save_freq, 2, "trainer.save_freq (mode ppo).");
 ABSL_FLAG(std::string, experiment, "mp", "trainer.experiment_name.");
+ABSL_FLAG(int64_t, megatron_tp, 0,
+          "mode ppo: > 0 runs actor, reference and critic with strategy "
+          "megatron at this tensor_model_parallel_size (checkpoints in "
+          "dist_ckpt/).");
+ABSL_FLAG(int64_t, keep, -1,
+          "mode ppo: trainer.max_actor_ckpt_to_keep (< 0: unset).");
 
 namespace verl::rl {
 namespace {
@@ -129,12 +137,24 @@ absl::StatusOr<bool> FsdpState(const parallel::DistributedContext& dist) {
 }
 
 absl::StatusOr<bool> Ppo(const parallel::DistributedContext& dist) {
-  VERL_ASSIGN_OR_RETURN(
-      PpoTrainerConfig config,
-      CheckpointTestConfig(absl::GetFlag(FLAGS_experiment),
-                           absl::GetFlag(FLAGS_steps),
-                           absl::GetFlag(FLAGS_save_freq),
-                           absl::GetFlag(FLAGS_dir), dist.world->size()));
+  std::vector<std::string> extra;
+  if (const int64_t tp = absl::GetFlag(FLAGS_megatron_tp); tp > 0) {
+    for (const char* role :
+         {"actor_rollout_ref.actor", "actor_rollout_ref.ref", "critic"}) {
+      extra.push_back(absl::StrCat(role, ".strategy=megatron"));
+      extra.push_back(
+          absl::StrCat(role, ".megatron.tensor_model_parallel_size=", tp));
+    }
+  }
+  if (const int64_t keep = absl::GetFlag(FLAGS_keep); keep >= 0) {
+    extra.push_back(absl::StrCat("trainer.max_actor_ckpt_to_keep=", keep));
+  }
+  VERL_ASSIGN_OR_RETURN(PpoTrainerConfig config,
+                        CheckpointTestConfig(absl::GetFlag(FLAGS_experiment),
+                                             absl::GetFlag(FLAGS_steps),
+                                             absl::GetFlag(FLAGS_save_freq),
+                                             absl::GetFlag(FLAGS_dir),
+                                             dist.world->size(), extra));
   config.mutable_actor_rollout_ref()
       ->mutable_actor()
       ->mutable_checkpoint()
