@@ -174,6 +174,10 @@ Qwen2VLForConditionalGeneration::ForwardMultimodal(
   return out;
 }
 
+void Qwen2VLForConditionalGeneration::FreezeVisionTower(bool freeze) {
+  for (at::Tensor& p : visual->parameters()) p.set_requires_grad(!freeze);
+}
+
 std::shared_ptr<Qwen2VLForConditionalGeneration> CreateVlmModel(
     const VlmConfig& config, uint64_t seed, double init_std) {
   auto model = std::make_shared<Qwen2VLForConditionalGeneration>(config);

@@ -62,6 +62,11 @@ class Qwen2VLForConditionalGeneration : public CausalLM {
                                        const at::Tensor& pixel_values,
                                        const at::Tensor& image_grid_thw);
 
+  // verl's actor.freeze_vision_tower: the vision tower's parameters (the
+  // merger included, as `visual.requires_grad_(False)`) stop requiring
+  // gradients, so the update leaves them unchanged; false undoes it.
+  void FreezeVisionTower(bool freeze = true);
+
   std::shared_ptr<VisionTower> visual;
 
  private:

@@ -315,5 +315,44 @@ TEST(VlmConfigTest, TinyPresetRunsAndTrains) {
             0);
 }
 
+// verl's freeze_vision_tower: the vision tower (merger included) gets no
+// gradients, the language model still does; unfreezing restores them.
+TEST(VlmConfigTest, FreezeVisionTower) {
+  auto config = MakeVlmPreset("tiny-qwen2.5-vl");
+  ASSERT_TRUE(config.ok());
+  auto model = CreateVlmModel(*config, 7);
+  model->FreezeVisionTower();
+  const int64_t pad = config->image_token_id;
+  std::vector<int64_t> ids = {5,   config->vision_start_token_id, pad, pad, pad,
+                              pad, config->vision_end_token_id,   9,   10};
+  at::Tensor grid =
+      at::tensor(std::vector<int64_t>{1, 4, 4}, at::kLong).reshape({1, 3});
+  at::Tensor pix = at::randn({16, 1176});
+  auto run = [&] {
+    auto out =
+        model->ForwardMultimodal(at::tensor(ids, at::kLong), {0, 9}, pix, grid);
+    ASSERT_TRUE(out.ok()) << out.status();
+    out->logits.sum().backward();
+  };
+  run();
+  int64_t frozen = 0;
+  for (const auto& p : model->visual->parameters()) {
+    EXPECT_FALSE(p.requires_grad());
+    EXPECT_FALSE(p.grad().defined());
+    ++frozen;
+  }
+  EXPECT_GT(frozen, 10);
+  EXPECT_GT(model->model->layers[0]
+                ->self_attn->q_proj->weight.grad()
+                .abs()
+                .sum()
+                .item<double>(),
+            0);
+  model->FreezeVisionTower(false);
+  run();
+  EXPECT_GT(
+      model->visual->merger->fc2->weight.grad().abs().sum().item<double>(), 0);
+}
+
 }  // namespace
 }  // namespace verl::models::vlm

@@ -14,6 +14,8 @@ namespace {
 
 constexpr char kConfigFile[] = "config.json";
 constexpr char kProcessorFile[] = "preprocessor_config.json";
+constexpr char kChatTemplateFile[] = "chat_template.json";
+constexpr char kTokenizerFile[] = "tokenizer.json";
 
 std::string Join(const std::string& dir, const char* name) {
   return (std::filesystem::path(dir) / name).string();
@@ -33,6 +35,26 @@ absl::StatusOr<VlmCheckpoint> LoadVlmCheckpoint(const std::string& dir) {
                           core::ReadJsonFile(processor_path));
     VERL_ASSIGN_OR_RETURN(out.processor,
                           ImageProcessorConfigFromJson(json, processor_path));
+  }
+  if (std::filesystem::exists(Join(dir, kTokenizerFile))) {
+    VERL_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::FromDirectory(dir));
+    const std::string template_path = Join(dir, kChatTemplateFile);
+    if (std::filesystem::exists(template_path)) {
+      VERL_ASSIGN_OR_RETURN(nlohmann::json t,
+                            core::ReadJsonFile(template_path));
+      if (!t.is_object() || !t.contains("chat_template") ||
+          !t["chat_template"].is_string()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(template_path, ": needs a string \"chat_template\""));
+      }
+      // Reload with the processor's template as the default one.
+      VERL_ASSIGN_OR_RETURN(
+          tok,
+          Tokenizer::FromJson(tok.tokenizer_json(), tok.tokenizer_config_json(),
+                              t["chat_template"].get<std::string>(),
+                              Join(dir, kTokenizerFile)));
+    }
+    out.tokenizer.emplace(std::move(tok));
   }
   out.model = std::make_shared<Qwen2VLForConditionalGeneration>(config);
   std::map<std::string, at::Tensor> params;
@@ -60,6 +82,15 @@ absl::Status SaveVlmCheckpoint(const std::string& dir,
   VERL_RETURN_IF_ERROR(core::WriteFileAtomic(
       Join(dir, kProcessorFile),
       ImageProcessorConfigToJson(processor).dump(2) + "\n"));
+  if (options.tokenizer != nullptr) {
+    VERL_RETURN_IF_ERROR(options.tokenizer->SaveToDirectory(dir));
+    const auto& templates = options.tokenizer->chat_templates();
+    if (auto it = templates.find("default"); it != templates.end()) {
+      VERL_RETURN_IF_ERROR(core::WriteFileAtomic(
+          Join(dir, kChatTemplateFile),
+          nlohmann::json{{"chat_template", it->second}}.dump(2) + "\n"));
+    }
+  }
   // config.json last: a folder with a config has all its weights.
   return core::WriteFileAtomic(Join(dir, kConfigFile), config.dump(2) + "\n");
 }

@@ -8,12 +8,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "verl/ckpt/safetensors_sharded.h"
+#include "verl/models/tokenizer/tokenizer.h"
 #include "verl/models/vlm/image_processor.h"
 #include "verl/models/vlm/qwen2_vl.h"
 #include "verl/models/vlm/vlm_config.h"
@@ -24,6 +26,10 @@ struct VlmCheckpoint {
   std::shared_ptr<Qwen2VLForConditionalGeneration> model;  // fp32
   nlohmann::json config_json;      // config.json as read (kept on save)
   ImageProcessorConfig processor;  // defaults when the file is absent
+  // tokenizer.json (+ tokenizer_config.json) when the folder has them; the
+  // processor's chat_template.json, when present, becomes its default
+  // template (HF processors prefer it over the tokenizer's).
+  std::optional<Tokenizer> tokenizer;
 };
 
 // Reads config.json, preprocessor_config.json (optional) and every weight
@@ -33,11 +39,16 @@ absl::StatusOr<VlmCheckpoint> LoadVlmCheckpoint(const std::string& dir);
 
 struct VlmSaveOptions {
   uint64_t max_shard_size = ckpt::kDefaultMaxShardSize;
+  // The processing class saved with the weights as verl's checkpoint
+  // manager does (processor.save_pretrained): tokenizer.json,
+  // tokenizer_config.json and the processor's chat_template.json (the
+  // tokenizer's default template). Null: no tokenizer files.
+  const Tokenizer* tokenizer = nullptr;
 };
 
-// Writes config.json (on top of `config_json`), preprocessor_config.json and
-// the weights into `dir` (created if needed; files replaced atomically one
-// by one).
+// Writes config.json (on top of `config_json`), preprocessor_config.json,
+// the tokenizer files (options.tokenizer) and the weights into `dir` (created
+// if needed; files replaced atomically one by one).
 absl::Status SaveVlmCheckpoint(
     const std::string& dir, const Qwen2VLForConditionalGeneration& model,
     const ImageProcessorConfig& processor,

@@ -15,6 +15,7 @@
 #include "verl/core/test_util.h"
 #include "verl/models/vlm/qwen2_vl.h"
 #include "verl/models/vlm/vlm_config.h"
+#include "verl/models/vlm/vlm_processor.h"
 
 namespace verl::models::vlm {
 namespace {
@@ -88,6 +89,42 @@ TEST(VlmCheckpointTest, MissingTensorsAreNamed) {
                        "missing tensors: visual.merger.ln_q.weight"));
   EXPECT_THAT(LoadVlmCheckpoint(dir + "/nope"),
               StatusIs(absl::StatusCode::kNotFound, "config.json"));
+}
+
+// The tokenizer and the processor's chat template travel with the weights
+// (verl saves the processing class next to them).
+TEST(VlmCheckpointTest, TokenizerFilesAreSavedAndLoaded) {
+  auto config = MakeVlmPreset("tiny-qwen2.5-vl");
+  ASSERT_TRUE(config.ok());
+  auto tok = MakeVlmTokenizer(*config);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  auto model = CreateVlmModel(*config, 5);
+  const std::string dir = FreshTestDir("vlm_ckpt_tok");
+  VlmSaveOptions options;
+  options.tokenizer = &*tok;
+  ASSERT_TRUE(SaveVlmCheckpoint(dir, *model, {}, {}, options).ok());
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json",
+                        "chat_template.json", "preprocessor_config.json"}) {
+    EXPECT_TRUE(std::filesystem::exists(dir + "/" + f)) << f;
+  }
+  auto tmpl = core::ReadJsonFile(dir + "/chat_template.json");
+  ASSERT_TRUE(tmpl.ok());
+  EXPECT_EQ((*tmpl)["chat_template"], Qwen2VLChatTemplate());
+  auto loaded = LoadVlmCheckpoint(dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_TRUE(loaded->tokenizer.has_value());
+  const std::string text =
+      "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Hi";
+  EXPECT_EQ(loaded->tokenizer->Encode(text), tok->Encode(text));
+  EXPECT_EQ(loaded->tokenizer->chat_templates().at("default"),
+            Qwen2VLChatTemplate());
+  // Without a tokenizer: no tokenizer files, none loaded.
+  const std::string bare = FreshTestDir("vlm_ckpt_bare");
+  ASSERT_TRUE(SaveVlmCheckpoint(bare, *model, {}).ok());
+  EXPECT_FALSE(std::filesystem::exists(bare + "/tokenizer.json"));
+  auto bare_loaded = LoadVlmCheckpoint(bare);
+  ASSERT_TRUE(bare_loaded.ok());
+  EXPECT_FALSE(bare_loaded->tokenizer.has_value());
 }
 
 }  // namespace
