@@ -16,9 +16,27 @@
 namespace verl::rl {
 namespace {
 
-// A row's prompt must be a non-empty list of {"role","content"} messages.
+// One entry of a row's images column: bytes (Parquet binary, e.g. what
+// HF datasets' Image feature stores as {"bytes": ..., "path": ...}) or a
+// file path.
+bool IsImageEntry(const nlohmann::json& v) {
+  if (v.is_binary() ||
+      (v.is_string() && !v.get_ref<const std::string&>().empty()))
+    return true;
+  if (!v.is_object()) return false;
+  auto bytes = v.find("bytes");
+  if (bytes != v.end() && bytes->is_binary()) return true;
+  auto path = v.find("path");
+  return path != v.end() && path->is_string() &&
+         !path->get_ref<const std::string&>().empty();
+}
+
+// A row's prompt must be a non-empty list of {"role","content"} messages
+// (content a string, or a list of content items as in multimodal rows); its
+// images column, when present and not null, a list of image entries.
 absl::Status ValidateRow(const nlohmann::json& row,
-                         const std::string& prompt_key) {
+                         const std::string& prompt_key,
+                         const std::string& image_key) {
   if (!row.is_object())
     return absl::InvalidArgumentError("row is not a JSON object");
   if (!row.contains(prompt_key) || !row[prompt_key].is_array() ||
@@ -28,10 +46,28 @@ absl::Status ValidateRow(const nlohmann::json& row,
   }
   for (const auto& m : row[prompt_key]) {
     if (!m.is_object() || !m.contains("role") || !m.contains("content") ||
-        !m["role"].is_string() || !m["content"].is_string()) {
+        !m["role"].is_string() ||
+        !(m["content"].is_string() || m["content"].is_array())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "\"", prompt_key,
+          "\" messages need string \"role\" and \"content\" (a string or a "
+          "list of content items)"));
+    }
+  }
+  if (!image_key.empty() && row.contains(image_key) &&
+      !row[image_key].is_null()) {
+    const nlohmann::json& images = row[image_key];
+    if (!images.is_array()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("\"", prompt_key,
-                       "\" messages need string \"role\" and \"content\""));
+          absl::StrCat("\"", image_key, "\" must be a list of images"));
+    }
+    for (size_t k = 0; k < images.size(); ++k) {
+      if (!IsImageEntry(images[k])) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("\"", image_key, "\"[", k,
+                         "] must be image bytes, a path, or {\"bytes\": ...} / "
+                         "{\"path\": ...}"));
+      }
     }
   }
   if (!row.contains("data_source") || !row["data_source"].is_string()) {
@@ -168,7 +204,8 @@ absl::StatusOr<RLDataset> RLDataset::Load(const RLDatasetOptions& options) {
     auto part = ReadRows(file);
     if (!part.ok()) return part.status();
     for (size_t i = 0; i < part->size(); ++i) {
-      absl::Status s = ValidateRow((*part)[i], options.prompt_key);
+      absl::Status s =
+          ValidateRow((*part)[i], options.prompt_key, options.image_key);
       if (!s.ok()) {
         return absl::InvalidArgumentError(
             absl::StrCat(file, ":", i + 1, ": ", s.message()));

@@ -29,6 +29,10 @@ struct RLDatasetOptions {
   // "builtin:<arithmetic|countdown>/<train|test>".
   std::vector<std::string> files;
   std::string prompt_key = "prompt";
+  // data.image_key: the column of a row's images (list of bytes / paths /
+  // {"bytes"|"path"} objects, verl's multimodal rows); checked for form
+  // only here, decoded by the PromptEncoder. Empty: not checked.
+  std::string image_key = "images";
   int64_t max_samples = -1;  // data.train_max_samples; -1 = all
   bool shuffle = true;       // a random subset when max_samples is set
   uint64_t seed = 1;

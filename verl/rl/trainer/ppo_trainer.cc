@@ -58,6 +58,7 @@ absl::Status PpoTrainer::InitData() {
   tokenizer_ = std::make_unique<models::Tokenizer>(std::move(tok));
   PromptEncoderOptions enc;
   enc.prompt_key = data.prompt_key();
+  enc.image_key = data.image_key();  // rows with images: refused (text model)
   enc.max_prompt_length = data.max_prompt_length();
   enc.truncation = TruncationMode::Value_Name(data.truncation());
   const infer::RolloutConfig& rollout = config_.actor_rollout_ref().rollout();
@@ -72,6 +73,7 @@ absl::Status PpoTrainer::InitData() {
     RLDatasetOptions o;
     o.files.assign(files.begin(), files.end());
     o.prompt_key = data.prompt_key();
+    o.image_key = data.image_key();
     o.max_samples = max_samples;
     o.shuffle = data.shuffle();
     o.seed = seed_;
