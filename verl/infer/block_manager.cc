@@ -3,6 +3,9 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
+#include <vector>
+
 namespace verl::infer {
 
 BlockManager::BlockManager(int64_t num_blocks, int64_t block_size,
@@ -11,12 +14,28 @@ BlockManager::BlockManager(int64_t num_blocks, int64_t block_size,
   CHECK_GT(block_size, 0);
 }
 
+const int64_t* BlockManager::BlockKeys(const Sequence& seq, int64_t i,
+                                       std::vector<int64_t>* scratch) const {
+  const int64_t begin = i * block_size_;
+  const int64_t* tokens = seq.tokens.data() + begin;
+  if (seq.cache_keys == nullptr) return tokens;
+  const std::vector<int64_t>& keys = *seq.cache_keys;
+  const int64_t n_keys = static_cast<int64_t>(keys.size());
+  if (begin >= n_keys) return tokens;
+  scratch->assign(tokens, tokens + block_size_);
+  for (int64_t t = begin; t < std::min(n_keys, begin + block_size_); ++t) {
+    (*scratch)[t - begin] = keys[t];
+  }
+  return scratch->data();
+}
+
 void BlockManager::ExtendHashes(Sequence& seq, int64_t num_full_blocks) const {
+  std::vector<int64_t> scratch;
   while (static_cast<int64_t>(seq.block_hashes.size()) < num_full_blocks) {
     const int64_t i = static_cast<int64_t>(seq.block_hashes.size());
     const uint64_t parent = i == 0 ? 0 : seq.block_hashes[i - 1];
-    seq.block_hashes.push_back(HashBlockTokens(
-        parent, seq.tokens.data() + i * block_size_, block_size_));
+    seq.block_hashes.push_back(
+        HashBlockTokens(parent, BlockKeys(seq, i, &scratch), block_size_));
   }
 }
 
@@ -28,9 +47,10 @@ int64_t BlockManager::MatchPrefix(Sequence& seq) {
   // At least one token must be computed to produce logits.
   const int64_t max_blocks = (seq.num_tokens() - 1) / block_size_;
   ExtendHashes(seq, max_blocks);
+  std::vector<int64_t> scratch;
   for (int64_t i = 0; i < max_blocks; ++i) {
     std::optional<BlockId> b = cache_.Acquire(
-        seq.block_hashes[i], seq.tokens.data() + i * block_size_, block_size_);
+        seq.block_hashes[i], BlockKeys(seq, i, &scratch), block_size_);
     if (!b.has_value()) break;
     seq.block_table.push_back(*b);
   }
@@ -81,9 +101,10 @@ void BlockManager::CommitFullBlocks(Sequence& seq) {
   if (!cache_.enabled()) return;
   const int64_t full = seq.num_computed / block_size_;
   ExtendHashes(seq, full);
+  std::vector<int64_t> scratch;
   for (int64_t i = seq.num_registered_blocks; i < full; ++i) {
     cache_.Insert(seq.block_table[i], seq.block_hashes[i],
-                  seq.tokens.data() + i * block_size_, block_size_);
+                  BlockKeys(seq, i, &scratch), block_size_);
   }
   if (full > seq.num_registered_blocks) seq.num_registered_blocks = full;
 }

@@ -59,6 +59,10 @@ class BlockManager {
 
  private:
   void ExtendHashes(Sequence& seq, int64_t num_full_blocks) const;
+  // Block `i`'s tokens as the cache names them (Sequence::cache_keys where
+  // set); `scratch` holds them when they differ from the tokens.
+  const int64_t* BlockKeys(const Sequence& seq, int64_t i,
+                           std::vector<int64_t>* scratch) const;
 
   int64_t block_size_;
   PrefixCache cache_;

@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <numeric>
+#include <vector>
 
 namespace verl::infer {
 namespace {
@@ -84,6 +86,31 @@ TEST(BlockManagerTest, PrefixMatchReusesFullBlocksAndLeavesOneToken) {
   Sequence e = MakeSeq(4, 13);
   EXPECT_EQ(m.MatchPrefix(e), 12);
   m.Free(e);
+}
+
+// Sequences with equal tokens but different cache keys (two images behind
+// the same <|image_pad|> run) share only the blocks whose keys agree.
+TEST(BlockManagerTest, CacheKeysNameBlocksInsteadOfTokens) {
+  BlockManager m(16, 4, true);
+  auto keys = [](int64_t image) {
+    auto k = std::make_shared<std::vector<int64_t>>();
+    for (int64_t t = 0; t < 10; ++t)
+      k->push_back(t >= 5 ? -image - t : 100 + t);
+    return k;
+  };
+  Sequence a = MakeSeq(0, 10);  // tokens 100..109; "pads" at 5..9
+  a.cache_keys = keys(1);
+  EXPECT_EQ(m.MatchPrefix(a), 0);
+  Compute(m, a);
+  m.Free(a);
+  Sequence same = MakeSeq(1, 10);
+  same.cache_keys = keys(1);
+  EXPECT_EQ(m.MatchPrefix(same), 8);  // both full blocks
+  Sequence other = MakeSeq(2, 10);
+  other.cache_keys = keys(2);
+  EXPECT_EQ(m.MatchPrefix(other), 4);  // only the block before the "image"
+  Sequence plain = MakeSeq(3, 10);     // the bare tokens never match a key
+  EXPECT_EQ(m.MatchPrefix(plain), 4);
 }
 
 }  // namespace

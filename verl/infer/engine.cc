@@ -5,6 +5,7 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/tensor.h>
 #include <glog/logging.h>
 
@@ -13,9 +14,11 @@
 #include <cstdlib>
 #include <string>
 
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
 #include "verl/infer/mla_paged_attention.h"
+#include "verl/models/vlm/qwen2_vl.h"
 
 namespace verl::infer {
 namespace {
@@ -161,8 +164,110 @@ LLMEngine::LLMEngine(std::shared_ptr<models::CausalLM> model,
   model_->eval();
 }
 
+absl::StatusOr<std::shared_ptr<LLMEngine::MultiModalState>>
+LLMEngine::MakeMultiModalState(
+    const std::vector<int64_t>& prompt, const MultiModalInput& mm,
+    std::shared_ptr<const std::vector<int64_t>>* cache_keys) const {
+  const bool given = mm.image_grid_thw.defined() || mm.pixel_values.defined();
+  auto* vlm =
+      dynamic_cast<models::vlm::Qwen2VLForConditionalGeneration*>(model_.get());
+  if (vlm == nullptr) {
+    if (given) {
+      return absl::InvalidArgumentError(
+          "images given but the model is not a vision-language model");
+    }
+    return std::shared_ptr<MultiModalState>();
+  }
+  const models::vlm::VlmConfig& vc = vlm->vlm_config();
+  const int64_t pads =
+      std::count(prompt.begin(), prompt.end(), vc.image_token_id);
+  if (!mm.image_grid_thw.defined() || mm.image_grid_thw.numel() == 0) {
+    if (pads > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "prompt has ", pads, " <|image_pad|> tokens but no images"));
+    }
+    return std::shared_ptr<MultiModalState>();
+  }
+  if (mm.image_grid_thw.dim() != 2 || mm.image_grid_thw.size(1) != 3) {
+    return absl::InvalidArgumentError("image_grid_thw must be [images, 3]");
+  }
+  auto state = std::make_shared<MultiModalState>();
+  const at::Tensor thw = mm.image_grid_thw.to(at::kLong).cpu().contiguous();
+  const int64_t* g = thw.data_ptr<int64_t>();
+  std::vector<int64_t> first_patch;
+  int64_t patches = 0;
+  for (int64_t i = 0; i < thw.size(0); ++i) {
+    if (g[3 * i] <= 0 || g[3 * i + 1] <= 0 || g[3 * i + 2] <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("image ", i, ": image_grid_thw must be positive"));
+    }
+    state->grids.push_back({g[3 * i], g[3 * i + 1], g[3 * i + 2]});
+    first_patch.push_back(patches);
+    patches += g[3 * i] * g[3 * i + 1] * g[3 * i + 2];
+  }
+  if (!mm.pixel_values.defined() || mm.pixel_values.dim() != 2 ||
+      mm.pixel_values.size(0) != patches ||
+      mm.pixel_values.size(1) != vc.vision.PatchDim()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pixel_values must be [", patches, ", ",
+                     vc.vision.PatchDim(), "] for image_grid_thw"));
+  }
+  VERL_ASSIGN_OR_RETURN(models::vlm::RopeIndexResult index,
+                        models::vlm::RopeIndex(prompt, state->grids, vc));
+  const at::Tensor pos = index.position_ids.to(at::kLong).cpu().contiguous();
+  state->positions.assign(pos.data_ptr<int64_t>(),
+                          pos.data_ptr<int64_t>() + pos.numel());
+  state->delta = index.delta;
+  const at::Tensor pixels = mm.pixel_values.detach().cpu().contiguous();
+  state->pixel_values = pixels;
+
+  // Cache keys: the j-th pad of image i is named by a hash of the image's
+  // pixel rows and grid, negative so it never equals a token id.
+  auto keys = std::make_shared<std::vector<int64_t>>(prompt);
+  const int64_t row_bytes = pixels.size(1) * pixels.element_size();
+  const char* base = static_cast<const char*>(pixels.data_ptr());
+  state->pad_rank.assign(prompt.size(), -1);
+  int64_t rank = 0, image = 0, left_in_image = 0;
+  uint64_t image_hash = 0;
+  for (size_t t = 0; t < prompt.size(); ++t) {
+    if (prompt[t] != vc.image_token_id) continue;
+    if (left_in_image == 0) {
+      const auto& gi = state->grids[image];
+      const int64_t n = gi[0] * gi[1] * gi[2];
+      image_hash =
+          absl::HashOf(absl::string_view(base + first_patch[image] * row_bytes,
+                                         n * row_bytes),
+                       gi[0], gi[1], gi[2]);
+      left_in_image = n / vc.vision.MergeUnit();
+      ++image;
+    }
+    const uint64_t h = absl::HashOf(image_hash, rank);
+    (*keys)[t] = -1 - static_cast<int64_t>(h >> 1);
+    state->pad_rank[t] = rank++;
+    --left_in_image;
+  }
+  *cache_keys = std::move(keys);
+  return state;
+}
+
+void LLMEngine::EncodeImages(RequestState& req) {
+  MultiModalState& mm = *req.mm;
+  if (mm.embeds.defined()) return;
+  const auto t0 = Clock::now();
+  auto& vlm =
+      static_cast<models::vlm::Qwen2VLForConditionalGeneration&>(*model_);
+  const at::Tensor& w = model_->model->embed_tokens->weight;
+  mm.embeds = vlm.visual->Forward(
+      mm.pixel_values.to(w.device(), w.scalar_type()), mm.grids);
+  mm.pixel_values = at::Tensor();  // encoded once per request
+  ++stats_.vision_encodings;
+  stats_.images_encoded += static_cast<int64_t>(mm.grids.size());
+  stats_.vision_s += SecondsSince(t0);
+}
+
 absl::StatusOr<int64_t> LLMEngine::AddRequest(std::vector<int64_t> prompt,
-                                              const SamplingParams& params) {
+                                              const SamplingParams& params,
+                                              const MultiModalInput& mm) {
   if (prompt.empty()) return absl::InvalidArgumentError("empty prompt");
   const int64_t len = static_cast<int64_t>(prompt.size());
   if (len >= options_.max_model_len) {
@@ -185,9 +290,14 @@ absl::StatusOr<int64_t> LLMEngine::AddRequest(std::vector<int64_t> prompt,
     return absl::InvalidArgumentError(absl::StrCat(
         "n = ", params.n, " exceeds max_num_seqs ", options_.max_num_seqs));
   }
+  std::shared_ptr<const std::vector<int64_t>> cache_keys;
+  VERL_ASSIGN_OR_RETURN(std::shared_ptr<MultiModalState> mm_state,
+                        MakeMultiModalState(prompt, mm, &cache_keys));
   const int64_t id = next_request_id_++;
   RequestState& req = requests_[id];
   req.id = id;
+  req.mm = std::move(mm_state);
+  req.cache_keys = std::move(cache_keys);
   req.params = params;
   req.max_tokens = std::min(params.max_tokens, options_.max_model_len - len);
   req.seed =
@@ -207,6 +317,7 @@ LLMEngine::SeqState* LLMEngine::NewSequence(RequestState& req,
   state->seq.sample_index = static_cast<int>(sample_index);
   state->seq.tokens = req.prompt;
   state->seq.prompt_len = static_cast<int64_t>(req.prompt.size());
+  state->seq.cache_keys = req.cache_keys;
   state->rng = MakeSequenceRng(req.seed, sample_index);
   SeqState* raw = state.get();
   req.seq_ids.push_back(raw->seq.seq_id);
@@ -286,15 +397,45 @@ std::vector<RequestOutput> LLMEngine::Step() {
   kv_cache_->CopyBlocks(sched.copies);
   const int64_t total = sched.num_batched_tokens;
   std::vector<int64_t> ids(total), pos(total), sample_rows;
+  // M-RoPE rows (t, h, w) per token, filled when a multimodal request is
+  // scheduled; a step that computes image tokens runs the embeddings path.
+  std::vector<int64_t> pos_h, pos_w;
+  struct ImageRows {
+    RequestState* req;
+    std::vector<int64_t> rows, ranks;
+  };
+  std::vector<ImageRows> image_rows;
   std::vector<AttentionSequence> meta;
   meta.reserve(sched.scheduled.size());
   int64_t row = 0;
   for (const ScheduledSequence& s : sched.scheduled) {
     const Sequence& q = *s.seq;
-    for (int64_t t = 0; t < s.num_new_tokens; ++t) {
-      ids[row + t] = q.tokens[q.num_computed + t];
-      pos[row + t] = q.num_computed + t;
+    RequestState& req = requests_.at(q.request_id);
+    if (req.mm != nullptr && pos_h.empty()) {
+      pos_h.assign(pos.begin(), pos.end());
+      pos_w.assign(pos.begin(), pos.end());
     }
+    ImageRows image{&req, {}, {}};
+    for (int64_t t = 0; t < s.num_new_tokens; ++t) {
+      const int64_t p = q.num_computed + t;
+      ids[row + t] = q.tokens[p];
+      pos[row + t] = p;
+      if (!pos_h.empty()) pos_h[row + t] = pos_w[row + t] = p;
+      if (req.mm == nullptr) continue;
+      const MultiModalState& mm = *req.mm;
+      if (p < q.prompt_len) {
+        pos[row + t] = mm.positions[p];
+        pos_h[row + t] = mm.positions[q.prompt_len + p];
+        pos_w[row + t] = mm.positions[2 * q.prompt_len + p];
+        if (mm.pad_rank[p] >= 0) {
+          image.rows.push_back(row + t);
+          image.ranks.push_back(mm.pad_rank[p]);
+        }
+      } else {
+        pos[row + t] = pos_h[row + t] = pos_w[row + t] = p + mm.delta;
+      }
+    }
+    if (!image.rows.empty()) image_rows.push_back(std::move(image));
     meta.push_back({row, s.num_new_tokens, q.num_computed + s.num_new_tokens,
                     &q.block_table});
     row += s.num_new_tokens;
@@ -311,9 +452,29 @@ std::vector<RequestOutput> LLMEngine::Step() {
     const double attn0 = attention_->attend_seconds();
     at::Tensor ids_t = at::tensor(ids, at::kLong);
     at::Tensor pos_t = at::tensor(pos, at::kLong);
-    at::Tensor hidden = options_.fused_forward
-                            ? forward_->Forward(ids_t, pos_t, *attention_)
-                            : model_->Forward(ids_t, pos_t, *attention_);
+    at::Tensor hidden;
+    if (!image_rows.empty()) {
+      // Token embeddings with each request's image embeddings spliced at
+      // its pad rows, and M-RoPE positions [3, T].
+      at::Tensor embeds = model_->model->embed_tokens->Forward(ids_t);
+      for (ImageRows& image : image_rows) {
+        EncodeImages(*image.req);
+        embeds.index_copy_(
+            0, at::tensor(image.rows, at::kLong),
+            image.req->mm->embeds
+                .index_select(0, at::tensor(image.ranks, at::kLong))
+                .to(embeds.scalar_type()));
+      }
+      at::Tensor pos3 = at::cat({pos_t, at::tensor(pos_h, at::kLong),
+                                 at::tensor(pos_w, at::kLong)})
+                            .view({3, total});
+      hidden = model_->ForwardEmbeds(embeds, pos3, *attention_);
+    } else {
+      // Text tokens only: the three M-RoPE rows are equal, so 1-D RoPE.
+      hidden = options_.fused_forward
+                   ? forward_->Forward(ids_t, pos_t, *attention_)
+                   : model_->Forward(ids_t, pos_t, *attention_);
+    }
     stats_.forward_s += SecondsSince(t0);
     stats_.attention_s += attention_->attend_seconds() - attn0;
     t0 = Clock::now();
@@ -459,6 +620,7 @@ EngineStats LLMEngine::stats() const {
   s.prefill_tokens = ss.prefill_tokens;
   s.decode_tokens = ss.decode_tokens;
   s.prefix_cache_hit_rate = blocks_->cache().stats().HitRate();
+  s.prefix_cache_hit_blocks = blocks_->cache().stats().hit_blocks;
   s.gemm_s = forward_->stats().gemm_s;
   s.gemm_flops = forward_->stats().gemm_flops;
   s.elementwise_s = forward_->stats().other_s;

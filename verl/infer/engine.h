@@ -9,6 +9,17 @@
 // samples prefills its prompt once and then forks into n sequences sharing
 // the prompt's KV blocks (copy-on-write for the partial last block).
 //
+// Vision-language models (models::vlm::Qwen2VLForConditionalGeneration): a
+// request may carry images (MultiModalInput). Its M-RoPE positions come
+// from RopeIndex at AddRequest; the vision tower runs once per request, the
+// first time a step computes one of its <|image_pad|> tokens, and the
+// embeddings are spliced at the pad positions of every prefill chunk (and
+// of recomputation after preemption). A step without image tokens runs the
+// text path with 1-D positions (the three M-RoPE rows are equal there;
+// generated token i sits at prompt_len + i + delta). The prefix cache names
+// image pads by the image's content, so samples and requests with the same
+// image share its KV blocks and different images never do.
+//
 // Lifecycle for RL (verl's hybrid engine): Sleep() frees the KV cache
 // during training, WakeUp() re-allocates it, UpdateWeights() copies the
 // trainer's tensors into the model's parameters by HF name, in place.
@@ -17,6 +28,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -63,6 +75,14 @@ struct EngineOptions {
   bool fused_forward = true;
 };
 
+// A multimodal request's images, in the order of their <|image_pad|> runs
+// in the prompt: pixel_values [patches, 3*2*14*14] and image_grid_thw
+// [images, 3] (the image processor's output). Both undefined: text only.
+struct MultiModalInput {
+  at::Tensor pixel_values;
+  at::Tensor image_grid_thw;
+};
+
 struct CompletionOutput {
   int64_t index = 0;  // sample index within the request
   std::vector<int64_t> token_ids;
@@ -94,6 +114,10 @@ struct EngineStats {
          logits_s = 0, sample_s = 0;
   double gemm_s = 0, elementwise_s = 0;
   double gemm_flops = 0;  // of the fused path's GEMMs incl. the LM head
+  int64_t prefix_cache_hit_blocks = 0;  // full blocks reused from the cache
+  int64_t vision_encodings = 0;         // requests whose images were encoded
+  int64_t images_encoded = 0;
+  double vision_s = 0;  // vision tower time (inside forward_s)
 };
 
 // Sets LibTorch's intra-op threads and, unless already set, BLIS_NUM_THREADS:
@@ -117,8 +141,12 @@ class LLMEngine {
   // Validates and queues a request; returns its id. An error concerns this
   // request only (empty or too long prompt, token id outside the vocab,
   // invalid sampling parameters).
+  // With `mm` images the model must be a vision-language model and the
+  // prompt must hold one <|image_pad|> per merged patch of each image
+  // (RopeIndex's checks; errors name the image).
   absl::StatusOr<int64_t> AddRequest(std::vector<int64_t> prompt_token_ids,
-                                     const SamplingParams& params);
+                                     const SamplingParams& params,
+                                     const MultiModalInput& mm = {});
   // Drops a request and frees its blocks.
   void AbortRequest(int64_t request_id);
 
@@ -170,8 +198,19 @@ class LLMEngine {
     std::vector<float> logprobs;
     std::string finish_reason;
   };
+  // A multimodal request's images and positions.
+  struct MultiModalState {
+    at::Tensor pixel_values;  // released once encoded
+    std::vector<std::array<int64_t, 3>> grids;
+    std::vector<int64_t> positions;  // [3 * prompt_len]: t, h, w rows
+    int64_t delta = 0;               // decode position offset (RopeIndex)
+    std::vector<int64_t> pad_rank;   // per prompt token: image row or -1
+    at::Tensor embeds;               // [pads, H] once encoded
+  };
   struct RequestState {
     int64_t id = 0;
+    std::shared_ptr<MultiModalState> mm;  // null: text only
+    std::shared_ptr<const std::vector<int64_t>> cache_keys;
     SamplingParams params;
     int64_t max_tokens = 0;  // clamped to max_model_len
     uint64_t seed = 0;
@@ -187,6 +226,13 @@ class LLMEngine {
   bool AppendToken(SeqState& s, const RequestState& req, int64_t token,
                    float logprob);
   RequestOutput FinishRequest(RequestState& req);
+  // Validates `mm` for `prompt`; returns the request's multimodal state
+  // (null for a text request) and sets *cache_keys for image prompts.
+  absl::StatusOr<std::shared_ptr<MultiModalState>> MakeMultiModalState(
+      const std::vector<int64_t>& prompt, const MultiModalInput& mm,
+      std::shared_ptr<const std::vector<int64_t>>* cache_keys) const;
+  // Runs the vision tower for `req` if not done yet.
+  void EncodeImages(RequestState& req);
 
   std::shared_ptr<models::CausalLM> model_;
   EngineOptions options_;

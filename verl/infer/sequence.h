@@ -9,6 +9,7 @@
 #define VERL_INFER_SEQUENCE_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "verl/infer/block_allocator.h"
@@ -25,6 +26,12 @@ struct Sequence {
 
   std::vector<int64_t> tokens;  // prompt followed by generated tokens
   int64_t prompt_len = 0;
+  // The leading tokens as the prefix cache names them, when they differ
+  // from `tokens`: a multimodal prompt's <|image_pad|> tokens are replaced
+  // by negative keys derived from the image's content, so prompts with
+  // different images never share KV blocks. Null: the tokens themselves.
+  // Shared by the samples of a request.
+  std::shared_ptr<const std::vector<int64_t>> cache_keys;
   int64_t num_computed = 0;  // leading tokens whose K/V are in the cache
 
   std::vector<BlockId> block_table;
