@@ -237,6 +237,37 @@ TEST(VlmEngineTest, PrefixCacheIsKeyedOnImageContent) {
       static_cast<long>(st3.vision_encodings));
 }
 
+// Sleep() mid-generation preempts every sequence and clears the prefix
+// cache; after WakeUp() the prompts (image pads included) are recomputed
+// from the request's kept embeddings: same output, no second vision run.
+TEST(VlmEngineTest, RecomputeAfterPreemptionReusesImageEmbeddings) {
+  const std::vector<Prompt> prompts = {
+      MakePrompt("<image>Which landmark is nearest?", {MakeImage(84, 56, 21)}),
+      MakePrompt("<image> vs <image>?",
+                 {MakeImage(56, 56, 22), MakeImage(56, 84, 23)})};
+  auto model = TinyModel();
+  EngineOptions o;
+  o.block_size = 4;
+  o.num_kv_blocks = 256;
+  auto engine = LLMEngine::Create(TinyModel(), o);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  LLMEngine& e = **engine;
+  for (const Prompt& p : prompts)
+    ASSERT_TRUE(e.AddRequest(p.ids, GreedyParams(8), p.mm).ok());
+  for (int i = 0; i < 3; ++i) e.Step();  // prefill + a couple of decodes
+  e.Sleep();
+  e.WakeUp();
+  std::vector<RequestOutput> outs = e.RunUntilDone();
+  ASSERT_EQ(outs.size(), prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(outs[i].outputs[0].token_ids,
+              ReferenceGreedy(*model, prompts[i], 8).tokens)
+        << "prompt " << i;
+    EXPECT_GT(outs[i].outputs[0].num_preemptions, 0);
+  }
+  EXPECT_EQ(e.stats().vision_encodings, 2);
+}
+
 TEST(VlmEngineTest, BadImageRequestsAreRefused) {
   const Prompt x = MakePrompt("<image>?", {MakeImage(56, 56, 1)});
   EngineOptions o;

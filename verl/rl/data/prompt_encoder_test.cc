@@ -203,6 +203,11 @@ TEST_F(MultimodalRowsTest, BytesAndPathsBecomeIdsAndMultiModalInputs) {
   EXPECT_EQ(std::count(row2.begin(), row2.end(), config_.image_token_id), pads);
   EXPECT_GE(pads, 6 + 2);
 
+  // EncodeRow (data.filter_overlong_prompts' length) counts the pads too.
+  auto row2_ids = enc.EncodeRow(rows[2]);
+  ASSERT_TRUE(row2_ids.ok()) << row2_ids.status();
+  EXPECT_EQ(*row2_ids, want2->input_ids);
+
   // The batch's images concatenate in row order (a packed forward's input).
   auto all = models::vlm::ConcatMultiModalInputs(mm);
   ASSERT_TRUE(all.ok());
