@@ -558,11 +558,19 @@ std::vector<RequestOutput> LLMEngine::RunUntilDone() {
 
 std::vector<absl::StatusOr<RequestOutput>> LLMEngine::Generate(
     const std::vector<std::vector<int64_t>>& prompts,
-    const SamplingParams& params) {
+    const SamplingParams& params, const std::vector<MultiModalInput>& images) {
   std::vector<absl::StatusOr<RequestOutput>> results(prompts.size());
+  if (!images.empty() && images.size() != prompts.size()) {
+    for (auto& r : results) {
+      r = absl::InvalidArgumentError(absl::StrCat(
+          images.size(), " image inputs for ", prompts.size(), " prompts"));
+    }
+    return results;
+  }
   std::unordered_map<int64_t, size_t> slot;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    absl::StatusOr<int64_t> id = AddRequest(prompts[i], params);
+    absl::StatusOr<int64_t> id = AddRequest(
+        prompts[i], params, images.empty() ? MultiModalInput() : images[i]);
     if (!id.ok()) {
       results[i] = verl::Annotate(id.status(), absl::StrCat("prompt ", i));
     } else {

@@ -155,9 +155,12 @@ class LLMEngine {
   // Steps until no request is left; outputs in request-id order.
   std::vector<RequestOutput> RunUntilDone();
   // Batch API: one result per prompt (an error for a bad prompt only).
+  // `images`, if not empty, holds each prompt's MultiModalInput (undefined
+  // tensors for text prompts); its size must equal prompts.size().
   std::vector<absl::StatusOr<RequestOutput>> Generate(
       const std::vector<std::vector<int64_t>>& prompts,
-      const SamplingParams& params);
+      const SamplingParams& params,
+      const std::vector<MultiModalInput>& images = {});
 
   bool HasUnfinished() const { return scheduler_->HasUnfinished(); }
 

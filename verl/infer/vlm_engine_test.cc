@@ -164,8 +164,24 @@ TEST(VlmEngineTest, GreedyEqualsTrainingForwardWithImages) {
             << "prompt " << i << " token " << k << " fused=" << fused;
       }
     }
+    // The batch API gives the same tokens.
+    std::vector<std::vector<int64_t>> ids;
+    std::vector<MultiModalInput> images;
+    for (const Prompt& p : prompts) {
+      ids.push_back(p.ids);
+      images.push_back(p.mm);
+    }
+    auto gen = (*engine)->Generate(ids, GreedyParams(kMaxTokens), images);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      ASSERT_TRUE(gen[i].ok()) << gen[i].status();
+      EXPECT_EQ(gen[i]->outputs[0].token_ids, want[i].tokens) << i;
+    }
+    EXPECT_FALSE(
+        (*engine)->Generate(ids, GreedyParams(2), {images[0]})[0].ok());
     const EngineStats st = (*engine)->stats();
-    EXPECT_EQ(st.vision_encodings, 3);  // once per image request
+    // Once per image request; the Generate() round found every image's
+    // blocks in the prefix cache and ran no vision tower.
+    EXPECT_EQ(st.vision_encodings, 3);
     EXPECT_EQ(st.images_encoded, 4);
     EXPECT_GT(st.vision_s, 0.0);
   }
