@@ -43,11 +43,6 @@ absl::StatusOr<MegatronSettings> MegatronSettingsFromConfig(
                     absl::StrCat(c.virtual_pipeline_model_parallel_size()),
                     "virtual pipeline parallelism");
   }
-  if (c.context_parallel_size() > 1) {
-    return NotBuilt(prefix, "context_parallel_size",
-                    absl::StrCat(c.context_parallel_size()),
-                    "context parallelism");
-  }
   if (c.expert_model_parallel_size() > 1) {
     return NotBuilt(prefix, "expert_model_parallel_size",
                     absl::StrCat(c.expert_model_parallel_size()),
@@ -95,6 +90,7 @@ absl::StatusOr<MegatronSettings> MegatronSettingsFromConfig(
   }
   MegatronSettings s;
   s.sizes.tp = static_cast<int>(tp);
+  s.sizes.cp = static_cast<int>(c.context_parallel_size());
   s.model.sequence_parallel = c.sequence_parallel();
   s.model.make_vocab_size_divisible_by = c.make_vocab_size_divisible_by();
   s.model.recompute_granularity = o.recompute_granularity();

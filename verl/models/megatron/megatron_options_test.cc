@@ -36,6 +36,7 @@ TEST(MegatronOptionsTest, ServedKeysMap) {
 
   MegatronConfig c = Served();
   c.set_tensor_model_parallel_size(4);
+  c.set_context_parallel_size(2);
   c.set_expert_tensor_parallel_size(4);
   c.set_sequence_parallel(false);
   c.set_seed(7);
@@ -46,6 +47,7 @@ TEST(MegatronOptionsTest, ServedKeysMap) {
   s = MegatronSettingsFromConfig(c, kPrefix);
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->sizes.tp, 4);
+  EXPECT_EQ(s->sizes.cp, 2);
   EXPECT_FALSE(s->model.sequence_parallel);
   EXPECT_EQ(s->model.recompute_granularity, "full");
   EXPECT_EQ(s->model.recompute_method, "block");
@@ -76,8 +78,9 @@ TEST(MegatronOptionsTest, UnservedKeysFailNamingTheKey) {
        },
        absl::StatusCode::kUnimplemented,
        "virtual_pipeline_model_parallel_size=2"},
-      {[](MegatronConfig* c) { c->set_context_parallel_size(2); },
-       absl::StatusCode::kUnimplemented, "context_parallel_size=2"},
+      {[](MegatronConfig* c) { c->set_context_parallel_size(0); },
+       absl::StatusCode::kInvalidArgument,
+       "megatron.context_parallel_size=0: must be >= 1"},
       {[](MegatronConfig* c) { c->set_expert_model_parallel_size(2); },
        absl::StatusCode::kUnimplemented, "expert_model_parallel_size=2"},
       {[](MegatronConfig* c) { c->set_expert_tensor_parallel_size(2); },

@@ -136,9 +136,11 @@ absl::Status PpoTrainer::MakeRoleGroups() {
   const CriticConfig& c = config_.critic();
   VERL_ASSIGN_OR_RETURN(critic_par_, groups(c.ulysses_sequence_parallel_size(),
                                             c.model().fsdp_config()));
-  // Megatron roles: dp x tp groups, one layout per tp size; the tp ranks of
-  // a dp group take the same rows.
-  std::map<int64_t, std::shared_ptr<parallel::megatron::ParallelState>> mpus;
+  // Megatron roles: dp x cp x tp groups, one layout per (tp, cp); the tp and
+  // cp ranks of a dp group take the same rows.
+  std::map<std::pair<int64_t, int64_t>,
+           std::shared_ptr<parallel::megatron::ParallelState>>
+      mpus;
   auto megatron = [&](Strategy::Value strategy,
                       const parallel::megatron::MegatronConfig& m,
                       parallel::UlyssesGroups* par,
@@ -146,14 +148,18 @@ absl::Status PpoTrainer::MakeRoleGroups() {
       -> absl::Status {
     if (strategy != Strategy::megatron) return absl::OkStatus();
     const int64_t tp = m.tensor_model_parallel_size();
-    auto it = mpus.find(tp);
+    const int64_t cp = m.context_parallel_size();
+    auto it = mpus.find({tp, cp});
     if (it == mpus.end()) {
       parallel::megatron::ModelParallelSizes sizes;
       sizes.tp = static_cast<int>(tp);
+      sizes.cp = static_cast<int>(cp);
       VERL_ASSIGN_OR_RETURN(auto built,
                             parallel::megatron::ParallelState::Initialize(
-                                world_, sizes, absl::StrCat("mpu_tp", tp)));
-      it = mpus.emplace(tp, std::move(built)).first;
+                                world_, sizes,
+                                cp > 1 ? absl::StrCat("mpu_tp", tp, "_cp", cp)
+                                       : absl::StrCat("mpu_tp", tp)));
+      it = mpus.emplace(std::make_pair(tp, cp), std::move(built)).first;
     }
     *mpu = it->second;
     *par = {(*mpu)->dp(), parallel::SingleProcessCommunicator()};

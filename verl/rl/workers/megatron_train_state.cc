@@ -190,6 +190,9 @@ absl::StatusOr<double> MegatronTrainState::Step() {
     f.master.mutable_grad() = mine;
     sq = (mine.to(at::kDouble).pow(2) * f.norm_weight).sum().item<double>();
     VERL_ASSIGN_OR_RETURN(sq, SumOver(*mpu_->world(), sq));
+    // The cp ranks of a dp rank hold the same range (FinalizeGrads summed
+    // their gradients): count it once.
+    sq /= mpu_->group(mg::MpuGroup::kCp)->size();
   } else {
     if (dp.size() > 1) {
       at::Tensor all = Flatten(Grads(f.params), f.total);

@@ -578,6 +578,13 @@ absl::Status CheckMegatron(absl::string_view role, Strategy::Value strategy,
         "'", prefix, ".tensor_model_parallel_size' (", tp, ") must divide the ",
         n_gpus, " ranks (trainer.nnodes x trainer.n_gpus_per_node)"));
   }
+  const int64_t cp = megatron.context_parallel_size();
+  if (n_gpus > 0 && n_gpus % (tp * cp) != 0) {
+    return Invalid(absl::StrCat(
+        "'", prefix, ".context_parallel_size' (", cp,
+        ") x tensor_model_parallel_size (", tp, ") must divide the ", n_gpus,
+        " ranks (trainer.nnodes x trainer.n_gpus_per_node)"));
+  }
   if (ulysses_sp > 1) {
     return Invalid(
         absl::StrCat("'", role, ".ulysses_sequence_parallel_size=", ulysses_sp,
@@ -587,15 +594,16 @@ absl::Status CheckMegatron(absl::string_view role, Strategy::Value strategy,
   return absl::OkStatus();
 }
 
-// The ranks a role's batch is split over: Megatron's dp (world / tp; the
-// tp ranks share rows), else the Ulysses dp (world / sp).
+// The ranks a role's batch is split over: Megatron's dp (world / (tp * cp);
+// the tp and cp ranks share rows), else the Ulysses dp (world / sp).
 int64_t DataParallelRanks(Strategy::Value strategy,
                           const parallel::megatron::MegatronConfig& megatron,
                           int64_t sp, int64_t n_gpus) {
   if (strategy == Strategy::megatron) {
-    return std::max<int64_t>(
-        n_gpus / std::max<int64_t>(megatron.tensor_model_parallel_size(), 1),
-        1);
+    const int64_t model_ranks =
+        std::max<int64_t>(megatron.tensor_model_parallel_size(), 1) *
+        std::max<int64_t>(megatron.context_parallel_size(), 1);
+    return std::max<int64_t>(n_gpus / model_ranks, 1);
   }
   return n_gpus / sp;
 }

@@ -263,6 +263,7 @@ constexpr KeyRule kKeyRules[] = {
      ""},
     // strategy: megatron (docs/megatron.md).
     {"**.megatron.tensor_model_parallel_size", kServed, ""},
+    {"**.megatron.context_parallel_size", kServed, ""},
     {"**.megatron.sequence_parallel", kServed, ""},
     {"**.megatron.use_distributed_optimizer", kServed, ""},
     {"**.megatron.dtype", kServed, "float32 only; bf16/fp16 are refused"},
@@ -609,8 +610,6 @@ constexpr KeyRule kKeyRules[] = {
     {"**.megatron.override_transformer_config.num_layers_in_last_pipeline_"
      "stage",
      kNotServed, "pipeline parallelism is not built yet (#15)"},
-    {"**.megatron.context_parallel_size", kNotServed,
-     "context parallelism is not built yet"},
     {"**.megatron.expert_model_parallel_size", kNotServed,
      "expert parallelism is not built yet"},
     {"**.megatron.expert_tensor_parallel_size", kNotServed,

@@ -663,6 +663,15 @@ TEST(ValidatePpoTrainerConfigTest, MegatronStrategyChecksItsKeys) {
                 .override_transformer_config()
                 .recompute_modules_size(),
             2);
+  // Context parallelism: tp x cp must divide the ranks.
+  absl::Status cp = ValidatePpoTrainerConfig(Load(
+      {"trainer.n_gpus_per_node=2", "actor_rollout_ref.actor.strategy=megatron",
+       "actor_rollout_ref.actor.megatron.context_parallel_size=4"},
+      example));
+  EXPECT_THAT(std::string(cp.message()),
+              HasSubstr("'actor_rollout_ref.actor.megatron.context_parallel_"
+                        "size' (4) x tensor_model_parallel_size (1) must "
+                        "divide the 2 ranks"));
 }
 
 // Every bad size/count/probability key of a command line is reported in one
