@@ -9,7 +9,8 @@
 // runs RingAttention on its shard over the cp group: the gathered output
 // must equal the reference and the q/k/v gradients, summed over cp (each
 // rank's cover its own tokens), must equal the reference gradients
-// (<= 1e-5 relative), for GQA and MHA head layouts.
+// (<= 1e-5 relative), for GQA and MHA head layouts and with query tiles
+// of 3 rows (the transient-memory bound).
 // Prints "rank R: OK (max rel err E at NAME)" or "rank R FAILED: ..." and
 // exits non-zero on failure.
 #include <ATen/ATen.h>
@@ -71,8 +72,10 @@ absl::Status CheckLayout(const mg::CpLayout& layout,
   return absl::OkStatus();
 }
 
-absl::Status RunCase(int64_t heads, int64_t kv_heads, const mg::CommPtr& cp,
-                     mg::Comparer& cmp) {
+// tile_rows 0: the default tiles (one tile here); else query tiles of that
+// many rows.
+absl::Status RunCase(int64_t heads, int64_t kv_heads, int64_t tile_rows,
+                     const mg::CommPtr& cp, mg::Comparer& cmp) {
   const std::vector<int64_t> cu = {0, 5, 12, 13, 29, 40, 57};
   const int64_t t = cu.back(), d = 8;
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(3);
@@ -90,12 +93,17 @@ absl::Status RunCase(int64_t heads, int64_t kv_heads, const mg::CommPtr& cp,
                         mg::CpLayout::Create(cu, cp->size(), cp->rank()));
   VERL_RETURN_IF_ERROR(CheckLayout(layout, cu, cmp, cp));
   auto shared = std::make_shared<const mg::CpLayout>(layout);
-  at::Tensor local = mg::RingAttention(shared->Shard(q), shared->Shard(k),
-                                       shared->Shard(v), shared, cp);
+  const int64_t max_tile_cells =
+      tile_rows > 0 ? tile_rows * heads * shared->local_tokens()
+                    : mg::kRingMaxTileCells;
+  at::Tensor local =
+      mg::RingAttention(shared->Shard(q), shared->Shard(k), shared->Shard(v),
+                        shared, cp, max_tile_cells);
   at::Tensor got = shared->Gather(local, cp);
   std::vector<at::Tensor> grads =
       torch::autograd::grad({(got * c).sum()}, {q, k, v});
-  const std::string tag = absl::StrCat("heads ", heads, "/", kv_heads, ": ");
+  const std::string tag = absl::StrCat("heads ", heads, "/", kv_heads,
+                                       " tile rows ", tile_rows, ": ");
   VERL_RETURN_IF_ERROR(cmp.Expect(tag + "output", got, want));
   const char* names[] = {"dq", "dk", "dv"};
   for (int i = 0; i < 3; ++i) {
@@ -122,8 +130,10 @@ int Main(int argc, char** argv) {
   absl::Status s = mpu.status();
   if (s.ok()) {
     const mg::CommPtr& cp = (*mpu)->group(mg::MpuGroup::kCp);
-    s = RunCase(/*heads=*/4, /*kv_heads=*/2, cp, cmp);
-    if (s.ok()) s = RunCase(/*heads=*/3, /*kv_heads=*/3, cp, cmp);
+    s = RunCase(/*heads=*/4, /*kv_heads=*/2, /*tile_rows=*/0, cp, cmp);
+    if (s.ok()) s = RunCase(3, 3, 0, cp, cmp);
+    // Tiles of 3 query rows, the last one shorter (34 or 20 rows per rank).
+    if (s.ok()) s = RunCase(4, 2, 3, cp, cmp);
   }
   if (!s.ok()) {
     std::cout << "rank " << rank << " FAILED: " << s << std::endl;

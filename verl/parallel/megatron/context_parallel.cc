@@ -12,6 +12,7 @@
 #include <limits>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "verl/parallel/comm_autograd.h"
@@ -136,14 +137,34 @@ at::Tensor KvHeads(const at::Tensor& x) {  // [T, G, d] -> [G, 1, T, d]
   return x.permute({1, 0, 2}).unsqueeze(1);
 }
 
-// Masked scaled scores of this rank's queries against rank `src`'s keys.
+// Queries are taken in row tiles of at most `max_cells` score cells (heads x
+// rows x keys) so a step's transient scores stay bounded while the saved
+// state is O(T/cp) — flash attention's tiling, on the CPU.
+struct Tile {
+  int64_t begin, rows;
+};
+std::vector<Tile> RowTiles(int64_t rows, int64_t cells_per_row,
+                           int64_t max_cells) {
+  const int64_t step =
+      std::max<int64_t>(1, max_cells / std::max<int64_t>(cells_per_row, 1));
+  std::vector<Tile> tiles;
+  for (int64_t b = 0; b < rows; b += step) {
+    tiles.push_back({b, std::min(step, rows - b)});
+  }
+  return tiles;
+}
+
+// Masked scaled scores of this rank's query rows `tile` against rank `src`'s
+// keys: [G, g, tile.rows, Tk].
 at::Tensor Scores(const at::Tensor& qh, const at::Tensor& kh,
-                  const CpLayout& layout, int src, double scale) {
+                  const CpLayout& layout, int src, const Tile& tile,
+                  double scale) {
   const int r = layout.rank();
-  at::Tensor hidden =
-      layout.seq_ids(r).unsqueeze(1).ne(layout.seq_ids(src).unsqueeze(0)) |
-      layout.offsets(src).unsqueeze(0).gt(layout.offsets(r).unsqueeze(1));
-  return at::matmul(qh, kh.transpose(-1, -2))
+  const at::Tensor q_seq = layout.seq_ids(r).narrow(0, tile.begin, tile.rows);
+  const at::Tensor q_off = layout.offsets(r).narrow(0, tile.begin, tile.rows);
+  at::Tensor hidden = q_seq.unsqueeze(1).ne(layout.seq_ids(src).unsqueeze(0)) |
+                      layout.offsets(src).unsqueeze(0).gt(q_off.unsqueeze(1));
+  return at::matmul(qh.narrow(2, tile.begin, tile.rows), kh.transpose(-1, -2))
       .mul_(scale)
       .masked_fill_(hidden.to(qh.device()),
                     -std::numeric_limits<double>::infinity());
@@ -153,6 +174,7 @@ struct RingState {
   at::Tensor q, k, v;  // compute dtype, detached
   at::Tensor out;      // [T, H, d] compute dtype
   at::Tensor lse;      // [G, g, T, 1]
+  int64_t max_tile_cells = 0;
 };
 
 // Online-softmax forward over the ring. Every query sees at least itself
@@ -162,6 +184,8 @@ void RingForward(RingState& st, const CpLayout& layout, Communicator& cp) {
   const int64_t groups = st.k.size(1), d = st.q.size(2);
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const at::Tensor qh = QHeads(st.q, groups);
+  const std::vector<Tile> tiles = RowTiles(
+      qh.size(2), qh.size(0) * qh.size(1) * st.k.size(0), st.max_tile_cells);
   at::Tensor kv = at::stack({st.k, st.v});  // [2, T, G, d]
   at::Tensor m =
       at::full({qh.size(0), qh.size(1), qh.size(2), 1},
@@ -170,14 +194,20 @@ void RingForward(RingState& st, const CpLayout& layout, Communicator& cp) {
   at::Tensor acc = at::zeros_like(qh);
   for (int i = 0; i < n; ++i) {
     const int src = (r - i + n) % n;
-    at::Tensor s = Scores(qh, KvHeads(kv[0]), layout, src, scale);
-    at::Tensor new_m = at::maximum(m, s.amax(-1, /*keepdim=*/true));
-    at::Tensor safe_m = new_m.masked_fill(at::isneginf(new_m), 0.0);
-    at::Tensor alpha = (m - safe_m).exp_();
-    at::Tensor p = (s - safe_m).exp_();
-    l = l * alpha + p.sum(-1, /*keepdim=*/true);
-    acc = acc * alpha + at::matmul(p, KvHeads(kv[1]));
-    m = new_m;
+    const at::Tensor kh = KvHeads(kv[0]), vh = KvHeads(kv[1]);
+    for (const Tile& tile : tiles) {
+      at::Tensor mt = m.narrow(2, tile.begin, tile.rows);
+      at::Tensor lt = l.narrow(2, tile.begin, tile.rows);
+      at::Tensor acc_t = acc.narrow(2, tile.begin, tile.rows);
+      at::Tensor s = Scores(qh, kh, layout, src, tile, scale);
+      at::Tensor new_m = at::maximum(mt, s.amax(-1, /*keepdim=*/true));
+      at::Tensor safe_m = new_m.masked_fill(at::isneginf(new_m), 0.0);
+      at::Tensor alpha = (mt - safe_m).exp_();
+      at::Tensor p = (s - safe_m).exp_();
+      lt.mul_(alpha).add_(p.sum(-1, /*keepdim=*/true));
+      acc_t.mul_(alpha).add_(at::matmul(p, vh));
+      mt.copy_(new_m);
+    }
     if (i + 1 < n) kv = RingShift(kv, cp);
   }
   st.out = FromQHeads(acc / l);
@@ -192,22 +222,32 @@ std::vector<at::Tensor> RingBackward(const RingState& st, const at::Tensor& g,
   const int64_t groups = st.k.size(1), d = st.q.size(2);
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const at::Tensor qh = QHeads(st.q, groups);
-  const at::Tensor dout = QHeads(g, groups);
+  const at::Tensor dout = QHeads(g, groups).contiguous();
   const at::Tensor delta =
       (dout * QHeads(st.out, groups)).sum(-1, /*keepdim=*/true);
+  const std::vector<Tile> tiles = RowTiles(
+      qh.size(2), qh.size(0) * qh.size(1) * st.k.size(0), st.max_tile_cells);
   at::Tensor dq = at::zeros_like(qh);
   at::Tensor kv = at::stack({st.k, st.v});
   at::Tensor dkv = at::zeros_like(kv);
   for (int i = 0; i < n; ++i) {
     const int src = (r - i + n) % n;
     const at::Tensor kh = KvHeads(kv[0]), vh = KvHeads(kv[1]);
-    at::Tensor p = (Scores(qh, kh, layout, src, scale) - st.lse).exp_();
-    at::Tensor dv = at::matmul(p.transpose(-1, -2), dout).sum(1);  // [G,T,d]
-    at::Tensor ds = p * (at::matmul(dout, vh.transpose(-1, -2)) - delta);
-    dq.add_(at::matmul(ds, kh), scale);
-    at::Tensor dk = at::matmul(ds.transpose(-1, -2), qh).sum(1);
-    dkv[0].add_(dk.permute({1, 0, 2}), scale);
-    dkv[1].add_(dv.permute({1, 0, 2}));
+    for (const Tile& tile : tiles) {
+      auto rows = [&](const at::Tensor& x) {
+        return x.narrow(2, tile.begin, tile.rows);
+      };
+      const at::Tensor dout_t = rows(dout);
+      at::Tensor p =
+          (Scores(qh, kh, layout, src, tile, scale) - rows(st.lse)).exp_();
+      at::Tensor dv = at::matmul(p.transpose(-1, -2), dout_t).sum(1);
+      at::Tensor ds =
+          p * (at::matmul(dout_t, vh.transpose(-1, -2)) - rows(delta));
+      rows(dq).add_(at::matmul(ds, kh), scale);
+      at::Tensor dk = at::matmul(ds.transpose(-1, -2), rows(qh)).sum(1);
+      dkv[0].add_(dk.permute({1, 0, 2}), scale);  // dk, dv: [G, Tk, d]
+      dkv[1].add_(dv.permute({1, 0, 2}));
+    }
     if (i + 1 < n) {
       kv = RingShift(kv, cp);
       dkv = RingShift(dkv, cp);
@@ -248,7 +288,7 @@ class RingAttentionBackward : public torch::autograd::Node {
 at::Tensor RingAttention(const at::Tensor& q, const at::Tensor& k,
                          const at::Tensor& v,
                          std::shared_ptr<const CpLayout> layout,
-                         const CommPtr& cp) {
+                         const CommPtr& cp, int64_t max_tile_cells) {
   CHECK_EQ(cp->size(), layout->cp()) << "RingAttention: cp group size";
   CHECK_EQ(cp->rank(), layout->rank()) << "RingAttention: cp rank";
   CHECK_EQ(q.size(0), layout->local_tokens()) << "RingAttention: tokens";
@@ -257,7 +297,9 @@ at::Tensor RingAttention(const at::Tensor& q, const at::Tensor& k,
   CHECK_EQ(q.size(2), k.size(2)) << "RingAttention: head dims differ";
   const at::ScalarType compute =
       q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  CHECK_GT(max_tile_cells, 0) << "RingAttention: max_tile_cells";
   RingState st;
+  st.max_tile_cells = max_tile_cells;
   {
     at::NoGradGuard no_grad;
     st.q = q.detach().to(compute);

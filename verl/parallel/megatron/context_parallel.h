@@ -98,11 +98,16 @@ class CpLayout {
 // multiple of kv_heads; GQA by broadcasting), laid out by `layout`; returns
 // [T_local, heads, d]. Scale d^-0.5, softmax statistics in fp32 (double for
 // double inputs). Differentiable in q, k, v; cp of size 1 needs no
-// communication.
+// communication. Queries are processed in row tiles of at most
+// `max_tile_cells` score cells (heads x rows x T_local keys; default 1M, 4
+// MiB in fp32), so the transient scores stay bounded and the memory kept
+// for backward is q, k, v, the output and one log-sum-exp per query.
+constexpr int64_t kRingMaxTileCells = int64_t{1} << 20;
 at::Tensor RingAttention(const at::Tensor& q, const at::Tensor& k,
                          const at::Tensor& v,
                          std::shared_ptr<const CpLayout> layout,
-                         const CommPtr& cp);
+                         const CommPtr& cp,
+                         int64_t max_tile_cells = kRingMaxTileCells);
 
 // x sent to cp rank r+1, the tensor of the same shape from r-1 returned
 // (the ring's p2p step; even ranks send first, odd ranks receive first, so
