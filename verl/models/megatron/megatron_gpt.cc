@@ -419,10 +419,21 @@ void MegatronGPTModel::FinalizeGrads() {
   }
   mg::SumGradsOverTensorParallel(partial, *mpu_->tp());
   if (cp()->size() > 1) {
-    // Each cp rank's gradients cover its own tokens only.
-    std::vector<at::Tensor> all;
-    for (const at::Tensor& p : parameters()) all.push_back(p);
-    mg::SumGradsOverTensorParallel(all, *cp());
+    // Each cp rank's gradients cover its own tokens only: one all-reduce of
+    // every gradient, flattened.
+    std::vector<at::Tensor> grads;
+    for (const at::Tensor& p : parameters()) {
+      at::Tensor& g = p.mutable_grad();
+      if (!g.defined()) g = at::zeros_like(p);
+      grads.push_back(g.reshape({-1}));
+    }
+    at::Tensor sum = mg::AllReduceSum(at::cat(grads), *cp());
+    int64_t offset = 0;
+    for (const at::Tensor& p : parameters()) {
+      at::Tensor& g = p.mutable_grad();
+      g.copy_(sum.narrow(0, offset, g.numel()).view(g.sizes()));
+      offset += g.numel();
+    }
   }
 }
 
