@@ -3,13 +3,13 @@
 
 #include <ATen/ATen.h>
 #include <glog/logging.h>
-#include <torch/nn/modules/container/modulelist.h>
 
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
+#include "verl/parallel/comm_autograd.h"
 #include "verl/parallel/megatron/context_parallel.h"
 #include "verl/parallel/megatron/mappings.h"
 
@@ -55,11 +55,13 @@ absl::Status ValidateMegatronModel(const ModelConfig& c,
   const std::string kTp = "megatron.tensor_model_parallel_size";
   const int64_t tp = sizes.tp;
   if (tp < 1) return Bad(kTp, tp, "must be >= 1");
-  if (sizes.pp > 1 || sizes.vpp > 1) {
-    return absl::UnimplementedError(
-        absl::StrCat("megatron.pipeline_model_parallel_size=", sizes.pp,
-                     ": pipeline parallelism is not built yet (use 1)"));
+  if (sizes.vpp > 1) {
+    return absl::UnimplementedError(absl::StrCat(
+        "megatron.virtual_pipeline_model_parallel_size=", sizes.vpp,
+        ": the interleaved pipeline schedule is not built yet"));
   }
+  VERL_RETURN_IF_ERROR(
+      PipelineStageLayers(c.num_hidden_layers, sizes.pp, o).status());
   if (sizes.cp < 1) {
     return Bad("megatron.context_parallel_size", sizes.cp, "must be >= 1");
   }
@@ -108,6 +110,50 @@ absl::Status ValidateMegatronModel(const ModelConfig& c,
                o.make_vocab_size_divisible_by, "must be >= 1");
   }
   return ValidateRecomputeOptions(o, "megatron");
+}
+
+absl::StatusOr<std::vector<int64_t>> PipelineStageLayers(
+    int64_t num_layers, int64_t pp, const MegatronModelOptions& o) {
+  const std::string kPp = "megatron.pipeline_model_parallel_size";
+  if (pp < 1) return Bad(kPp, pp, "must be >= 1");
+  const std::string kOtc = "megatron.override_transformer_config.";
+  int64_t rest = num_layers, stages = pp;
+  const std::pair<const char*, int64_t> overrides[] = {
+      {"num_layers_in_first_pipeline_stage",
+       o.num_layers_in_first_pipeline_stage},
+      {"num_layers_in_last_pipeline_stage",
+       o.num_layers_in_last_pipeline_stage}};
+  for (const auto& [key, n] : overrides) {
+    if (n < 0) continue;
+    if (pp == 1) {
+      return Bad(kOtc + key, n, "needs pipeline_model_parallel_size > 1");
+    }
+    if (n > rest) {
+      return Bad(
+          kOtc + key, n,
+          absl::StrCat("exceeds the ", rest, " layers left of ", num_layers));
+    }
+    rest -= n;
+    --stages;
+  }
+  if (stages == 0 ? rest != 0 : rest % stages != 0) {
+    return Bad(
+        stages == pp ? kPp
+                     : kOtc +
+                           "num_layers_in_first/last_"
+                           "pipeline_stage",
+        stages == pp ? pp : num_layers - rest,
+        absl::StrCat("the other ", stages, " stage(s) cannot split ", rest,
+                     " of num_hidden_layers ", num_layers, " evenly"));
+  }
+  std::vector<int64_t> counts(pp, stages == 0 ? 0 : rest / stages);
+  if (o.num_layers_in_first_pipeline_stage >= 0) {
+    counts.front() = o.num_layers_in_first_pipeline_stage;
+  }
+  if (o.num_layers_in_last_pipeline_stage >= 0) {
+    counts.back() = o.num_layers_in_last_pipeline_stage;
+  }
+  return counts;
 }
 
 absl::Status ValidateRecomputeOptions(const MegatronModelOptions& o,
@@ -278,27 +324,40 @@ MegatronGPTModel::MegatronGPTModel(
   padded_vocab_ = mg::PaddedVocabSize(
       config_.vocab_size, options_.make_vocab_size_divisible_by, tp);
   const CommPtr& group = mpu_->tp();
-  auto embedding = register_module("embedding", std::make_shared<Container>());
-  word_embeddings = std::make_shared<mg::VocabParallelEmbedding>(
-      padded_vocab_, config_.hidden_size, options_.sequence_parallel, group);
-  embedding->register_module("word_embeddings", word_embeddings);
+  const int pp = mpu_->pp_size(), stage = mpu_->pp_rank();
+  first_stage_ = stage == 0;
+  last_stage_ = stage == pp - 1;
+  std::vector<int64_t> counts =
+      *PipelineStageLayers(config_.num_hidden_layers, pp, options_);
+  for (int s = 0; s < stage; ++s) first_layer_ += counts[s];
+  const bool lm_head = !config_.is_value_model;
+  if (first_stage_ || (last_stage_ && lm_head && config_.tie_word_embeddings)) {
+    auto embedding =
+        register_module("embedding", std::make_shared<Container>());
+    word_embeddings = std::make_shared<mg::VocabParallelEmbedding>(
+        padded_vocab_, config_.hidden_size, options_.sequence_parallel, group);
+    embedding->register_module("word_embeddings", word_embeddings);
+  }
   auto decoder = register_module("decoder", std::make_shared<Container>());
-  auto list = decoder->register_module("layers", torch::nn::ModuleList());
-  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+  auto list = decoder->register_module("layers", std::make_shared<Container>());
+  for (int64_t l = first_layer_; l < first_layer_ + counts[stage]; ++l) {
     layers.push_back(
         std::make_shared<TpTransformerLayer>(config_, l, options_, group));
-    list->push_back(layers.back());
+    list->register_module(std::to_string(l), layers.back());
   }
-  final_layernorm = Norm(decoder.get(), "final_layernorm", config_.hidden_size,
-                         config_.rms_norm_eps);
-  if (config_.is_value_model) {
-    value_head = register_module(
-        "output_layer", std::make_shared<Linear>(config_.hidden_size, 1, true));
-  } else if (!config_.tie_word_embeddings) {
-    output_layer = register_module(
-        "output_layer", std::make_shared<mg::ColumnParallelLinear>(
-                            config_.hidden_size, padded_vocab_, false, false,
-                            options_.sequence_parallel, group));
+  if (last_stage_) {
+    final_layernorm = Norm(decoder.get(), "final_layernorm",
+                           config_.hidden_size, config_.rms_norm_eps);
+    if (!lm_head) {
+      value_head = register_module(
+          "output_layer",
+          std::make_shared<Linear>(config_.hidden_size, 1, true));
+    } else if (!config_.tie_word_embeddings) {
+      output_layer = register_module(
+          "output_layer", std::make_shared<mg::ColumnParallelLinear>(
+                              config_.hidden_size, padded_vocab_, false, false,
+                              options_.sequence_parallel, group));
+    }
   }
   inv_freq_ = RopeInvFreq(config_);
 }
@@ -334,19 +393,27 @@ at::Tensor MegatronGPTModel::RunLayers(
   return h;
 }
 
-at::Tensor MegatronGPTModel::Forward(const at::Tensor& input_ids,
-                                     const at::Tensor& position_ids,
-                                     const std::vector<int64_t>& cu_seqlens,
-                                     at::Tensor* final_hidden) {
-  CHECK_EQ(input_ids.dim(), 1) << "packed input_ids must be [T]";
-  CHECK_EQ(position_ids.numel(), input_ids.numel());
-  const int64_t t = input_ids.size(0), tp = mpu_->tp_size();
-  const bool sp = options_.sequence_parallel;
-  at::Tensor ids = input_ids, pos = position_ids.reshape({-1});
-  std::vector<int64_t> cu = cu_seqlens;
+// The packed stream as this rank runs it: its cp share (or padded to a
+// multiple of tp under sequence parallelism) and the attention over it.
+struct MegatronGPTModel::Tokens {
+  at::Tensor ids, pos;
   std::shared_ptr<AttentionBackend> backend;
   std::shared_ptr<const mg::CpLayout> cp_layout;
-  int64_t pad = 0;
+  int64_t t = 0, pad = 0;
+  int64_t local() const { return ids.size(0); }
+};
+
+MegatronGPTModel::Tokens MegatronGPTModel::Prepare(
+    const at::Tensor& input_ids, const at::Tensor& position_ids,
+    const std::vector<int64_t>& cu_seqlens) const {
+  CHECK_EQ(input_ids.dim(), 1) << "packed input_ids must be [T]";
+  CHECK_EQ(position_ids.numel(), input_ids.numel());
+  const int64_t tp = mpu_->tp_size();
+  const bool sp = options_.sequence_parallel;
+  Tokens k;
+  k.t = input_ids.size(0);
+  k.ids = input_ids;
+  k.pos = position_ids.reshape({-1});
   if (cp()->size() > 1) {
     // This rank's two chunks of every sequence, each sequence padded to a
     // multiple of 2*cp (times tp under sequence parallelism, so the local
@@ -354,27 +421,78 @@ at::Tensor MegatronGPTModel::Forward(const at::Tensor& input_ids,
     absl::StatusOr<mg::CpLayout> layout = mg::CpLayout::Create(
         cu_seqlens, cp()->size(), cp()->rank(), sp ? tp : 1);
     VERL_CHECK_OK(layout.status());
-    cp_layout = std::make_shared<const mg::CpLayout>(*std::move(layout));
-    ids = cp_layout->Shard(ids);
-    pos = cp_layout->ShardPositions(pos);
-    backend = std::make_shared<RingAttentionBackend>(cp_layout, cp());
-  } else {
-    pad = sp ? (tp - t % tp) % tp : 0;
-    if (pad > 0) {  // a separate dummy sequence, trimmed from the output
-      ids = at::cat({ids, at::zeros({pad}, ids.options())});
-      pos = at::cat({pos, at::arange(pad, pos.options())});
-      cu.push_back(t + pad);
-    }
-    backend = std::make_shared<VarlenCausalAttention>(cu);
+    k.cp_layout = std::make_shared<const mg::CpLayout>(*std::move(layout));
+    k.ids = k.cp_layout->Shard(k.ids);
+    k.pos = k.cp_layout->ShardPositions(k.pos);
+    k.backend = std::make_shared<RingAttentionBackend>(k.cp_layout, cp());
+    return k;
   }
+  std::vector<int64_t> cu = cu_seqlens;
+  k.pad = sp ? (tp - k.t % tp) % tp : 0;
+  if (k.pad > 0) {  // a separate dummy sequence, trimmed from the output
+    k.ids = at::cat({k.ids, at::zeros({k.pad}, k.ids.options())});
+    k.pos = at::cat({k.pos, at::arange(k.pad, k.pos.options())});
+    cu.push_back(k.t + k.pad);
+  }
+  k.backend = std::make_shared<VarlenCausalAttention>(cu);
+  return k;
+}
+
+std::vector<int64_t> MegatronGPTModel::StageHiddenShape(
+    const std::vector<int64_t>& cu_seqlens) const {
+  const int64_t t = cu_seqlens.empty() ? 0 : cu_seqlens.back();
+  const int64_t tp = mpu_->tp_size();
+  const bool sp = options_.sequence_parallel;
+  int64_t local = t + (sp ? (tp - t % tp) % tp : 0);
+  if (cp()->size() > 1) {
+    absl::StatusOr<mg::CpLayout> layout = mg::CpLayout::Create(
+        cu_seqlens, cp()->size(), cp()->rank(), sp ? tp : 1);
+    VERL_CHECK_OK(layout.status());
+    local = layout->local_tokens();
+  }
+  return {sp ? local / tp : local, config_.hidden_size};
+}
+
+std::shared_ptr<TpTransformerLayer> MegatronGPTModel::LocalLayer(
+    int64_t layer) const {
+  const int64_t i = layer - first_layer_;
+  if (i < 0 || i >= static_cast<int64_t>(layers.size())) return nullptr;
+  return layers[i];
+}
+
+at::Tensor MegatronGPTModel::Forward(const at::Tensor& input_ids,
+                                     const at::Tensor& position_ids,
+                                     const std::vector<int64_t>& cu_seqlens,
+                                     at::Tensor* final_hidden) {
+  CHECK(first_stage_ && last_stage_)
+      << "MegatronGPTModel::Forward with pipeline_model_parallel_size > 1: "
+         "run StageForward through a pipeline schedule";
+  return StageForward(input_ids, position_ids, cu_seqlens, {}, final_hidden);
+}
+
+at::Tensor MegatronGPTModel::StageForward(
+    const at::Tensor& input_ids, const at::Tensor& position_ids,
+    const std::vector<int64_t>& cu_seqlens, const at::Tensor& input,
+    at::Tensor* final_hidden) {
+  const bool sp = options_.sequence_parallel;
+  Tokens k = Prepare(input_ids, position_ids, cu_seqlens);
+  at::Tensor h;
+  if (first_stage_) {
+    h = word_embeddings->Forward(k.ids);
+  } else {
+    CHECK(input.defined()) << "pipeline stage " << mpu_->pp_rank()
+                           << " needs the previous stage's hidden states";
+    h = input;
+  }
+  auto [cos, sin] = RopeCosSin(inv_freq_, k.pos, h.scalar_type());
+  h = RunLayers(h, cos, sin, k.backend);
+  if (!last_stage_) return h;
   // Back to every token of the unpadded stream, on every rank.
   auto whole = [&](const at::Tensor& x) {
-    if (cp_layout) return cp_layout->Gather(x, cp());
-    return pad > 0 ? x.narrow(0, 0, t) : x;
+    if (k.cp_layout) return k.cp_layout->Gather(x, cp());
+    return k.pad > 0 ? x.narrow(0, 0, k.t) : x;
   };
-  at::Tensor h = word_embeddings->Forward(ids);
-  auto [cos, sin] = RopeCosSin(inv_freq_, pos, h.scalar_type());
-  h = final_layernorm->Forward(RunLayers(h, cos, sin, backend));
+  h = final_layernorm->Forward(h);
   if (final_hidden) {
     at::Tensor all = h;
     if (sp) {
@@ -402,7 +520,7 @@ at::Tensor MegatronGPTModel::Forward(const at::Tensor& input_ids,
 void MegatronGPTModel::FinalizeGrads() {
   std::vector<at::Tensor> partial;
   const bool sp = options_.sequence_parallel;
-  if (sp) partial.push_back(final_layernorm->weight);
+  if (sp && final_layernorm) partial.push_back(final_layernorm->weight);
   if (sp && value_head) {
     partial.push_back(value_head->weight);
     partial.push_back(value_head->bias);
@@ -434,6 +552,16 @@ void MegatronGPTModel::FinalizeGrads() {
       g.copy_(sum.narrow(0, offset, g.numel()).view(g.sizes()));
       offset += g.numel();
     }
+  }
+  if (mpu_->pp_size() > 1 && word_embeddings && config_.tie_word_embeddings &&
+      !config_.is_value_model) {
+    // The first stage's table and the last stage's head copy: Megatron's
+    // _allreduce_word_embedding_grads.
+    at::Tensor& g = word_embeddings->weight.mutable_grad();
+    if (!g.defined()) g = at::zeros_like(word_embeddings->weight);
+    parallel::DieOnCommError(mpu_->embedding()->AllReduce(g),
+                             *mpu_->embedding(),
+                             "tied embedding gradient all-reduce");
   }
 }
 

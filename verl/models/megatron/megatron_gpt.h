@@ -32,6 +32,16 @@
 // finalize_model_grads for tp: sums the partial gradients of replicated
 // parameters that saw only part of the tokens or heads).
 //
+// Pipeline parallelism (mpu pp > 1): this rank builds only its stage —
+// the decoder layers of PipelineStageLayers (named by their global index,
+// decoder.layers.<L>), the embedding on the first stage, the final norm and
+// head on the last. With tied embeddings the last stage holds a copy of
+// embedding.word_embeddings.weight for the head, initialised alike and
+// kept equal by summing both copies' gradients over the embedding group
+// (first + last stage) in FinalizeGrads, as Megatron does. StageForward
+// runs one stage (pipeline schedules: verl/parallel/megatron/
+// pipeline_schedule.h); Forward is the pp = 1 special case.
+//
 // Context parallelism (mpu cp > 1, verl/parallel/megatron/context_parallel.h):
 // Forward keeps the same contract — whole packed stream in, every token's
 // output on every rank out — but each cp rank embeds and runs the layers on
@@ -50,6 +60,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "verl/models/attention.h"
 #include "verl/models/layers.h"
 #include "verl/models/model_config.h"
@@ -71,7 +82,19 @@ struct MegatronModelOptions {
   std::string recompute_method = "uniform";
   int64_t recompute_num_layers = 1;
   std::vector<std::string> recompute_modules = {"core_attn"};
+  // override_transformer_config.num_layers_in_{first,last}_pipeline_stage:
+  // decoder layers of the first / last pipeline stage (-1: unset, the
+  // layers are split uniformly over the remaining stages).
+  int64_t num_layers_in_first_pipeline_stage = -1;
+  int64_t num_layers_in_last_pipeline_stage = -1;
 };
+
+// Decoder layers of each of the `pp` pipeline stages (Megatron's
+// get_num_layers_to_build): the first / last stage get their override when
+// set (>= 0), the other stages split the rest evenly. One line naming the
+// key when they do not divide.
+absl::StatusOr<std::vector<int64_t>> PipelineStageLayers(
+    int64_t num_layers, int64_t pp, const MegatronModelOptions& options);
 
 // One line naming the key when the model cannot be split over `sizes.tp`
 // or uses what this backend does not serve yet (pipeline parallelism, MoE,
@@ -159,15 +182,38 @@ class MegatronGPTModel : public torch::nn::Module {
   // under sequence parallelism; backward then keeps this rank's slice of the
   // gradient, so a loss computed alike on every tp rank — FlowRL's log-Z
   // head — gets the single-process gradient).
+  // pp = 1 only (use StageForward through a schedule otherwise).
   at::Tensor Forward(const at::Tensor& input_ids,
                      const at::Tensor& position_ids,
                      const std::vector<int64_t>& cu_seqlens,
                      at::Tensor* final_hidden = nullptr);
 
+  // One pipeline stage on the whole packed micro-batch (every stage gets
+  // the same ids/positions/cu_seqlens). `input`: the previous stage's
+  // output (ignored on the first stage). Returns, on the last stage, what
+  // Forward returns; on the others the hidden states to send on, shaped
+  // StageHiddenShape (this rank's tokens: its cp share, its sequence shard
+  // under sequence parallelism). `final_hidden`: last stage only.
+  at::Tensor StageForward(const at::Tensor& input_ids,
+                          const at::Tensor& position_ids,
+                          const std::vector<int64_t>& cu_seqlens,
+                          const at::Tensor& input,
+                          at::Tensor* final_hidden = nullptr);
+  std::vector<int64_t> StageHiddenShape(
+      const std::vector<int64_t>& cu_seqlens) const;
+
+  bool is_first_stage() const { return first_stage_; }
+  bool is_last_stage() const { return last_stage_; }
+  int64_t first_layer() const { return first_layer_; }
+  // The decoder layer with global index `layer`, or null when another
+  // pipeline stage holds it.
+  std::shared_ptr<TpTransformerLayer> LocalLayer(int64_t layer) const;
+
   // Sums over tp the gradients of replicated parameters that got partial
   // ones: every norm weight and the value head under sequence parallelism,
   // q/k norm weights always. Collective over tp; with cp > 1 then sums every
-  // gradient over cp (collective over cp).
+  // gradient over cp (collective over cp); with tied embeddings and pp > 1
+  // sums the embedding gradient over the first and last stage.
   void FinalizeGrads();
 
   const ModelConfig& config() const { return config_; }
@@ -181,9 +227,11 @@ class MegatronGPTModel : public torch::nn::Module {
     return mpu_;
   }
 
+  // First stage (and, for a tied LM head, the last stage's copy); else null.
   std::shared_ptr<parallel::megatron::VocabParallelEmbedding> word_embeddings;
+  // This stage's layers, in order (global index first_layer() + i).
   std::vector<std::shared_ptr<TpTransformerLayer>> layers;
-  std::shared_ptr<RMSNorm> final_layernorm;
+  std::shared_ptr<RMSNorm> final_layernorm;  // last stage only
   // Null when tie_word_embeddings (the embedding table is used) or for a
   // value model.
   std::shared_ptr<parallel::megatron::ColumnParallelLinear> output_layer;
@@ -193,6 +241,9 @@ class MegatronGPTModel : public torch::nn::Module {
   std::shared_ptr<Linear> value_head;
 
  private:
+  struct Tokens;
+  Tokens Prepare(const at::Tensor& input_ids, const at::Tensor& position_ids,
+                 const std::vector<int64_t>& cu_seqlens) const;
   at::Tensor RunLayers(at::Tensor h, const at::Tensor& cos,
                        const at::Tensor& sin,
                        const std::shared_ptr<AttentionBackend>& backend);
@@ -202,6 +253,8 @@ class MegatronGPTModel : public torch::nn::Module {
   std::shared_ptr<parallel::megatron::ParallelState> mpu_;
   int64_t padded_vocab_ = 0;
   at::Tensor inv_freq_;
+  bool first_stage_ = true, last_stage_ = true;
+  int64_t first_layer_ = 0;
 };
 
 }  // namespace verl::models

@@ -60,6 +60,34 @@ TEST(MegatronGptTest, Tp2Cp2MatchesSingleProcess) {
             0);
 }
 
+// Pipeline parallelism: 3 micro-batches through 1F1B (and forward-only)
+// over 2 stages (3 layers split 1 + 2 by num_layers_in_first_pipeline_stage;
+// tied embeddings: the last stage's head copy; a value head), then tp 2 x
+// pp 2 with sequence parallelism and recompute (4 layers, uniform), and
+// 4 stages with 5 micro-batches (middle stages, the embedding group over
+// the first and last stage only): logits, log-probs, entropy, values and
+// every gradient equal the single-process model.
+TEST(MegatronGptTest, Pp2MatchesSingleProcess) {
+  EXPECT_EQ(
+      RunWorker(2, {"--pp=2", "--microbatches=3", "--first_stage_layers=1",
+                    "--cases=qwen2,qwen3_sp_full_uniform_tied,"
+                    "llama_kv2_value_full"}),
+      0);
+}
+
+TEST(MegatronGptTest, Tp2Pp2MatchesSingleProcess) {
+  EXPECT_EQ(RunWorker(4, {"--pp=2", "--microbatches=3", "--layers=4",
+                          "--cases=qwen3_sp_full_uniform_tied,"
+                          "llama_kv1_sp_selective,qwen2_value_sp_selective"}),
+            0);
+}
+
+TEST(MegatronGptTest, Pp4MatchesSingleProcess) {
+  EXPECT_EQ(RunWorker(4, {"--pp=4", "--microbatches=5", "--layers=4",
+                          "--cases=qwen3_sp_full_uniform_tied"}),
+            0);
+}
+
 parallel::megatron::ModelParallelSizes Tp(int tp, int pp = 1, int cp = 1) {
   parallel::megatron::ModelParallelSizes sizes;
   sizes.tp = tp;
@@ -102,8 +130,14 @@ TEST(MegatronGptTest, ValidationNamesTheKey) {
   EXPECT_THAT(ValidateMegatronModel(c, o, Tp(2)),
               StatusIs(absl::StatusCode::kUnimplemented, "MoE"));
   EXPECT_THAT(ValidateMegatronModel(Config(), o, Tp(2, 2)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "megatron.pipeline_model_parallel_size=2: the other "
+                       "2 stage(s) cannot split 1 of num_hidden_layers 1"));
+  parallel::megatron::ModelParallelSizes vpp = Tp(1, 2);
+  vpp.vpp = 2;
+  EXPECT_THAT(ValidateMegatronModel(Config(), o, vpp),
               StatusIs(absl::StatusCode::kUnimplemented,
-                       "megatron.pipeline_model_parallel_size=2"));
+                       "megatron.virtual_pipeline_model_parallel_size=2"));
   EXPECT_TRUE(ValidateMegatronModel(Config(), o, Tp(2, 1, 2)).ok());
   EXPECT_THAT(ValidateMegatronModel(Config(), o, Tp(2, 1, 0)),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -116,6 +150,33 @@ TEST(MegatronGptTest, ValidationNamesTheKey) {
   o.recompute_modules = {"moe_act"};
   EXPECT_THAT(ValidateMegatronModel(Config(), o, Tp(2)),
               StatusIs(absl::StatusCode::kUnimplemented, "moe_act"));
+}
+
+// Megatron's get_num_layers_to_build: uniform, or the first / last stage's
+// override with the rest split evenly.
+TEST(MegatronGptTest, PipelineStageLayers) {
+  MegatronModelOptions o;
+  EXPECT_THAT(*PipelineStageLayers(8, 4, o), testing::ElementsAre(2, 2, 2, 2));
+  o.num_layers_in_first_pipeline_stage = 1;
+  EXPECT_THAT(*PipelineStageLayers(7, 4, o), testing::ElementsAre(1, 2, 2, 2));
+  o.num_layers_in_last_pipeline_stage = 3;
+  EXPECT_THAT(*PipelineStageLayers(8, 4, o), testing::ElementsAre(1, 2, 2, 3));
+  EXPECT_THAT(*PipelineStageLayers(4, 2, o), testing::ElementsAre(1, 3));
+  EXPECT_THAT(PipelineStageLayers(5, 2, o),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "num_layers_in_first/last_pipeline_stage"));
+  EXPECT_THAT(PipelineStageLayers(9, 4, o),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "cannot split 5 of num_hidden_layers 9"));
+  o.num_layers_in_last_pipeline_stage = -1;
+  o.num_layers_in_first_pipeline_stage = 9;
+  EXPECT_THAT(PipelineStageLayers(8, 2, o),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "megatron.override_transformer_config.num_layers_in_"
+                       "first_pipeline_stage=9: exceeds"));
+  EXPECT_THAT(PipelineStageLayers(8, 1, o),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "needs pipeline_model_parallel_size > 1"));
 }
 
 // tp = 4 over 4 heads and 2 KV groups: one query head per rank, each pair

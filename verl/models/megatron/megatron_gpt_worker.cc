@@ -1,22 +1,24 @@
 // File: verl/models/megatron/megatron_gpt_worker.cc
 //
-// Test worker for megatron_gpt_test, started as N ranks (tp = N / cp,
-// cp = --cp: context parallel, each sequence split over cp ranks) by the
-// launcher. For each case of --cases (names below) every rank builds the
-// single-process CausalLM from one seed (norm weights and biases perturbed
-// so that none is trivial), loads its tensor-parallel shards of it into a
-// MegatronGPTModel, runs forward + vocab-parallel log-probs and entropy +
-// backward on a packed batch of 3 sequences, and compares the gathered
-// logits, log-probs, entropy and every parameter gradient (against the
-// reference gradient's shard) with the reference (<= 1e-5 relative); value
-// cases (the critic) compare the values and the gradients of sum(a*values).
-// The
-// first case also loads the model from an HF folder the reference was saved
-// to and checks every parameter equals the state-dict load. Every case also
-// gathers the shards back into HF tensors layer by layer and checks they
-// equal the reference's exactly.
-// Prints "rank R: CASE OK (max rel err E at NAME)" per case or
-// "rank R FAILED: ..." and exits non-zero on failure.
+// Test worker for megatron_gpt_test, started as N ranks (tp = N / (cp*pp),
+// cp = --cp: context parallel, each sequence split over cp ranks; pp =
+// --pp pipeline stages) by the launcher. --microbatches packed batches go
+// through the 1F1B schedule (a plain loop at pp = 1) with their losses
+// summed; with pp > 1 also through the forward-only schedule, the last
+// stage's log-probs / values broadcast to every stage and compared there. For
+// each case of --cases (names below) every rank builds the single-process
+// CausalLM from one seed (norm weights and biases perturbed so that none is
+// trivial), loads its tensor-parallel shards of it into a MegatronGPTModel,
+// runs forward + vocab-parallel log-probs and entropy + backward on a packed
+// batch of 3 sequences, and compares the gathered logits, log-probs, entropy
+// and every parameter gradient (against the reference gradient's shard) with
+// the reference (<= 1e-5 relative); value cases (the critic) compare the values
+// and the gradients of sum(a*values). The first case also loads the model from
+// an HF folder the reference was saved to and checks every parameter equals the
+// state-dict load. Every case also gathers the shards back into HF tensors
+// layer by layer and checks they equal the reference's exactly. Prints "rank R:
+// CASE OK (max rel err E at NAME)" per case or "rank R FAILED: ..." and exits
+// non-zero on failure.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <unistd.h>
@@ -40,11 +42,18 @@
 #include "verl/models/megatron/megatron_weights.h"
 #include "verl/parallel/distributed.h"
 #include "verl/parallel/megatron/parallel_state.h"
+#include "verl/parallel/megatron/pipeline_schedule.h"
 #include "verl/parallel/megatron/test_compare.h"
 #include "verl/parallel/megatron/vocab_parallel.h"
 
 ABSL_FLAG(std::string, cases, "", "comma-separated case names");
-ABSL_FLAG(int, cp, 1, "context_parallel_size (tp = world / cp)");
+ABSL_FLAG(int, cp, 1, "context_parallel_size (tp = world / (cp * pp))");
+ABSL_FLAG(int, pp, 1, "pipeline_model_parallel_size");
+ABSL_FLAG(int, microbatches, 1,
+          "micro-batches (packed batches of 3, 2, 1 sequences in turn) "
+          "through the 1F1B and forward-only schedules");
+ABSL_FLAG(int, layers, 3, "num_hidden_layers");
+ABSL_FLAG(int, first_stage_layers, -1, "num_layers_in_first_pipeline_stage");
 
 namespace verl::models {
 namespace {
@@ -153,7 +162,7 @@ ModelConfig TinyConfig(const Case& c) {
   config.vocab_size = 37;  // padded to 40 (tp 2) / 48 (tp 4)
   config.hidden_size = 32;
   config.intermediate_size = 48;
-  config.num_hidden_layers = 3;
+  config.num_hidden_layers = absl::GetFlag(FLAGS_layers);
   config.num_attention_heads = 4;
   config.num_key_value_heads = c.kv_heads;
   config.head_dim = 8;
@@ -199,12 +208,14 @@ absl::Status CheckFolderLoad(const CausalLM& ref, const MegatronGPTModel& got,
   return mpu->world()->Barrier();
 }
 
-// Gathering the shards back, layer by layer, gives the HF tensors exactly.
+// Gathering the shards back, layer by layer, gives the HF tensors exactly
+// (with pipeline stages: the layers and root tensors of this stage).
 absl::Status CheckGatherToHf(const MegatronGPTModel& model,
                              const std::map<std::string, at::Tensor>& hf) {
   size_t seen = 0;
   for (int64_t l = kMegatronRootStage; l < model.config().num_hidden_layers;
        ++l) {
+    if (l != kMegatronRootStage && !model.LocalLayer(l)) continue;
     for (const auto& [name, tensor] : GatherHfTensors(model, l)) {
       auto it = hf.find(name);
       if (it == hf.end() || !at::equal(it->second, tensor)) {
@@ -214,12 +225,48 @@ absl::Status CheckGatherToHf(const MegatronGPTModel& model,
       ++seen;
     }
   }
-  if (seen != hf.size()) {
+  const bool whole = model.is_first_stage() && model.is_last_stage();
+  if (whole ? seen != hf.size() : seen == 0) {
     return absl::InternalError(
         absl::StrCat("gathered ", seen, " of ", hf.size(), " HF tensors"));
   }
   return absl::OkStatus();
 }
+
+// One packed micro-batch and its loss weights.
+struct MicroBatch {
+  std::vector<int64_t> cu;
+  at::Tensor ids, labels, pos, a, b;
+};
+
+std::vector<MicroBatch> MakeMicroBatches(const ModelConfig& config, int n,
+                                         at::Generator& gen) {
+  const std::vector<std::vector<int64_t>> shapes = {
+      {0, 5, 12, 17}, {0, 4, 11}, {0, 9}};
+  std::vector<MicroBatch> out;
+  for (int m = 0; m < n; ++m) {
+    MicroBatch mb;
+    mb.cu = shapes[m % shapes.size()];
+    const int64_t t = mb.cu.back();
+    mb.ids = at::randint(config.vocab_size, {t}, gen, at::kLong);
+    mb.labels = at::randint(config.vocab_size, {t}, gen, at::kLong);
+    std::vector<at::Tensor> pos_parts;
+    for (size_t s = 0; s + 1 < mb.cu.size(); ++s) {
+      pos_parts.push_back(at::arange(mb.cu[s + 1] - mb.cu[s], at::kLong));
+    }
+    mb.pos = at::cat(pos_parts);
+    mb.a = at::randn({t}, gen);
+    mb.b = at::randn({t}, gen);
+    out.push_back(std::move(mb));
+  }
+  return out;
+}
+
+// The last stage's outputs of one micro-batch (logits shard or values),
+// and what the loss derives from them.
+struct StageResult {
+  at::Tensor out, log_probs, entropy;
+};
 
 absl::Status RunCase(const Case& c, bool check_folder,
                      const std::shared_ptr<mg::ParallelState>& mpu,
@@ -232,6 +279,8 @@ absl::Status RunCase(const Case& c, bool check_folder,
   options.recompute_method = c.method;
   options.recompute_num_layers = c.num_layers;
   options.recompute_modules = c.modules;
+  options.num_layers_in_first_pipeline_stage =
+      absl::GetFlag(FLAGS_first_stage_layers);
   VERL_RETURN_IF_ERROR(
       ValidateMegatronModel(config, options, mpu->layout().sizes()));
 
@@ -245,24 +294,24 @@ absl::Status RunCase(const Case& c, bool check_folder,
       }
     }
   }
-  const std::vector<int64_t> cu = {0, 5, 12, 17};
-  const int64_t t = cu.back();
-  at::Tensor ids = at::randint(config.vocab_size, {t}, gen, at::kLong);
-  at::Tensor labels = at::randint(config.vocab_size, {t}, gen, at::kLong);
-  std::vector<at::Tensor> pos_parts;
-  for (size_t s = 0; s + 1 < cu.size(); ++s) {
-    pos_parts.push_back(at::arange(cu[s + 1] - cu[s], at::kLong));
-  }
-  at::Tensor pos = at::cat(pos_parts);
-  at::Tensor a = at::randn({t}, gen), b = at::randn({t}, gen);
-
-  ForwardOutput ref_fwd = ref->ForwardPacked(ids, pos, cu);
-  LogProbEntropy ref_out;
-  if (c.value) {
-    (ref_fwd.values * a).sum().backward();
-  } else {
-    ref_out = LogProbsAndEntropy(ref_fwd.logits, labels, kTemperature);
-    (ref_out.log_probs * a + ref_out.entropy * b).sum().backward();
+  const std::vector<MicroBatch> mbs =
+      MakeMicroBatches(config, absl::GetFlag(FLAGS_microbatches), gen);
+  const int64_t n = static_cast<int64_t>(mbs.size());
+  // The reference: every micro-batch's loss, gradients accumulated.
+  std::vector<ForwardOutput> ref_fwd;
+  std::vector<LogProbEntropy> ref_out(n);
+  for (int64_t m = 0; m < n; ++m) {
+    const MicroBatch& mb = mbs[m];
+    ref_fwd.push_back(ref->ForwardPacked(mb.ids, mb.pos, mb.cu));
+    if (c.value) {
+      (ref_fwd[m].values * mb.a).sum().backward();
+    } else {
+      ref_out[m] =
+          LogProbsAndEntropy(ref_fwd[m].logits, mb.labels, kTemperature);
+      (ref_out[m].log_probs * mb.a + ref_out[m].entropy * mb.b)
+          .sum()
+          .backward();
+    }
   }
   const std::map<std::string, at::Tensor> ref_grads = NamedGrads(*ref);
 
@@ -276,25 +325,44 @@ absl::Status RunCase(const Case& c, bool check_folder,
   VERL_RETURN_IF_ERROR(CheckGatherToHf(model, ref_params));
 
   const std::string tag = absl::StrCat(c.name, ": ");
-  at::Tensor shard = model.Forward(ids, pos, cu);
-  if (c.value) {
-    (shard * a).sum().backward();
-    model.FinalizeGrads();
-    VERL_RETURN_IF_ERROR(cmp.Expect(tag + "values", shard, ref_fwd.values));
-  } else {
-    mg::VocabParallelOutput out = mg::VocabParallelLogProbsAndEntropy(
-        shard, labels, config.vocab_size, mpu->tp(), kTemperature);
-    (out.log_probs * a + out.entropy * b).sum().backward();
-    model.FinalizeGrads();
+  parallel::Communicator& pp = *mpu->group(mg::MpuGroup::kPp);
+  // 1F1B over the micro-batches (a plain loop at pp = 1); the loss and
+  // the outputs on the last stage.
+  std::vector<StageResult> got(n);
+  mg::PipelineStageFns fns;
+  fns.input_shape = [&](int64_t m) {
+    return model.StageHiddenShape(mbs[m].cu);
+  };
+  fns.forward = [&](int64_t m, const at::Tensor& in) {
+    return model.StageForward(mbs[m].ids, mbs[m].pos, mbs[m].cu, in);
+  };
+  fns.loss = [&](int64_t m, const at::Tensor& out) {
+    const MicroBatch& mb = mbs[m];
+    got[m].out = out.detach();
+    if (c.value) return (out * mb.a).sum();
+    mg::VocabParallelOutput lp = mg::VocabParallelLogProbsAndEntropy(
+        out, mb.labels, config.vocab_size, mpu->tp(), kTemperature);
+    got[m].log_probs = lp.log_probs.detach();
+    got[m].entropy = lp.entropy.detach();
+    return (lp.log_probs * mb.a + lp.entropy * mb.b).sum();
+  };
+  mg::PipelineForwardBackward(fns, n, pp);
+  model.FinalizeGrads();
+  for (int64_t m = 0; m < n && model.is_last_stage(); ++m) {
+    const std::string mt = absl::StrCat(tag, "mb ", m, " ");
+    if (c.value) {
+      VERL_RETURN_IF_ERROR(
+          cmp.Expect(mt + "values", got[m].out, ref_fwd[m].values));
+      continue;
+    }
+    VERL_RETURN_IF_ERROR(cmp.Expect(
+        mt + "logits",
+        mg::GatherVocabParallelLogits(got[m].out, config.vocab_size, mpu->tp()),
+        ref_fwd[m].logits));
     VERL_RETURN_IF_ERROR(
-        cmp.Expect(tag + "logits",
-                   mg::GatherVocabParallelLogits(shard.detach(),
-                                                 config.vocab_size, mpu->tp()),
-                   ref_fwd.logits));
+        cmp.Expect(mt + "log_probs", got[m].log_probs, ref_out[m].log_probs));
     VERL_RETURN_IF_ERROR(
-        cmp.Expect(tag + "log_probs", out.log_probs, ref_out.log_probs));
-    VERL_RETURN_IF_ERROR(
-        cmp.Expect(tag + "entropy", out.entropy, ref_out.entropy));
+        cmp.Expect(mt + "entropy", got[m].entropy, ref_out[m].entropy));
   }
   const HfTensorSource grads = HfSourceFromMap(ref_grads);
   int checked = 0;
@@ -305,8 +373,29 @@ absl::Status RunCase(const Case& c, bool check_folder,
         cmp.Expect(tag + item.key() + " grad", item.value().grad(), want));
     ++checked;
   }
-  if (checked < 3 * 7) {
+  // 6 per layer at least (norms, qkv, proj, fc1, fc2), the embedding.
+  if (checked < 6 * static_cast<int>(model.layers.size()) +
+                    (model.is_first_stage() ? 1 : 0)) {
     return absl::InternalError(absl::StrCat("only ", checked, " parameters"));
+  }
+  if (mpu->pp_size() == 1) return absl::OkStatus();
+  // Forward only: the last stage's log-probs (values) broadcast to every
+  // stage equal the reference on every rank.
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> outs = mg::PipelineForwardOnly(fns, n, pp);
+  for (int64_t m = 0; m < n; ++m) {
+    at::Tensor result = at::empty({mbs[m].cu.back()});
+    if (model.is_last_stage()) {
+      result = c.value ? outs[m]
+                       : mg::VocabParallelLogProbsAndEntropy(
+                             outs[m], mbs[m].labels, config.vocab_size,
+                             mpu->tp(), kTemperature)
+                             .log_probs;
+    }
+    mg::BroadcastFromLastStage(result, pp);
+    VERL_RETURN_IF_ERROR(
+        cmp.Expect(absl::StrCat(tag, "forward-only mb ", m), result,
+                   c.value ? ref_fwd[m].values : ref_out[m].log_probs));
   }
   return absl::OkStatus();
 }
@@ -322,7 +411,8 @@ int Main(int argc, char** argv) {
   const int rank = dist->env.rank;
   mg::ModelParallelSizes sizes;
   sizes.cp = absl::GetFlag(FLAGS_cp);
-  sizes.tp = dist->world->size() / sizes.cp;
+  sizes.pp = absl::GetFlag(FLAGS_pp);
+  sizes.tp = dist->world->size() / (sizes.cp * sizes.pp);
   absl::StatusOr<std::shared_ptr<mg::ParallelState>> mpu =
       mg::ParallelState::Initialize(dist->world, sizes);
   if (!mpu.ok()) {

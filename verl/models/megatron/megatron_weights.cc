@@ -2,6 +2,7 @@
 #include "verl/models/megatron/megatron_weights.h"
 
 #include <ATen/ATen.h>
+#include <glog/logging.h>
 
 #include <algorithm>
 #include <utility>
@@ -180,7 +181,10 @@ void GatherLayer(const MegatronGPTModel& model, int64_t l,
                  const ParamTensorFn& of,
                  std::map<std::string, at::Tensor>* out) {
   parallel::Communicator& tp = *model.tp();
-  const TpTransformerLayer& layer = *model.layers.at(l);
+  std::shared_ptr<TpTransformerLayer> local = model.LocalLayer(l);
+  CHECK(local != nullptr) << "decoder layer " << l
+                          << " is on another pipeline stage";
+  const TpTransformerLayer& layer = *local;
   const TpSelfAttention& attn = *layer.self_attention;
   const std::string hf = absl::StrCat("model.layers.", l, ".");
   (*out)[hf + "input_layernorm.weight"] =
@@ -214,10 +218,14 @@ void GatherRoot(const MegatronGPTModel& model, const ParamTensorFn& of,
                 std::map<std::string, at::Tensor>* out) {
   parallel::Communicator& tp = *model.tp();
   const int64_t vocab = model.config().vocab_size;
-  (*out)["model.embed_tokens.weight"] =
-      Gathered(Of(of, model.word_embeddings->weight), 0, tp)
-          .narrow(0, 0, vocab);
-  (*out)["model.norm.weight"] = Of(of, model.final_layernorm->weight).clone();
+  if (model.is_first_stage()) {
+    (*out)["model.embed_tokens.weight"] =
+        Gathered(Of(of, model.word_embeddings->weight), 0, tp)
+            .narrow(0, 0, vocab);
+  }
+  if (model.final_layernorm) {
+    (*out)["model.norm.weight"] = Of(of, model.final_layernorm->weight).clone();
+  }
   if (model.value_head) {
     (*out)["score.weight"] = Of(of, model.value_head->weight).clone();
     (*out)["score.bias"] = Of(of, model.value_head->bias).clone();

@@ -59,7 +59,10 @@ absl::Status LoadMegatronFromHfFolder(const std::string& dir,
 // gets the full tensors). One layer at a time keeps the peak at one layer.
 // `of` (optional) gathers, instead of each parameter's data, a tensor of
 // the same shape that belongs to it (e.g. its AdamW moment, for
-// checkpoints in HF layout).
+// checkpoints in HF layout). With pipeline stages a rank gathers only what
+// its stage holds: `layer` must be one of its layers (CHECK), and
+// kMegatronRootStage gives the embeddings on the first stage and the final
+// norm and head on the last.
 inline constexpr int64_t kMegatronRootStage = -1;
 using ParamTensorFn = std::function<at::Tensor(const at::Tensor& param)>;
 std::map<std::string, at::Tensor> GatherHfTensors(

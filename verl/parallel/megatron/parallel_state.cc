@@ -172,6 +172,15 @@ absl::StatusOr<std::shared_ptr<ParallelState>> ParallelState::Initialize(
     }
     CHECK(state->groups_[g]->global_ranks() == expected) << spec.name;
   }
+  const std::shared_ptr<Communicator>& pp = state->group(MpuGroup::kPp);
+  if (pp->size() <= 2) {
+    state->embedding_ = pp;
+  } else if (pp->rank() == 0 || pp->rank() == pp->size() - 1) {
+    VERL_ASSIGN_OR_RETURN(
+        state->embedding_,
+        pp->NewGroup({0, pp->size() - 1},
+                     absl::StrCat(name, "_emb_", pp->global_ranks()[0])));
+  }
   return state;
 }
 

@@ -113,18 +113,24 @@ class ParallelState {
     return group(MpuGroup::kDp);
   }
   const std::shared_ptr<Communicator>& world() const { return world_; }
+  // Megatron's embedding group: the first and last pipeline stage of this
+  // rank's pp group (the pp group itself for pp <= 2), over which the tied
+  // embedding's two copies sum their gradients; null on middle stages.
+  const std::shared_ptr<Communicator>& embedding() const { return embedding_; }
 
   int tp_rank() const { return tp()->rank(); }
   int tp_size() const { return tp()->size(); }
   int pp_rank() const { return group(MpuGroup::kPp)->rank(); }
   int dp_rank() const { return dp()->rank(); }
   int cp_rank() const { return group(MpuGroup::kCp)->rank(); }
+  int pp_size() const { return group(MpuGroup::kPp)->size(); }
 
  private:
   ParallelState() = default;
   MegatronLayout layout_;
   std::shared_ptr<Communicator> world_;
   std::vector<std::shared_ptr<Communicator>> groups_;  // by MpuGroup
+  std::shared_ptr<Communicator> embedding_;
 };
 
 }  // namespace verl::parallel::megatron
