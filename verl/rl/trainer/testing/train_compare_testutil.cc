@@ -110,6 +110,16 @@ void ExpectSameRuns(const std::vector<nlohmann::json>& one,
   EXPECT_GE(same, min_same_steps)
       << what << ": the rollouts differ at step " << same + 1;
   ExpectSameMetrics(one, two, what, steps, required, tol, same);
+  // Past the steps compared above, the rollout engine must still hold the
+  // trained weights: its log-probs equal the actor's recomputed ones.
+  for (size_t step = same; step < std::min(steps, two.size()); ++step) {
+    const auto& data = two[step]["data"];
+    ASSERT_TRUE(data.contains("training/rollout_probs_diff_max"))
+        << what << " step " << step + 1;
+    EXPECT_LT(data["training/rollout_probs_diff_max"].get<double>(), 1e-3)
+        << what << " step " << step + 1
+        << ": the rollout's log-probs differ from the actor's";
+  }
 }
 
 }  // namespace verl::rl::testing

@@ -44,7 +44,11 @@ void ExpectSameMetrics(const std::vector<nlohmann::json>& one,
 // responses, which must be at least `min_same_steps` (default 2: the second
 // rollout follows the first update and weight sync, so a wrong update or
 // sync fails); a later step may sample differently once rounding moves a
-// token's probability across its uniform draw (seen on some CPUs).
+// token's probability across its uniform draw (seen on some CPUs). On those
+// later steps `two`'s rollout log-probs must still equal its actor's
+// (training/rollout_probs_diff_max < 1e-3, logged with
+// actor_rollout_ref.rollout.calculate_log_probs=true), so the weight sync
+// stays checked.
 void ExpectSameRuns(const std::vector<nlohmann::json>& one,
                     const std::string& one_name,
                     const std::vector<nlohmann::json>& two,
