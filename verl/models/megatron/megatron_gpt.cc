@@ -5,10 +5,12 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <unordered_set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
+#include "verl/models/megatron/moe_layer.h"
 #include "verl/parallel/comm_autograd.h"
 #include "verl/parallel/megatron/context_parallel.h"
 #include "verl/parallel/megatron/mappings.h"
@@ -46,6 +48,75 @@ class RingAttentionBackend : public AttentionBackend {
   std::shared_ptr<const mg::CpLayout> layout_;
   CommPtr cp_;
 };
+
+// Expert parallelism's limits (moe_layer.h), one line naming the key.
+absl::Status ValidateMoe(const ModelConfig& c, const MegatronModelOptions& o,
+                         const mg::ModelParallelSizes& sizes) {
+  const std::string kEp = "megatron.expert_model_parallel_size";
+  if (sizes.ep < 1) return Bad(kEp, sizes.ep, "must be >= 1");
+  if (c.IsMoe() && sizes.pp > 1) {
+    return absl::UnimplementedError(absl::StrCat(
+        "megatron.pipeline_model_parallel_size=", sizes.pp,
+        ": MoE layers with pipeline parallelism are not built yet"));
+  }
+  if (!c.IsMoe()) {
+    if (sizes.ep > 1) {
+      return Bad(kEp, sizes.ep, "the model has no experts (num_experts 0)");
+    }
+    return absl::OkStatus();
+  }
+  if (c.num_experts % sizes.ep != 0) {
+    return Bad(kEp, sizes.ep,
+               absl::StrCat("does not divide num_experts ", c.num_experts));
+  }
+  const int etp = sizes.etp > 0 ? sizes.etp : sizes.tp;
+  if (etp != 1) {
+    return absl::UnimplementedError(absl::StrCat(
+        "megatron.expert_tensor_parallel_size=", etp,
+        ": expert tensor parallelism is not built (set 1; null means "
+        "tensor_model_parallel_size)"));
+  }
+  if (sizes.tp > 1 && !o.sequence_parallel) {
+    return absl::InvalidArgumentError(
+        "megatron.sequence_parallel=false: MoE layers with "
+        "tensor_model_parallel_size > 1 need sequence parallelism (as "
+        "Megatron)");
+  }
+  if (c.num_experts_per_tok < 1 || c.num_experts_per_tok > c.num_experts) {
+    return Bad("num_experts_per_tok", c.num_experts_per_tok,
+               absl::StrCat("must be in [1, num_experts ", c.num_experts, "]"));
+  }
+  if (c.moe_intermediate_size < 1) {
+    return Bad("moe_intermediate_size", c.moe_intermediate_size,
+               "must be >= 1");
+  }
+  const int64_t shared = c.scoring_func == "sigmoid"
+                             ? c.n_shared_experts * c.moe_intermediate_size
+                             : c.shared_expert_intermediate_size;
+  if (shared % sizes.tp != 0) {
+    return Bad(
+        "megatron.tensor_model_parallel_size", sizes.tp,
+        absl::StrCat("does not divide the shared experts' size ", shared));
+  }
+  if (c.scoring_func == "sigmoid" &&
+      (c.n_group < 1 || c.num_experts % c.n_group != 0 || c.topk_group < 1 ||
+       c.topk_group > c.n_group)) {
+    return Bad("n_group", c.n_group,
+               absl::StrCat("must divide num_experts ", c.num_experts,
+                            " with 1 <= topk_group <= n_group"));
+  }
+  const bool mlp_recompute = o.recompute_granularity == "full" ||
+                             (o.recompute_granularity == "selective" &&
+                              std::count(o.recompute_modules.begin(),
+                                         o.recompute_modules.end(), "mlp") > 0);
+  if (mlp_recompute) {
+    return absl::UnimplementedError(absl::StrCat(
+        "megatron.override_transformer_config.recompute_granularity=",
+        o.recompute_granularity,
+        ": recomputing MoE layers is not built (use selective core_attn)"));
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -90,11 +161,7 @@ absl::Status ValidateMegatronModel(const ModelConfig& c,
     return absl::UnimplementedError(
         "megatron: multi-head latent attention (deepseek_v3) is not built yet");
   }
-  if (c.IsMoe()) {
-    return absl::UnimplementedError(
-        "megatron: MoE layers (num_experts > 0) need expert parallelism, not "
-        "built yet");
-  }
+  VERL_RETURN_IF_ERROR(ValidateMoe(c, o, sizes));
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     if (c.LayerSlidingWindow(l) > 0) {
       return absl::UnimplementedError(
@@ -283,14 +350,19 @@ at::Tensor TpMlp::Forward(const at::Tensor& x) const {
 
 TpTransformerLayer::TpTransformerLayer(const ModelConfig& c, int64_t layer,
                                        const MegatronModelOptions& o,
-                                       CommPtr tp) {
+                                       CommPtr tp, CommPtr ep) {
   input_layernorm =
       Norm(this, "input_layernorm", c.hidden_size, c.rms_norm_eps);
   self_attention = register_module(
       "self_attention", std::make_shared<TpSelfAttention>(c, layer, o, tp));
   pre_mlp_layernorm =
       Norm(this, "pre_mlp_layernorm", c.hidden_size, c.rms_norm_eps);
-  mlp = register_module("mlp", std::make_shared<TpMlp>(c, o, tp));
+  if (c.LayerIsMoe(layer)) {
+    moe = register_module("mlp",
+                          std::make_shared<MegatronMoeLayer>(c, o, tp, ep));
+  } else {
+    mlp = register_module("mlp", std::make_shared<TpMlp>(c, o, tp));
+  }
   recompute_mlp = o.recompute_granularity == "selective" &&
                   std::count(o.recompute_modules.begin(),
                              o.recompute_modules.end(), "mlp") > 0;
@@ -302,6 +374,7 @@ at::Tensor TpTransformerLayer::Forward(
   at::Tensor h = x + self_attention->Forward(input_layernorm->Forward(x), cos,
                                              sin, std::move(backend));
   at::Tensor normed = pre_mlp_layernorm->Forward(h);
+  if (moe) return h + moe->Forward(normed);
   if (!recompute_mlp) return h + mlp->Forward(normed);
   auto m = mlp;
   RecomputeFn fn = [m](const TensorList& in) {
@@ -341,8 +414,8 @@ MegatronGPTModel::MegatronGPTModel(
   auto decoder = register_module("decoder", std::make_shared<Container>());
   auto list = decoder->register_module("layers", std::make_shared<Container>());
   for (int64_t l = first_layer_; l < first_layer_ + counts[stage]; ++l) {
-    layers.push_back(
-        std::make_shared<TpTransformerLayer>(config_, l, options_, group));
+    layers.push_back(std::make_shared<TpTransformerLayer>(config_, l, options_,
+                                                          group, ep()));
     list->register_module(std::to_string(l), layers.back());
   }
   if (last_stage_) {
@@ -493,6 +566,35 @@ at::Tensor MegatronGPTModel::StageForward(
     return k.pad > 0 ? x.narrow(0, 0, k.t) : x;
   };
   h = final_layernorm->Forward(h);
+  if (config_.IsMoe()) {
+    // This rank's rows that are real tokens (not cp / sp padding), for the
+    // expert load; router logits of every token for the aux loss.
+    at::Tensor real;
+    if (k.cp_layout) {
+      std::vector<int64_t> lens;
+      for (size_t s = 0; s + 1 < cu_seqlens.size(); ++s) {
+        lens.push_back(cu_seqlens[s + 1] - cu_seqlens[s]);
+      }
+      const int r = cp()->rank();
+      real =
+          k.cp_layout->offsets(r) <
+          at::tensor(lens, at::kLong).index_select(0, k.cp_layout->seq_ids(r));
+    } else {
+      real = at::arange(k.t + k.pad, at::kLong) < k.t;
+    }
+    if (sp) {
+      const int64_t n = real.size(0) / mpu_->tp_size();
+      real = real.narrow(0, mpu_->tp_rank() * n, n);
+    }
+    CollectMoe(
+        [&](const at::Tensor& x) {
+          return whole(
+              sp ? mg::GatherFromSequenceParallelRegion(
+                       x, mpu_->tp(), /*tensor_parallel_output_grad=*/false)
+                 : x);
+        },
+        real);
+  }
   if (final_hidden) {
     at::Tensor all = h;
     if (sp) {
@@ -530,29 +632,37 @@ void MegatronGPTModel::FinalizeGrads() {
       partial.push_back(layer->input_layernorm->weight);
       partial.push_back(layer->pre_mlp_layernorm->weight);
     }
+    if (sp && layer->moe) {  // replicated, each tp rank routes T/tp tokens
+      partial.push_back(layer->moe->router->weight);
+      if (layer->moe->shared_gate_weight.defined()) {
+        partial.push_back(layer->moe->shared_gate_weight);
+      }
+    }
     if (layer->self_attention->q_layernorm) {
       partial.push_back(layer->self_attention->q_layernorm->weight);
       partial.push_back(layer->self_attention->k_layernorm->weight);
     }
   }
   mg::SumGradsOverTensorParallel(partial, *mpu_->tp());
-  if (cp()->size() > 1) {
-    // Each cp rank's gradients cover its own tokens only: one all-reduce of
-    // every gradient, flattened.
-    std::vector<at::Tensor> grads;
-    for (const at::Tensor& p : parameters()) {
-      at::Tensor& g = p.mutable_grad();
-      if (!g.defined()) g = at::zeros_like(p);
-      grads.push_back(g.reshape({-1}));
-    }
-    at::Tensor sum = mg::AllReduceSum(at::cat(grads), *cp());
-    int64_t offset = 0;
-    for (const at::Tensor& p : parameters()) {
-      at::Tensor& g = p.mutable_grad();
-      g.copy_(sum.narrow(0, offset, g.numel()).view(g.sizes()));
-      offset += g.numel();
+  // Expert gradients already hold every token of the ep group (the
+  // dispatch brought them); they are summed over the expert-data-parallel
+  // group (which holds the cp replicas too), the rest over cp.
+  // An expert that got no token has zero gradient (not none), so every
+  // rank's optimizer state advances alike.
+  const std::vector<at::Tensor> experts = ExpertParameters();
+  std::unordered_set<const void*> expert_set;
+  for (const at::Tensor& e : experts) {
+    expert_set.insert(e.unsafeGetTensorImpl());
+    if (!e.grad().defined()) e.mutable_grad() = at::zeros_like(e);
+  }
+  std::vector<at::Tensor> dense;
+  for (const at::Tensor& p : parameters()) {
+    if (p.requires_grad() && !expert_set.count(p.unsafeGetTensorImpl())) {
+      dense.push_back(p);
     }
   }
+  SumGrads(dense, *cp());
+  SumGrads(experts, *mpu_->group(mg::MpuGroup::kEdp));
   if (mpu_->pp_size() > 1 && word_embeddings && config_.tie_word_embeddings &&
       !config_.is_value_model) {
     // The first stage's table and the last stage's head copy: Megatron's
@@ -562,6 +672,25 @@ void MegatronGPTModel::FinalizeGrads() {
     parallel::DieOnCommError(mpu_->embedding()->AllReduce(g),
                              *mpu_->embedding(),
                              "tied embedding gradient all-reduce");
+  }
+}
+
+void MegatronGPTModel::SumGrads(const std::vector<at::Tensor>& params,
+                                parallel::Communicator& group) {
+  if (group.size() == 1 || params.empty()) return;
+  // One all-reduce of every gradient, flattened (undefined ones as zeros).
+  std::vector<at::Tensor> grads;
+  for (const at::Tensor& p : params) {
+    at::Tensor& g = p.mutable_grad();
+    if (!g.defined()) g = at::zeros_like(p);
+    grads.push_back(g.reshape({-1}));
+  }
+  at::Tensor sum = mg::AllReduceSum(at::cat(grads), group);
+  int64_t offset = 0;
+  for (const at::Tensor& p : params) {
+    at::Tensor& g = p.mutable_grad();
+    g.copy_(sum.narrow(0, offset, g.numel()).view(g.sizes()));
+    offset += g.numel();
   }
 }
 

@@ -1,7 +1,8 @@
 // File: verl/models/megatron/megatron_gpt.h
 //
-// The decoder family (Llama, Qwen2/2.5, Qwen3; dense) built from Megatron's
-// tensor-parallel layers, with Megatron-core's module names (local spec):
+// The decoder family (Llama, Qwen2/2.5, Qwen3; Qwen2/3-MoE layers, below) built
+// from Megatron's tensor-parallel layers, with Megatron-core's module names
+// (local spec):
 //
 //   embedding.word_embeddings.weight              [Vp/tp, H]  vocab rows
 //   decoder.layers.L.input_layernorm.weight       [H]         replicated
@@ -48,6 +49,14 @@
 // its load-balanced share of every sequence only (attention over the cp
 // ring); the output is all-gathered over cp at the end. FinalizeGrads()
 // then also sums every gradient over cp (each rank's covers its tokens).
+//
+// MoE layers (Qwen2/3-MoE, DeepSeek-V3's router; verl/models/megatron/
+// moe_layer.h): experts split over the mpu's ep group, tokens dispatched by
+// all-to-all. Every rank routes its own tokens (with ep > 1 over dp ranks,
+// each its own batch). FinalizeGrads() sums the expert gradients over the
+// expert-data-parallel group instead of cp, so they hold the gradient of
+// the sum of every dp rank's loss (Megatron's expert grads before the
+// 1/dp scaling).
 #ifndef VERL_MODELS_MEGATRON_GPT_H_
 #define VERL_MODELS_MEGATRON_GPT_H_
 
@@ -55,6 +64,8 @@
 #include <torch/nn/module.h>
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -153,17 +164,22 @@ class TpMlp : public torch::nn::Module {
   std::shared_ptr<parallel::megatron::RowParallelLinear> linear_fc2;
 };
 
+class MegatronMoeLayer;  // moe_layer.h
+
 class TpTransformerLayer : public torch::nn::Module {
  public:
+  // `ep`: the expert-parallel group (needed when `layer` is an MoE layer).
   TpTransformerLayer(const ModelConfig& config, int64_t layer,
-                     const MegatronModelOptions& options, CommPtr tp);
+                     const MegatronModelOptions& options, CommPtr tp,
+                     CommPtr ep = nullptr);
   at::Tensor Forward(const at::Tensor& x, const at::Tensor& cos,
                      const at::Tensor& sin,
                      std::shared_ptr<AttentionBackend> backend) const;
 
   std::shared_ptr<RMSNorm> input_layernorm, pre_mlp_layernorm;
   std::shared_ptr<TpSelfAttention> self_attention;
-  std::shared_ptr<TpMlp> mlp;
+  std::shared_ptr<TpMlp> mlp;             // dense layers
+  std::shared_ptr<MegatronMoeLayer> moe;  // MoE layers (also "mlp")
   bool recompute_mlp = false;
 };
 
@@ -223,9 +239,26 @@ class MegatronGPTModel : public torch::nn::Module {
   const CommPtr& cp() const {
     return mpu_->group(parallel::megatron::MpuGroup::kCp);
   }
+  const CommPtr& ep() const {
+    return mpu_->group(parallel::megatron::MpuGroup::kEp);
+  }
   const std::shared_ptr<parallel::megatron::ParallelState>& mpu() const {
     return mpu_;
   }
+
+  // MoE: the last Forward's load-balancing loss, HF's aux_loss over every
+  // MoE layer and every token of the packed batch (the same on every tp /
+  // cp rank; the caller scales it by config().router_aux_loss_coef, as for
+  // CausalLM's ForwardOutput::aux_loss). Undefined for dense models and the
+  // sigmoid router (aux-loss-free balancing).
+  const at::Tensor& moe_aux_loss() const { return moe_aux_loss_; }
+  // Expert load since the last call: per MoE layer, the routed (token,
+  // slot) count of every expert over the real tokens of this rank's
+  // forwards, summed over tp and cp (collective over tp x cp). Empty for
+  // dense models.
+  std::map<int64_t, std::vector<double>> TakeExpertLoad();
+  // The local experts' parameters of every MoE layer.
+  std::vector<at::Tensor> ExpertParameters() const;
 
   // First stage (and, for a tied LM head, the last stage's copy); else null.
   std::shared_ptr<parallel::megatron::VocabParallelEmbedding> word_embeddings;
@@ -248,11 +281,24 @@ class MegatronGPTModel : public torch::nn::Module {
                        const at::Tensor& sin,
                        const std::shared_ptr<AttentionBackend>& backend);
 
+  // Sums the gradients of `params` over `group` in place (undefined ones
+  // become zeros first); nothing for a group of one.
+  void SumGrads(const std::vector<at::Tensor>& params,
+                parallel::Communicator& group);
+  // After the layers ran: the load-balancing loss from every MoE layer's
+  // router logits (`gather_tokens` maps this rank's rows to the whole
+  // stream) and the expert load of the rows where `real` [N] is true.
+  void CollectMoe(
+      const std::function<at::Tensor(const at::Tensor&)>& gather_tokens,
+      const at::Tensor& real);
+
   ModelConfig config_;
   MegatronModelOptions options_;
   std::shared_ptr<parallel::megatron::ParallelState> mpu_;
   int64_t padded_vocab_ = 0;
   at::Tensor inv_freq_;
+  at::Tensor moe_aux_loss_;
+  std::map<int64_t, at::Tensor> expert_load_;  // layer -> [E] double
   bool first_stage_ = true, last_stage_ = true;
   int64_t first_layer_ = 0;
 };

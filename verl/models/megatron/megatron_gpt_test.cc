@@ -88,6 +88,34 @@ TEST(MegatronGptTest, Pp4MatchesSingleProcess) {
             0);
 }
 
+// Expert parallelism: ep = 2 over 2 dp ranks (tp 1), each with its own
+// batch; Qwen3-MoE (softmax top-k, renormalised, a dense layer between),
+// Qwen2-MoE (gated shared expert) and DeepSeek-V3's router (sigmoid + bias,
+// group-limited, shared expert, first layer dense; standard attention).
+// Logits, log-probs, entropy, the aux loss, the expert load and every
+// gradient (experts: summed over the dp ranks' batches) equal the
+// single-process model's.
+TEST(MegatronGptTest, Ep2MatchesSingleProcess) {
+  EXPECT_EQ(RunWorker(2, {"--ep=2", "--tp_div=2",
+                          "--cases=qwen3_moe,qwen2_moe_shared_sp,dsv3_router"}),
+            0);
+}
+
+// tp 2 (sequence parallel: each tp rank routes its half of the tokens) x
+// ep 2 (the ep group is the tp group) x dp 2 on 4 processes.
+TEST(MegatronGptTest, Tp2Ep2MatchesSingleProcess) {
+  EXPECT_EQ(RunWorker(4, {"--ep=2", "--tp_div=2",
+                          "--cases=qwen3_moe_sp,dsv3_router_sp"}),
+            0);
+}
+
+// cp 2 x ep 2 on 2 processes: one dp rank, its sequences split over the
+// cp ranks, which are also the ep ranks.
+TEST(MegatronGptTest, Cp2Ep2MatchesSingleProcess) {
+  EXPECT_EQ(RunWorker(2, {"--cp=2", "--ep=2", "--cases=qwen2_moe_shared_sp"}),
+            0);
+}
+
 parallel::megatron::ModelParallelSizes Tp(int tp, int pp = 1, int cp = 1) {
   parallel::megatron::ModelParallelSizes sizes;
   sizes.tp = tp;
@@ -127,8 +155,36 @@ TEST(MegatronGptTest, ValidationNamesTheKey) {
       StatusIs(absl::StatusCode::kInvalidArgument, "intermediate_size"));
   c = Config();
   c.num_experts = 4;
+  c.num_experts_per_tok = 2;
+  c.moe_intermediate_size = 8;
   EXPECT_THAT(ValidateMegatronModel(c, o, Tp(2)),
-              StatusIs(absl::StatusCode::kUnimplemented, "MoE"));
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       "megatron.expert_tensor_parallel_size=2: expert tensor "
+                       "parallelism is not built"));
+  auto ep = [](int tp, int ep) {
+    parallel::megatron::ModelParallelSizes s = Tp(tp);
+    s.ep = ep;
+    s.etp = 1;
+    return s;
+  };
+  EXPECT_TRUE(ValidateMegatronModel(c, o, ep(1, 4)).ok());
+  EXPECT_THAT(ValidateMegatronModel(c, o, ep(1, 3)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "megatron.expert_model_parallel_size=3: does not "
+                       "divide num_experts 4"));
+  EXPECT_THAT(ValidateMegatronModel(c, o, ep(2, 2)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "megatron.sequence_parallel=false"));
+  MegatronModelOptions sp;
+  sp.sequence_parallel = true;
+  EXPECT_TRUE(ValidateMegatronModel(c, sp, ep(2, 2)).ok());
+  sp.recompute_granularity = "full";
+  EXPECT_THAT(ValidateMegatronModel(c, sp, ep(2, 2)),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       "recomputing MoE layers is not built"));
+  EXPECT_THAT(
+      ValidateMegatronModel(Config(), o, ep(1, 2)),
+      StatusIs(absl::StatusCode::kInvalidArgument, "the model has no experts"));
   EXPECT_THAT(ValidateMegatronModel(Config(), o, Tp(2, 2)),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "megatron.pipeline_model_parallel_size=2: the other "

@@ -40,6 +40,8 @@
 #include "verl/models/logprob.h"
 #include "verl/models/megatron/megatron_gpt.h"
 #include "verl/models/megatron/megatron_weights.h"
+#include "verl/models/megatron/moe_layer.h"
+#include "verl/models/moe/router.h"
 #include "verl/parallel/distributed.h"
 #include "verl/parallel/megatron/parallel_state.h"
 #include "verl/parallel/megatron/pipeline_schedule.h"
@@ -54,6 +56,10 @@ ABSL_FLAG(int, microbatches, 1,
           "through the 1F1B and forward-only schedules");
 ABSL_FLAG(int, layers, 3, "num_hidden_layers");
 ABSL_FLAG(int, first_stage_layers, -1, "num_layers_in_first_pipeline_stage");
+ABSL_FLAG(int, ep, 1,
+          "expert_model_parallel_size (MoE cases; expert tp is 1, tp = world "
+          "/ cp / --tp_div)");
+ABSL_FLAG(int, tp_div, 1, "tp = world / cp / tp_div (the rest is dp)");
 
 namespace verl::models {
 namespace {
@@ -400,6 +406,233 @@ absl::Status RunCase(const Case& c, bool check_folder,
   return absl::OkStatus();
 }
 
+// ---- MoE (expert parallelism) ---------------------------------------------
+//
+// Every dp rank d runs its own packed batch (lengths differ per d, so the
+// all-to-all splits differ); the reference runs each dp rank's batch
+// through the single-process CausalLM. After FinalizeGrads a rank's dense
+// gradients equal its own batch's, its local experts' the sum over every dp
+// rank's batch (the dispatch brought their tokens); logits, log-probs,
+// entropy, the aux loss and the expert load equal its batch's.
+struct MoeCase {
+  const char* name;
+  bool sigmoid;  // DeepSeek-V3 router (+ 1 shared expert); else softmax
+  bool shared;   // softmax: Qwen2-MoE's gated shared expert
+  bool sp;
+};
+
+const std::vector<MoeCase>& MoeCases() {
+  static const auto* cases = new std::vector<MoeCase>{
+      {"qwen3_moe", false, false, false},
+      {"qwen3_moe_sp", false, false, true},
+      {"qwen2_moe_shared_sp", false, true, true},
+      {"dsv3_router", true, true, false},
+      {"dsv3_router_sp", true, true, true},
+  };
+  return *cases;
+}
+
+ModelConfig MoeConfig(const MoeCase& c) {
+  ModelConfig config = TinyConfig({"",
+                                   2,
+                                   !c.sigmoid && c.shared,
+                                   !c.sigmoid && !c.shared,
+                                   false,
+                                   c.sp,
+                                   "",
+                                   "uniform",
+                                   1,
+                                   {}});
+  config.model_type = c.sigmoid  ? "deepseek_v3"
+                      : c.shared ? "qwen2_moe"
+                                 : "qwen3_moe";
+  config.architecture = c.sigmoid  ? "DeepseekV3ForCausalLM"
+                        : c.shared ? "Qwen2MoeForCausalLM"
+                                   : "Qwen3MoeForCausalLM";
+  config.num_experts = 8;
+  config.num_experts_per_tok = 2;
+  config.moe_intermediate_size = 16;
+  config.router_aux_loss_coef = 0.5;  // large enough to show in gradients
+  if (c.sigmoid) {
+    config.scoring_func = "sigmoid";
+    config.n_group = 4;
+    config.topk_group = 2;
+    config.norm_topk_prob = true;
+    config.routed_scaling_factor = 2.5;
+    config.n_shared_experts = 1;
+    config.first_k_dense_replace = 1;
+  } else {
+    config.norm_topk_prob = !c.shared;
+    config.mlp_only_layers = {1};
+    if (c.shared) config.shared_expert_intermediate_size = 24;
+  }
+  return config;
+}
+
+struct MoeBatch {
+  std::vector<int64_t> cu;
+  at::Tensor ids, labels, pos, a, b;
+};
+
+MoeBatch MakeMoeBatch(int64_t dp_rank, int64_t vocab) {
+  MoeBatch m;
+  m.cu = dp_rank == 0 ? std::vector<int64_t>{0, 5, 12, 17}
+                      : std::vector<int64_t>{0, 9, 11, 20};
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(7 + dp_rank);
+  const int64_t t = m.cu.back();
+  m.ids = at::randint(vocab, {t}, gen, at::kLong);
+  m.labels = at::randint(vocab, {t}, gen, at::kLong);
+  std::vector<at::Tensor> pos;
+  for (size_t s = 0; s + 1 < m.cu.size(); ++s) {
+    pos.push_back(at::arange(m.cu[s + 1] - m.cu[s], at::kLong));
+  }
+  m.pos = at::cat(pos);
+  m.a = at::randn({t}, gen);
+  m.b = at::randn({t}, gen);
+  return m;
+}
+
+absl::Status RunMoeCase(const MoeCase& c, bool check_folder,
+                        const std::shared_ptr<mg::ParallelState>& mpu,
+                        mg::Comparer& cmp) {
+  const ModelConfig config = MoeConfig(c);
+  MegatronModelOptions options;
+  options.sequence_parallel = c.sp;
+  options.make_vocab_size_divisible_by = 4;
+  VERL_RETURN_IF_ERROR(
+      ValidateMegatronModel(config, options, mpu->layout().sizes()));
+  std::shared_ptr<CausalLM> ref = CreateModel(config, /*seed=*/1, 0.1);
+  {
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(2);
+    at::NoGradGuard no_grad;
+    for (const auto& item : ref->named_parameters()) {
+      if (item.value().dim() == 1) {
+        item.value().add_(at::randn(item.value().sizes(), gen) * 0.1);
+      }
+    }
+  }
+  // The reference per dp rank: outputs of this rank's batch, gradients of
+  // every batch.
+  const int64_t dp = mpu->layout().dp(), me = mpu->dp_rank();
+  std::map<std::string, at::Tensor> want_grads;
+  ForwardOutput ref_fwd;
+  LogProbEntropy ref_out;
+  std::vector<at::Tensor> ref_router_logits;
+  for (const auto& item : ref->named_parameters()) {  // no token: zero grad
+    want_grads[item.key()] = at::zeros_like(item.value());
+  }
+  for (int64_t d = 0; d < dp; ++d) {
+    const MoeBatch batch = MakeMoeBatch(d, config.vocab_size);
+    ref->zero_grad();
+    ForwardOutput fwd = ref->ForwardPacked(batch.ids, batch.pos, batch.cu);
+    LogProbEntropy out =
+        LogProbsAndEntropy(fwd.logits, batch.labels, kTemperature);
+    at::Tensor loss = (out.log_probs * batch.a + out.entropy * batch.b).sum();
+    if (fwd.aux_loss.defined()) {
+      loss = loss + config.router_aux_loss_coef * fwd.aux_loss;
+    }
+    loss.backward();
+    for (const auto& [name, g] : NamedGrads(*ref)) {
+      if (!g.defined()) continue;
+      const bool expert = name.find(".mlp.experts.") != std::string::npos;
+      if (d == me || expert) want_grads[name] = want_grads[name] + g;
+    }
+    if (d == me) {
+      ref_fwd = fwd;
+      ref_out = out;
+      VarlenCausalAttention attention(batch.cu);
+      at::NoGradGuard no_grad;
+      ref->Forward(batch.ids, batch.pos, attention, &ref_router_logits);
+    }
+  }
+
+  MegatronGPTModel model(config, options, mpu);
+  std::map<std::string, at::Tensor> ref_params;
+  for (const auto& item : ref->named_parameters()) {
+    ref_params[item.key()] = item.value().detach();
+  }
+  VERL_RETURN_IF_ERROR(LoadMegatronFromHf(HfSourceFromMap(ref_params), &model));
+  if (check_folder) VERL_RETURN_IF_ERROR(CheckFolderLoad(*ref, model, mpu));
+  VERL_RETURN_IF_ERROR(CheckGatherToHf(model, ref_params));
+
+  const MoeBatch batch = MakeMoeBatch(me, config.vocab_size);
+  const std::string tag = absl::StrCat(c.name, ": ");
+  at::Tensor shard = model.Forward(batch.ids, batch.pos, batch.cu);
+  mg::VocabParallelOutput out = mg::VocabParallelLogProbsAndEntropy(
+      shard, batch.labels, config.vocab_size, mpu->tp(), kTemperature);
+  at::Tensor loss = (out.log_probs * batch.a + out.entropy * batch.b).sum();
+  if (model.moe_aux_loss().defined() != ref_fwd.aux_loss.defined()) {
+    return absl::InternalError(tag + "aux loss defined differently");
+  }
+  if (model.moe_aux_loss().defined()) {
+    VERL_RETURN_IF_ERROR(
+        cmp.Expect(tag + "aux_loss", model.moe_aux_loss(), ref_fwd.aux_loss));
+    loss = loss + config.router_aux_loss_coef * model.moe_aux_loss();
+  }
+  loss.backward();
+  model.FinalizeGrads();
+  VERL_RETURN_IF_ERROR(
+      cmp.Expect(tag + "logits",
+                 mg::GatherVocabParallelLogits(shard.detach(),
+                                               config.vocab_size, mpu->tp()),
+                 ref_fwd.logits));
+  VERL_RETURN_IF_ERROR(
+      cmp.Expect(tag + "log_probs", out.log_probs, ref_out.log_probs));
+  VERL_RETURN_IF_ERROR(
+      cmp.Expect(tag + "entropy", out.entropy, ref_out.entropy));
+  const HfTensorSource grads = HfSourceFromMap(want_grads);
+  int checked = 0, experts = 0;
+  for (const auto& item : model.named_parameters()) {
+    if (!item.value().requires_grad()) continue;
+    VERL_ASSIGN_OR_RETURN(at::Tensor want,
+                          MegatronShardFromHf(model, item.key(), grads));
+    VERL_RETURN_IF_ERROR(
+        cmp.Expect(tag + item.key() + " grad", item.value().grad(), want));
+    ++checked;
+    experts += item.key().find("local_experts") != std::string::npos;
+  }
+  const int64_t moe_layers = config.num_hidden_layers - 1;
+  if (experts !=
+      moe_layers * 2 * config.num_experts / mpu->layout().sizes().ep) {
+    return absl::InternalError(
+        absl::StrCat("checked ", experts, " expert parameters of ", checked));
+  }
+  // Expert load: this dp rank's tokens, k slots each; the softmax router's
+  // counts equal the reference routing's.
+  const std::map<int64_t, std::vector<double>> load = model.TakeExpertLoad();
+  if (static_cast<int64_t>(load.size()) != moe_layers) {
+    return absl::InternalError(
+        absl::StrCat("load of ", load.size(), " layers"));
+  }
+  size_t i = 0;
+  for (const auto& [layer, counts] : load) {
+    at::Tensor got = at::tensor(counts, at::kDouble);
+    if (got.sum().item<double>() !=
+        static_cast<double>(batch.cu.back() * config.num_experts_per_tok)) {
+      return absl::InternalError(absl::StrCat(tag, "layer ", layer, " routed ",
+                                              got.sum().item<double>()));
+    }
+    if (!c.sigmoid) {
+      Routing r =
+          SoftmaxTopK(ref_router_logits.at(i++), config.num_experts_per_tok,
+                      config.norm_topk_prob);
+      at::Tensor want =
+          at::bincount(r.indices.reshape({-1}), {}, config.num_experts)
+              .to(at::kDouble);
+      if (!at::equal(got, want)) {
+        return absl::InternalError(
+            absl::StrCat(tag, "expert load of layer ", layer, " differs"));
+      }
+    }
+  }
+  const std::map<std::string, double> metrics = ExpertLoadMetrics(load);
+  if (!metrics.count("moe/imbalance_max") ||
+      metrics.at("moe/imbalance_max") < 1.0) {
+    return absl::InternalError(tag + "no moe/imbalance_max metric");
+  }
+  return absl::OkStatus();
+}
+
 int Main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   absl::StatusOr<parallel::DistributedContext> dist =
@@ -412,7 +645,10 @@ int Main(int argc, char** argv) {
   mg::ModelParallelSizes sizes;
   sizes.cp = absl::GetFlag(FLAGS_cp);
   sizes.pp = absl::GetFlag(FLAGS_pp);
-  sizes.tp = dist->world->size() / (sizes.cp * sizes.pp);
+  sizes.tp =
+      dist->world->size() / (sizes.cp * sizes.pp * absl::GetFlag(FLAGS_tp_div));
+  sizes.ep = absl::GetFlag(FLAGS_ep);
+  sizes.etp = 1;
   absl::StatusOr<std::shared_ptr<mg::ParallelState>> mpu =
       mg::ParallelState::Initialize(dist->world, sizes);
   if (!mpu.ok()) {
@@ -425,6 +661,23 @@ int Main(int argc, char** argv) {
     const Case* found = nullptr;
     for (const Case& c : Cases()) {
       if (name == c.name) found = &c;
+    }
+    const MoeCase* moe = nullptr;
+    for (const MoeCase& c : MoeCases()) {
+      if (name == c.name) moe = &c;
+    }
+    if (moe != nullptr) {
+      mg::Comparer cmp(kTol);
+      absl::Status s = RunMoeCase(*moe, first, *mpu, cmp);
+      first = false;
+      if (!s.ok()) {
+        std::cout << "rank " << rank << " FAILED: " << s << std::endl;
+        return 1;
+      }
+      std::cout << "rank " << rank << ": " << name << " OK (max rel err "
+                << cmp.worst() << " at '" << cmp.worst_name() << "')"
+                << std::endl;
+      continue;
     }
     if (found == nullptr) {
       std::cout << "rank " << rank << " FAILED: unknown case " << name

@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "verl/core/status.h"
 #include "verl/models/hf_checkpoint.h"
+#include "verl/models/megatron/moe_layer.h"
 #include "verl/parallel/megatron/mappings.h"
 
 namespace verl::models {
@@ -116,12 +117,62 @@ class ShardBuilder {
     if (rest == "mlp.linear_fc2.weight") {
       return Split(hf + "mlp.down_proj.weight", 1);
     }
+    if (absl::StartsWith(rest, "mlp.")) {
+      return BuildMoe(layer, rest.substr(4), hf + "mlp.", name);
+    }
     return Unknown(name);
   }
 
  private:
   absl::StatusOr<at::Tensor> Get(const std::string& hf_name) {
     return hf_(hf_name);
+  }
+
+  // MoE layer parameters (moe_layer.h): the router, this rank's experts
+  // (local i = global first_expert + i), the shared experts (tp-sharded).
+  absl::StatusOr<at::Tensor> BuildMoe(int64_t layer, const std::string& rest,
+                                      const std::string& hf,
+                                      const std::string& name) {
+    std::shared_ptr<TpTransformerLayer> local = model_.LocalLayer(layer);
+    if (!local || !local->moe) return Unknown(name);
+    const MegatronMoeLayer& moe = *local->moe;
+    if (rest == "router.weight") return Get(hf + "gate.weight");
+    if (rest == "router.expert_bias") {
+      return Get(hf + "gate.e_score_correction_bias");
+    }
+    constexpr absl::string_view kLocal = "experts.local_experts.";
+    if (absl::StartsWith(rest, kLocal)) {
+      std::pair<std::string, std::string> parts =
+          absl::StrSplit(rest.substr(kLocal.size()), absl::MaxSplits('.', 1));
+      int64_t i = 0;
+      if (!absl::SimpleAtoi(parts.first, &i)) return Unknown(name);
+      const std::string e =
+          absl::StrCat(hf, "experts.", moe.first_expert + i, ".");
+      if (parts.second == "linear_fc1.weight") {
+        VERL_ASSIGN_OR_RETURN(at::Tensor gate, Get(e + "gate_proj.weight"));
+        VERL_ASSIGN_OR_RETURN(at::Tensor up, Get(e + "up_proj.weight"));
+        return at::cat({gate, up});
+      }
+      if (parts.second == "linear_fc2.weight") {
+        return Get(e + "down_proj.weight");
+      }
+      return Unknown(name);
+    }
+    const std::string shared =
+        hf + (moe.sigmoid ? "shared_experts." : "shared_expert.");
+    if (rest == "shared_experts.linear_fc1.weight") {
+      VERL_ASSIGN_OR_RETURN(at::Tensor gate,
+                            Split(shared + "gate_proj.weight", 0));
+      VERL_ASSIGN_OR_RETURN(at::Tensor up, Split(shared + "up_proj.weight", 0));
+      return at::cat({gate, up});
+    }
+    if (rest == "shared_experts.linear_fc2.weight") {
+      return Split(shared + "down_proj.weight", 1);
+    }
+    if (rest == "shared_experts.gate_weight") {
+      return Get(hf + "shared_expert_gate.weight");
+    }
+    return Unknown(name);
   }
 
   absl::StatusOr<at::Tensor> Split(const std::string& hf_name, int64_t dim) {
@@ -177,6 +228,53 @@ at::Tensor Of(const ParamTensorFn& of, const at::Tensor& param) {
   return of ? of(param).detach() : param.detach();
 }
 
+// A tp-sharded SwiGLU MLP (fc1 shards are [gate_r; up_r]: both halves
+// gathered separately) -> HF's gate/up/down_proj under `hf`.
+void GatherMlp(const TpMlp& mlp, const std::string& hf, const ParamTensorFn& of,
+               parallel::Communicator& tp,
+               std::map<std::string, at::Tensor>* out) {
+  std::vector<at::Tensor> gate_up = Of(of, mlp.linear_fc1->weight).chunk(2, 0);
+  (*out)[hf + "gate_proj.weight"] = Gathered(gate_up[0], 0, tp);
+  (*out)[hf + "up_proj.weight"] = Gathered(gate_up[1], 0, tp);
+  (*out)[hf + "down_proj.weight"] =
+      Gathered(Of(of, mlp.linear_fc2->weight), 1, tp);
+}
+
+// An MoE layer: the router (replicated), every expert (each rank's stacked
+// local experts all-gathered over ep), the shared experts (over tp).
+void GatherMoe(const MegatronGPTModel& model, const MegatronMoeLayer& moe,
+               const std::string& hf, const ParamTensorFn& of,
+               std::map<std::string, at::Tensor>* out) {
+  (*out)[hf + "gate.weight"] = Of(of, moe.router->weight).clone();
+  if (moe.router->expert_bias.defined()) {
+    (*out)[hf + "gate.e_score_correction_bias"] =
+        Of(of, moe.router->expert_bias).clone();
+  }
+  std::vector<at::Tensor> fc1, fc2;
+  for (const auto& e : moe.local_experts) {
+    fc1.push_back(Of(of, e->linear_fc1->weight));
+    fc2.push_back(Of(of, e->linear_fc2->weight));
+  }
+  at::Tensor all_fc1 = Gathered(at::stack(fc1), 0, *model.ep());
+  at::Tensor all_fc2 = Gathered(at::stack(fc2), 0, *model.ep());
+  for (int64_t g = 0; g < all_fc1.size(0); ++g) {
+    const std::string e = absl::StrCat(hf, "experts.", g, ".");
+    std::vector<at::Tensor> gate_up = all_fc1[g].chunk(2, 0);
+    (*out)[e + "gate_proj.weight"] = gate_up[0].contiguous();
+    (*out)[e + "up_proj.weight"] = gate_up[1].contiguous();
+    (*out)[e + "down_proj.weight"] = all_fc2[g].contiguous();
+  }
+  if (moe.shared_experts) {
+    GatherMlp(*moe.shared_experts,
+              hf + (moe.sigmoid ? "shared_experts." : "shared_expert."), of,
+              *model.tp(), out);
+  }
+  if (moe.shared_gate_weight.defined()) {
+    (*out)[hf + "shared_expert_gate.weight"] =
+        Of(of, moe.shared_gate_weight).clone();
+  }
+}
+
 void GatherLayer(const MegatronGPTModel& model, int64_t l,
                  const ParamTensorFn& of,
                  std::map<std::string, at::Tensor>* out) {
@@ -205,13 +303,11 @@ void GatherLayer(const MegatronGPTModel& model, int64_t l,
   }
   (*out)[hf + "self_attn.o_proj.weight"] =
       Gathered(Of(of, attn.linear_proj->weight), 1, tp);
-  // fc1 shards are [gate_r; up_r]: gather both halves separately.
-  std::vector<at::Tensor> gate_up =
-      Of(of, layer.mlp->linear_fc1->weight).chunk(2, 0);
-  (*out)[hf + "mlp.gate_proj.weight"] = Gathered(gate_up[0], 0, tp);
-  (*out)[hf + "mlp.up_proj.weight"] = Gathered(gate_up[1], 0, tp);
-  (*out)[hf + "mlp.down_proj.weight"] =
-      Gathered(Of(of, layer.mlp->linear_fc2->weight), 1, tp);
+  if (layer.moe) {
+    GatherMoe(model, *layer.moe, hf + "mlp.", of, out);
+  } else {
+    GatherMlp(*layer.mlp, hf + "mlp.", of, tp, out);
+  }
 }
 
 void GatherRoot(const MegatronGPTModel& model, const ParamTensorFn& of,

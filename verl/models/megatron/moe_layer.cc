@@ -1,0 +1,205 @@
+// File: verl/models/megatron/moe_layer.cc
+#include "verl/models/megatron/moe_layer.h"
+
+#include <ATen/ATen.h>
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "verl/models/decoder.h"
+#include "verl/parallel/megatron/expert_parallel.h"
+#include "verl/parallel/megatron/mappings.h"
+
+namespace verl::models {
+namespace {
+
+namespace mg = parallel::megatron;
+
+// A named node of the module tree ("experts").
+class Container : public torch::nn::Module {};
+
+}  // namespace
+
+ExpertMlp::ExpertMlp(int64_t hidden, int64_t ffn) {
+  linear_fc1 = register_module(
+      "linear_fc1", std::make_shared<Linear>(hidden, 2 * ffn, false));
+  linear_fc2 = register_module("linear_fc2",
+                               std::make_shared<Linear>(ffn, hidden, false));
+}
+
+at::Tensor ExpertMlp::Forward(const at::Tensor& x) const {
+  std::vector<at::Tensor> gate_up = linear_fc1->Forward(x).chunk(2, -1);
+  return linear_fc2->Forward(at::silu(gate_up[0]) * gate_up[1]);
+}
+
+MoeRouter::MoeRouter(int64_t num_experts, int64_t hidden, bool with_bias) {
+  weight = register_parameter("weight", at::zeros({num_experts, hidden}));
+  if (with_bias) {
+    expert_bias = register_parameter("expert_bias", at::zeros({num_experts}),
+                                     /*requires_grad=*/false);
+  }
+}
+
+MegatronMoeLayer::MegatronMoeLayer(const ModelConfig& c,
+                                   const MegatronModelOptions& o, CommPtr tp,
+                                   CommPtr ep)
+    : num_experts(c.num_experts),
+      top_k(c.num_experts_per_tok),
+      sigmoid(c.scoring_func == "sigmoid"),
+      norm_topk_prob(c.norm_topk_prob),
+      ep_(std::move(ep)) {
+  CHECK(ep_ != nullptr) << "MoE layer without an ep group";
+  CHECK_EQ(num_experts % ep_->size(), 0);
+  group_options.top_k = top_k;
+  group_options.n_group = c.n_group;
+  group_options.topk_group = c.topk_group;
+  group_options.norm_topk_prob = c.norm_topk_prob;
+  group_options.routed_scaling_factor = c.routed_scaling_factor;
+  const int64_t h = c.hidden_size, local = num_experts / ep_->size();
+  first_expert = ep_->rank() * local;
+  router = register_module(
+      "router", std::make_shared<MoeRouter>(num_experts, h, sigmoid));
+  auto experts = register_module("experts", std::make_shared<Container>());
+  auto list =
+      experts->register_module("local_experts", std::make_shared<ModuleList>());
+  for (int64_t i = 0; i < local; ++i) {
+    local_experts.push_back(
+        std::make_shared<ExpertMlp>(h, c.moe_intermediate_size));
+    list->Add(local_experts.back());
+  }
+  const int64_t shared = sigmoid ? c.n_shared_experts * c.moe_intermediate_size
+                                 : c.shared_expert_intermediate_size;
+  if (shared > 0) {
+    ModelConfig sc = c;
+    sc.intermediate_size = shared;
+    shared_experts =
+        register_module("shared_experts", std::make_shared<TpMlp>(sc, o, tp));
+    if (!sigmoid) {
+      shared_gate_weight =
+          shared_experts->register_parameter("gate_weight", at::zeros({1, h}));
+    }
+  }
+}
+
+at::Tensor MegatronMoeLayer::Forward(const at::Tensor& x) const {
+  // Router logits as the single-process blocks compute them: the softmax
+  // router in x's dtype (HF's gate Linear), the sigmoid one in fp32.
+  at::Tensor logits;
+  Routing routing;
+  if (sigmoid) {
+    const c10::ScalarType ct = ComputeDtype(x.scalar_type());
+    logits = at::linear(x.to(ct), router->weight.to(ct));
+    routing =
+        SigmoidGroupLimitedTopK(logits, router->expert_bias, group_options);
+  } else {
+    logits = at::linear(x, router->weight);
+    routing = SoftmaxTopK(logits, top_k, norm_topk_prob);
+  }
+  last_router_logits = logits;
+  last_indices = routing.indices.detach();
+  const mg::ExpertDispatch plan =
+      mg::PlanExpertDispatch(routing.indices, num_experts, *ep_);
+  at::Tensor rows = mg::DispatchTokens(x, plan, ep_);
+  // Each local expert on its block; the empty slice keeps `rows` in the
+  // graph when no token came here (every rank joins the backward).
+  std::vector<at::Tensor> outs = {rows.narrow(0, 0, 0)};
+  for (size_t e = 0; e < local_experts.size(); ++e) {
+    const int64_t begin = plan.local_offsets[e];
+    const int64_t n = plan.local_offsets[e + 1] - begin;
+    if (n > 0)
+      outs.push_back(local_experts[e]->Forward(rows.narrow(0, begin, n)));
+  }
+  at::Tensor out = mg::CombineTokens(at::cat(outs), routing.weights, plan, ep_);
+  if (shared_experts) {
+    at::Tensor s = shared_experts->Forward(x);
+    if (shared_gate_weight.defined()) {
+      s = at::sigmoid(at::linear(x, shared_gate_weight)) * s;
+    }
+    out = out + s;
+  }
+  return out;
+}
+
+std::map<std::string, double> ExpertLoadMetrics(
+    const std::map<int64_t, std::vector<double>>& load) {
+  std::map<std::string, double> m;
+  double worst = 0.0, sum = 0.0;
+  for (const auto& [layer, counts] : load) {
+    if (counts.empty()) continue;
+    const auto [lo, hi] = std::minmax_element(counts.begin(), counts.end());
+    double total = 0.0;
+    for (double v : counts) total += v;
+    const double mean = total / static_cast<double>(counts.size());
+    const double imbalance = mean > 0.0 ? *hi / mean : 0.0;
+    const std::string p = absl::StrCat("moe/layer_", layer, "/");
+    m[p + "tokens_per_expert_max"] = *hi;
+    m[p + "tokens_per_expert_min"] = *lo;
+    m[p + "tokens_per_expert_mean"] = mean;
+    m[p + "imbalance"] = imbalance;
+    worst = std::max(worst, imbalance);
+    sum += imbalance;
+  }
+  if (!load.empty()) {
+    m["moe/imbalance_max"] = worst;
+    m["moe/imbalance_mean"] = sum / static_cast<double>(load.size());
+  }
+  return m;
+}
+
+// ---- MegatronGPTModel's MoE parts -----------------------------------------
+
+void MegatronGPTModel::CollectMoe(
+    const std::function<at::Tensor(const at::Tensor&)>& gather_tokens,
+    const at::Tensor& real) {
+  std::vector<at::Tensor> logits;
+  for (int64_t l = 0; l < static_cast<int64_t>(layers.size()); ++l) {
+    const auto& moe = layers[l]->moe;
+    if (!moe) continue;
+    {
+      at::NoGradGuard no_grad;
+      at::Tensor chosen = moe->last_indices.index({real}).reshape({-1});
+      at::Tensor counts =
+          at::bincount(chosen, {}, config_.num_experts).to(at::kDouble);
+      at::Tensor& acc = expert_load_[first_layer() + l];
+      acc = acc.defined() ? acc + counts : counts;
+    }
+    if (!moe->sigmoid) logits.push_back(gather_tokens(moe->last_router_logits));
+    moe->last_router_logits = at::Tensor();
+    moe->last_indices = at::Tensor();
+  }
+  moe_aux_loss_ = logits.empty()
+                      ? at::Tensor()
+                      : LoadBalancingLoss(logits, config_.num_experts,
+                                          config_.num_experts_per_tok);
+}
+
+std::map<int64_t, std::vector<double>> MegatronGPTModel::TakeExpertLoad() {
+  std::map<int64_t, std::vector<double>> out;
+  for (int64_t l = 0; l < static_cast<int64_t>(layers.size()); ++l) {
+    if (!layers[l]->moe) continue;
+    at::Tensor& acc = expert_load_[first_layer() + l];
+    at::Tensor counts =
+        acc.defined() ? acc : at::zeros({config_.num_experts}, at::kDouble);
+    counts = mg::AllReduceSum(
+        counts, *mpu_->group(parallel::megatron::MpuGroup::kTpCp));
+    out[first_layer() + l] = std::vector<double>(counts.data_ptr<double>(),
+                                 counts.data_ptr<double>() + counts.numel());
+    acc = at::Tensor();
+  }
+  return out;
+}
+
+std::vector<at::Tensor> MegatronGPTModel::ExpertParameters() const {
+  std::vector<at::Tensor> params;
+  for (const auto& layer : layers) {
+    if (!layer->moe) continue;
+    for (const auto& expert : layer->moe->local_experts) {
+      for (const at::Tensor& p : expert->parameters()) params.push_back(p);
+    }
+  }
+  return params;
+}
+
+}  // namespace verl::models

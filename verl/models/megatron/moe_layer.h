@@ -1,0 +1,101 @@
+// File: verl/models/megatron/moe_layer.h
+//
+// Megatron-core's MoE layer (MoELayer with SequentialMLP experts and the
+// all-to-all token dispatcher) for MegatronGPTModel, registered as a
+// layer's "mlp":
+//
+//   mlp.router.weight                             [E, H]   replicated
+//   mlp.router.expert_bias                        [E]      sigmoid router only
+//                                                          (no gradient)
+//   mlp.experts.local_experts.{i}.linear_fc1.weight [2F, H] [gate; up]
+//   mlp.experts.local_experts.{i}.linear_fc2.weight [H, F]
+//   mlp.shared_experts.linear_fc1.weight / linear_fc2.weight  tp-sharded
+//   mlp.shared_experts.gate_weight                [1, H]   Qwen2-MoE only
+//
+// Expert parallelism: the ep group's rank j holds experts
+// [j*E/ep, (j+1)*E/ep) (local index i is global expert j*E/ep + i); every
+// rank routes its own tokens — the same math as the single-process decoder's
+// MoE blocks (verl/models/moe/router.h: softmax top-k for Qwen2/3-MoE,
+// sigmoid + bias + group-limited top-k for DeepSeek-V3) — and dispatches
+// them over ep with all-to-alls (verl/parallel/megatron/expert_parallel.h).
+// No token is dropped. Shared experts run densely (tp-sharded like the
+// dense MLP) beside the routed ones. Experts are not tensor-parallel
+// (expert_tensor_parallel_size 1); with tp > 1 the layer needs sequence
+// parallelism (as Megatron), so each tp rank routes its own T/tp tokens.
+#ifndef VERL_MODELS_MEGATRON_MOE_LAYER_H_
+#define VERL_MODELS_MEGATRON_MOE_LAYER_H_
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "verl/models/layers.h"
+#include "verl/models/megatron/megatron_gpt.h"
+#include "verl/models/model_config.h"
+#include "verl/models/moe/router.h"
+
+namespace verl::models {
+
+// One expert: linear_fc1 [2F, H] = [gate; up] (SwiGLU), linear_fc2 [H, F].
+class ExpertMlp : public torch::nn::Module {
+ public:
+  ExpertMlp(int64_t hidden, int64_t ffn);
+  at::Tensor Forward(const at::Tensor& x) const;
+
+  std::shared_ptr<Linear> linear_fc1, linear_fc2;
+};
+
+// `router.weight` [E, H] and, for the sigmoid router, `router.expert_bias`
+// [E] (HF e_score_correction_bias; a parameter without gradient).
+class MoeRouter : public torch::nn::Module {
+ public:
+  MoeRouter(int64_t num_experts, int64_t hidden, bool with_bias);
+
+  at::Tensor weight;
+  at::Tensor expert_bias;  // undefined for the softmax router
+};
+
+class MegatronMoeLayer : public torch::nn::Module {
+ public:
+  MegatronMoeLayer(const ModelConfig& config,
+                   const MegatronModelOptions& options, CommPtr tp, CommPtr ep);
+
+  // This rank's tokens x [N, H] -> [N, H]. Collective over ep (and tp for
+  // the shared experts). Records the router logits and routing of the call
+  // (last_router_logits / last_indices).
+  at::Tensor Forward(const at::Tensor& x) const;
+
+  int64_t num_experts, top_k;
+  bool sigmoid;  // DeepSeek-V3 router; else softmax top-k
+  bool norm_topk_prob;
+  GroupLimitedOptions group_options;
+  std::shared_ptr<MoeRouter> router;
+  std::vector<std::shared_ptr<ExpertMlp>> local_experts;
+  int64_t first_expert = 0;               // global index of local expert 0
+  std::shared_ptr<TpMlp> shared_experts;  // null without shared experts
+  at::Tensor shared_gate_weight;          // [1, H] (Qwen2-MoE); else undefined
+
+  // The last Forward's router logits [N, E] (with autograd history, for the
+  // load-balancing loss) and chosen experts [N, k].
+  mutable at::Tensor last_router_logits, last_indices;
+
+ private:
+  CommPtr ep_;
+};
+
+// Per-layer expert load metrics (verl-style names, the role prefixes
+// "actor/"): for MoE layer L, `moe/layer_L/tokens_per_expert_{max,min,mean}`
+// and `moe/layer_L/imbalance` (max / mean); over layers
+// `moe/imbalance_max`, `moe/imbalance_mean`. `load` holds each MoE layer's
+// routed (token, slot) count per expert.
+std::map<std::string, double> ExpertLoadMetrics(
+    const std::map<int64_t, std::vector<double>>& load);
+
+}  // namespace verl::models
+
+#endif  // VERL_MODELS_MEGATRON_MOE_LAYER_H_

@@ -1,0 +1,117 @@
+// File: verl/parallel/megatron/expert_parallel.cc
+#include "verl/parallel/megatron/expert_parallel.h"
+
+#include <ATen/ATen.h>
+#include <glog/logging.h>
+
+#include <numeric>
+
+#include "absl/strings/str_join.h"
+#include "verl/parallel/comm_autograd.h"
+
+namespace verl::parallel::megatron {
+namespace {
+
+at::Tensor AllToAllNoGrad(const at::Tensor& x, const std::vector<int64_t>& send,
+                          const std::vector<int64_t>& recv,
+                          Communicator& comm) {
+  if (x.scalar_type() == at::kBFloat16) {  // bits travel as half words
+    return AllToAllNoGrad(x.contiguous().view(at::kHalf), send, recv, comm)
+        .view(at::kBFloat16);
+  }
+  std::vector<int64_t> got;
+  at::Tensor out = CommOrDie(comm.AllToAll(x.contiguous(), send, &got), comm,
+                             "expert all-to-all");
+  CHECK(got == recv) << "expert all-to-all: received rows ["
+                     << absl::StrJoin(got, ", ") << "], planned ["
+                     << absl::StrJoin(recv, ", ") << "]";
+  return out;
+}
+
+}  // namespace
+
+at::Tensor AllToAllRows(const at::Tensor& x,
+                        const std::vector<int64_t>& send_splits,
+                        const std::vector<int64_t>& recv_splits,
+                        const CommPtr& comm) {
+  if (comm->size() == 1) return x;
+  at::Tensor out;
+  {
+    at::NoGradGuard no_grad;
+    out = AllToAllNoGrad(x.detach(), send_splits, recv_splits, *comm);
+  }
+  return WithCommBackward(
+      out, x, "ExpertAllToAllBackward",
+      [comm, send_splits, recv_splits](const at::Tensor& g) {
+        return AllToAllNoGrad(g, recv_splits, send_splits, *comm);
+      });
+}
+
+ExpertDispatch PlanExpertDispatch(const at::Tensor& indices,
+                                  int64_t num_experts, Communicator& ep) {
+  CHECK_EQ(indices.dim(), 2) << "routing indices must be [N, k]";
+  const int64_t ranks = ep.size();
+  CHECK_EQ(num_experts % ranks, 0)
+      << num_experts << " experts do not split over " << ranks << " ep ranks";
+  ExpertDispatch plan;
+  plan.num_tokens = indices.size(0);
+  plan.top_k = indices.size(1);
+  plan.num_local_experts = num_experts / ranks;
+  const int64_t el = plan.num_local_experts;
+  at::Tensor flat = indices.reshape({-1}).to(at::kLong);
+  plan.order = std::get<1>(flat.sort(/*stable=*/true, 0, false));
+  plan.token_of = at::floor_divide(plan.order, plan.top_k);
+  plan.counts = at::bincount(flat, {}, num_experts).to(at::kLong).contiguous();
+  // Counts first: [E] split evenly, so rank j gets every rank's counts of
+  // its experts, [ep, El] in source-rank order.
+  at::Tensor recv_counts = plan.counts;
+  if (ranks > 1) {
+    recv_counts = CommOrDie(ep.AllToAll(plan.counts), ep,
+                            "expert all-to-all (token counts)");
+  }
+  recv_counts = recv_counts.view({ranks, el});
+  at::Tensor send = plan.counts.view({ranks, el}).sum(1);
+  at::Tensor recv = recv_counts.sum(1);
+  plan.send_splits.assign(send.data_ptr<int64_t>(),
+                          send.data_ptr<int64_t>() + ranks);
+  plan.recv_splits.assign(recv.data_ptr<int64_t>(),
+                          recv.data_ptr<int64_t>() + ranks);
+  // Received rows come as [source][local expert] blocks; regroup them by
+  // local expert (stable, so each expert's rows stay in source order).
+  at::Tensor local_expert = at::arange(el, at::kLong)
+                                .repeat({ranks})
+                                .repeat_interleave(recv_counts.reshape({-1}));
+  plan.regroup = std::get<1>(local_expert.sort(/*stable=*/true, 0, false));
+  plan.ungroup = at::empty_like(plan.regroup);
+  plan.ungroup.index_put_({plan.regroup},
+                          at::arange(plan.regroup.numel(), at::kLong));
+  at::Tensor per_expert = recv_counts.sum(0);
+  plan.local_offsets.assign(1, 0);
+  for (int64_t e = 0; e < el; ++e) {
+    plan.local_offsets.push_back(plan.local_offsets.back() +
+                                 per_expert[e].item<int64_t>());
+  }
+  return plan;
+}
+
+at::Tensor DispatchTokens(const at::Tensor& x, const ExpertDispatch& plan,
+                          const CommPtr& ep) {
+  CHECK_EQ(x.size(0), plan.num_tokens);
+  at::Tensor rows = x.index_select(0, plan.token_of);
+  rows = AllToAllRows(rows, plan.send_splits, plan.recv_splits, ep);
+  return rows.index_select(0, plan.regroup);
+}
+
+at::Tensor CombineTokens(const at::Tensor& y, const at::Tensor& weights,
+                         const ExpertDispatch& plan, const CommPtr& ep) {
+  at::Tensor rows = y.index_select(0, plan.ungroup);
+  rows = AllToAllRows(rows, plan.recv_splits, plan.send_splits, ep);
+  at::Tensor w = weights.to(y.scalar_type())
+                     .reshape({-1})
+                     .index_select(0, plan.order)
+                     .unsqueeze(1);
+  at::Tensor out = at::zeros({plan.num_tokens, y.size(1)}, y.options());
+  return out.index_add(0, plan.token_of, rows * w);
+}
+
+}  // namespace verl::parallel::megatron
