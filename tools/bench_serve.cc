@@ -25,7 +25,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -223,19 +222,6 @@ absl::Status Run() {
 }  // namespace
 }  // namespace verl
 
-static int Main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  google::InitGoogleLogging(argv[0]);
-  FLAGS_logtostderr = true;
-  absl::Status st = verl::Run();
-  if (!st.ok()) {
-    std::fprintf(stderr, "bench_serve: %s\n",
-                 std::string(st.message()).c_str());
-    return 2;
-  }
-  return 0;
-}
-
 int main(int argc, char** argv) {
-  return verl::core::GuardMain("bench_serve", [&] { return Main(argc, argv); });
+  return verl::core::RunToolMain(argc, argv, "bench_serve", "", verl::Run);
 }

@@ -11,10 +11,9 @@
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "verl/ckpt/gguf/gguf.h"
+#include "verl/core/main_guard.h"
 #include "verl/core/status.h"
 #include "verl/models/gguf_export.h"
 
@@ -46,15 +45,10 @@ absl::Status Run() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  return verl::core::RunToolMain(
+      argc, argv, "export_gguf",
       "Writes an HF model folder as a GGUF file for llama.cpp.\n"
       "  export_gguf --hf_dir=DIR --output=FILE.gguf "
-      "[--outtype=f32|f16|bf16|q8_0]");
-  absl::ParseCommandLine(argc, argv);
-  absl::Status s = Run();
-  if (!s.ok()) {
-    std::cerr << "export_gguf: " << s.message() << "\n";
-    return 2;
-  }
-  return 0;
+      "[--outtype=f32|f16|bf16|q8_0]",
+      Run);
 }

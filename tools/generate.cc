@@ -27,7 +27,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -249,18 +248,6 @@ absl::Status Run() {
 }  // namespace
 }  // namespace verl
 
-static int Main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  google::InitGoogleLogging(argv[0]);
-  FLAGS_logtostderr = true;
-  absl::Status st = verl::Run();
-  if (!st.ok()) {
-    std::fprintf(stderr, "generate: %s\n", std::string(st.message()).c_str());
-    return 2;
-  }
-  return 0;
-}
-
 int main(int argc, char** argv) {
-  return verl::core::GuardMain("generate", [&] { return Main(argc, argv); });
+  return verl::core::RunToolMain(argc, argv, "generate", "", verl::Run);
 }

@@ -9,10 +9,9 @@
 #include <system_error>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "verl/core/main_guard.h"
 #include "verl/core/status.h"
 #include "verl/models/decoder.h"
 #include "verl/models/hf_checkpoint.h"
@@ -57,15 +56,9 @@ absl::Status Run() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(absl::StrCat(
+  const std::string usage = absl::StrCat(
       "Writes a built-in model preset (random weights, built-in tokenizer) as "
       "an HF folder.\n  init_model --preset=NAME --output_dir=DIR\npresets: ",
-      absl::StrJoin(verl::models::PresetNames(), ", ")));
-  absl::ParseCommandLine(argc, argv);
-  absl::Status s = Run();
-  if (!s.ok()) {
-    std::cerr << "init_model: " << s.message() << "\n";
-    return 2;
-  }
-  return 0;
+      absl::StrJoin(verl::models::PresetNames(), ", "));
+  return verl::core::RunToolMain(argc, argv, "init_model", usage, Run);
 }

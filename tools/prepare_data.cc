@@ -16,8 +16,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "verl/core/file_util.h"
 #include "verl/core/main_guard.h"
@@ -136,19 +134,8 @@ absl::Status Run() {
 
 }  // namespace
 
-static int Main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Writes verl-format datasets (--format=jsonl or parquet).");
-  absl::ParseCommandLine(argc, argv);
-  absl::Status s = Run();
-  if (!s.ok()) {
-    std::cerr << "prepare_data: " << s.message() << "\n";
-    return 2;
-  }
-  return 0;
-}
-
 int main(int argc, char** argv) {
-  return verl::core::GuardMain("prepare_data",
-                               [&] { return Main(argc, argv); });
+  return verl::core::RunToolMain(
+      argc, argv, "prepare_data",
+      "Writes verl-format datasets (--format=jsonl or parquet).", Run);
 }

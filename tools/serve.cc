@@ -16,7 +16,6 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "tools/model_loading.h"
 #include "verl/core/main_guard.h"
@@ -124,34 +123,24 @@ absl::Status Run() {
 }  // namespace
 }  // namespace verl
 
-static int Main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  google::InitGoogleLogging(argv[0]);
-  FLAGS_logtostderr = true;
-  // SIGINT/SIGTERM stop the server from a thread of its own (httplib's
-  // stop() is not async-signal-safe).
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  std::thread([signals] {
-    int sig = 0;
-    sigwait(&signals, &sig);
-    if (verl::infer::serve::Server* s = verl::g_server.load()) {
-      s->Stop();
-    } else {
-      std::_Exit(128 + sig);
-    }
-  }).detach();
-  absl::Status st = verl::Run();
-  if (!st.ok()) {
-    std::fprintf(stderr, "serve: %s\n", std::string(st.message()).c_str());
-    return 2;
-  }
-  return 0;
-}
-
 int main(int argc, char** argv) {
-  return verl::core::GuardMain("serve", [&] { return Main(argc, argv); });
+  return verl::core::RunToolMain(argc, argv, "serve", "", [] {
+    // SIGINT/SIGTERM stop the server from a thread of its own (httplib's
+    // stop() is not async-signal-safe).
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    std::thread([signals] {
+      int sig = 0;
+      sigwait(&signals, &sig);
+      if (verl::infer::serve::Server* s = verl::g_server.load()) {
+        s->Stop();
+      } else {
+        std::_Exit(128 + sig);
+      }
+    }).detach();
+    return verl::Run();
+  });
 }

@@ -3,7 +3,10 @@
 
 #include <iostream>
 
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "c10/util/Exception.h"
+#include "glog/logging.h"
 
 namespace verl::core {
 
@@ -25,6 +28,21 @@ int GuardMain(absl::string_view program, const std::function<int()>& body) {
     std::cerr << program << ": error: unknown exception" << std::endl;
   }
   return kUncaughtExceptionExitCode;
+}
+
+int RunToolMain(int argc, char** argv, absl::string_view program,
+                absl::string_view usage,
+                const std::function<absl::Status()>& run) {
+  if (!usage.empty()) absl::SetProgramUsageMessage(usage);
+  absl::ParseCommandLine(argc, argv);
+  if (!google::IsGoogleLoggingInitialized()) google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+  return GuardMain(program, [&] {
+    const absl::Status status = run();
+    if (status.ok()) return 0;
+    std::cerr << program << ": " << status.message() << std::endl;
+    return kToolErrorExitCode;
+  });
 }
 
 }  // namespace verl::core

@@ -15,6 +15,7 @@
 #include <functional>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace verl::core {
@@ -26,6 +27,15 @@ inline constexpr int kUncaughtExceptionExitCode = 1;
 // "<program>: error: <first line of the message>" and returns
 // kUncaughtExceptionExitCode.
 int GuardMain(absl::string_view program, const std::function<int()>& body);
+
+// The whole main of a tool whose work is `run`: sets the usage message
+// (when not empty), parses the absl flags, sends glog to stderr, and runs
+// `run` under GuardMain; a failed status prints "<program>: <message>" and
+// returns kToolErrorExitCode.
+inline constexpr int kToolErrorExitCode = 2;
+int RunToolMain(int argc, char** argv, absl::string_view program,
+                absl::string_view usage,
+                const std::function<absl::Status()>& run);
 
 // The message of `e` without LibTorch's backtrace: its first line.
 std::string ExceptionLine(const std::exception& e);

@@ -43,5 +43,27 @@ TEST(GuardMainTest, StdExceptionsAreCaughtToo) {
   EXPECT_EQ(::testing::internal::GetCapturedStderr(), "prog: error: a\n");
 }
 
+// A tool's main: flags parsed, a failed status is "<program>: <message>" and
+// exit 2, an escaped exception still exit 1.
+TEST(RunToolMainTest, StatusBecomesOneLineAndExitTwo) {
+  char prog[] = "prog";
+  char* argv[] = {prog, nullptr};
+  EXPECT_EQ(
+      RunToolMain(1, argv, "prog", "usage", [] { return absl::OkStatus(); }),
+      0);
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(
+      RunToolMain(1, argv, "prog", "",
+                  [] { return absl::InvalidArgumentError("--x: bad value"); }),
+      kToolErrorExitCode);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "prog: --x: bad value\n");
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(
+      RunToolMain(1, argv, "prog", "",
+                  []() -> absl::Status { throw std::runtime_error("boom"); }),
+      kUncaughtExceptionExitCode);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "prog: error: boom\n");
+}
+
 }  // namespace
 }  // namespace verl::core
