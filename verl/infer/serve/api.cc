@@ -1,6 +1,7 @@
 // File: verl/infer/serve/api.cc
 #include "verl/infer/serve/api.h"
 
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -484,21 +485,18 @@ Json UsageJson(const Usage& u) {
           {"total_tokens", u.prompt_tokens + u.completion_tokens}};
 }
 
-Json ResponseJson(const ResponseHeader& h, const std::vector<Choice>& choices,
-                  const Usage& usage) {
-  Json out = HeaderJson(h, /*chunk=*/false);
+namespace {
+
+// The "choices" array of a response or a chunk: index, the chat part
+// (`chat_part` fills message or delta) or the completion's text, logprobs,
+// token ids and the finish reason.
+Json ChoicesJson(const ResponseHeader& h, const std::vector<Choice>& choices,
+                 const std::function<void(const Choice&, Json*)>& chat_part) {
   Json list = Json::array();
   for (const Choice& c : choices) {
     Json choice = {{"index", c.index}};
     if (h.endpoint == Endpoint::kChat) {
-      Json message = {{"role", "assistant"}};
-      message["content"] = c.text.empty() && !c.tool_calls.empty()
-                               ? Json(nullptr)
-                               : Json(c.text);
-      if (!c.tool_calls.empty()) {
-        message["tool_calls"] = ToolCallsJson(c.tool_calls, false);
-      }
-      choice["message"] = std::move(message);
+      chat_part(c, &choice);
     } else {
       choice["text"] = c.text;
     }
@@ -507,7 +505,23 @@ Json ResponseJson(const ResponseHeader& h, const std::vector<Choice>& choices,
     choice["finish_reason"] = FinishJson(c);
     list.push_back(std::move(choice));
   }
-  out["choices"] = std::move(list);
+  return list;
+}
+
+}  // namespace
+
+Json ResponseJson(const ResponseHeader& h, const std::vector<Choice>& choices,
+                  const Usage& usage) {
+  Json out = HeaderJson(h, /*chunk=*/false);
+  out["choices"] = ChoicesJson(h, choices, [](const Choice& c, Json* choice) {
+    Json message = {{"role", "assistant"}};
+    message["content"] =
+        c.text.empty() && !c.tool_calls.empty() ? Json(nullptr) : Json(c.text);
+    if (!c.tool_calls.empty()) {
+      message["tool_calls"] = ToolCallsJson(c.tool_calls, false);
+    }
+    (*choice)["message"] = std::move(message);
+  });
   out["usage"] = UsageJson(usage);
   return out;
 }
@@ -515,26 +529,16 @@ Json ResponseJson(const ResponseHeader& h, const std::vector<Choice>& choices,
 Json ChunkJson(const ResponseHeader& h, const std::vector<Choice>& choices,
                bool first) {
   Json out = HeaderJson(h, /*chunk=*/true);
-  Json list = Json::array();
-  for (const Choice& c : choices) {
-    Json choice = {{"index", c.index}};
-    if (h.endpoint == Endpoint::kChat) {
-      Json delta = Json::object();
-      if (first) delta["role"] = "assistant";
-      if (!c.text.empty() || first) delta["content"] = c.text;
-      if (!c.tool_calls.empty()) {
-        delta["tool_calls"] = ToolCallsJson(c.tool_calls, true);
-      }
-      choice["delta"] = std::move(delta);
-    } else {
-      choice["text"] = c.text;
-    }
-    choice["logprobs"] = LogprobsJson(h, c);
-    if (h.return_token_ids) choice["token_ids"] = c.token_ids;
-    choice["finish_reason"] = FinishJson(c);
-    list.push_back(std::move(choice));
-  }
-  out["choices"] = std::move(list);
+  out["choices"] =
+      ChoicesJson(h, choices, [first](const Choice& c, Json* choice) {
+        Json delta = Json::object();
+        if (first) delta["role"] = "assistant";
+        if (!c.text.empty() || first) delta["content"] = c.text;
+        if (!c.tool_calls.empty()) {
+          delta["tool_calls"] = ToolCallsJson(c.tool_calls, true);
+        }
+        (*choice)["delta"] = std::move(delta);
+      });
   return out;
 }
 

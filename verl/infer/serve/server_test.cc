@@ -156,7 +156,9 @@ TEST(ServerTest, StreamConcatenatesToTheAnswer) {
       }
       if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
     }
-    if (chat) EXPECT_EQ(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    if (chat) {
+      EXPECT_EQ(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    }
     const Json& answer = whole["choices"][0];
     EXPECT_EQ(text, chat ? answer["message"]["content"] : answer["text"]);
     EXPECT_EQ(finish, answer["finish_reason"]);
@@ -276,7 +278,9 @@ TEST(ServerTest, ErrorsHaveStatusesAndTheServerKeepsServing) {
     EXPECT_TRUE(body["error"]["message"].is_string());
     EXPECT_TRUE(body["error"].contains("type"));
     EXPECT_TRUE(body["error"].contains("param"));
-    if (*c.code) EXPECT_EQ(body["error"]["code"], c.code);
+    if (*c.code) {
+      EXPECT_EQ(body["error"]["code"], c.code);
+    }
   }
   // A stream request that fails validation gets the status, not a stream.
   Json bad = Completion("x", 500);
