@@ -43,16 +43,15 @@ absl::StatusOr<MegatronSettings> MegatronSettingsFromConfig(
                     absl::StrCat(c.virtual_pipeline_model_parallel_size()),
                     "virtual pipeline parallelism");
   }
-  if (c.expert_model_parallel_size() > 1) {
-    return NotBuilt(prefix, "expert_model_parallel_size",
-                    absl::StrCat(c.expert_model_parallel_size()),
-                    "expert parallelism");
-  }
+  // Expert parallelism: MoE layers over ep (ValidateMegatronModel checks
+  // the model's experts); experts are not tensor-parallel, so etp must be 1
+  // for MoE models (null means tp, as in Megatron).
   if (c.has_expert_tensor_parallel_size() &&
-      c.expert_tensor_parallel_size() != tp) {
+      c.expert_tensor_parallel_size() != tp &&
+      c.expert_tensor_parallel_size() != 1) {
     return NotBuilt(prefix, "expert_tensor_parallel_size",
                     absl::StrCat(c.expert_tensor_parallel_size()),
-                    "expert tensor parallelism other than tp");
+                    "expert tensor parallelism (other than 1 or tp)");
   }
   const std::pair<const char*, bool> flags[] = {
       {"param_offload", c.param_offload()},
@@ -91,6 +90,10 @@ absl::StatusOr<MegatronSettings> MegatronSettingsFromConfig(
   MegatronSettings s;
   s.sizes.tp = static_cast<int>(tp);
   s.sizes.cp = static_cast<int>(c.context_parallel_size());
+  s.sizes.ep = static_cast<int>(c.expert_model_parallel_size());
+  s.sizes.etp = c.has_expert_tensor_parallel_size()
+                    ? static_cast<int>(c.expert_tensor_parallel_size())
+                    : 0;
   s.model.sequence_parallel = c.sequence_parallel();
   s.model.make_vocab_size_divisible_by = c.make_vocab_size_divisible_by();
   s.model.recompute_granularity = o.recompute_granularity();

@@ -48,6 +48,13 @@ TEST(MegatronOptionsTest, ServedKeysMap) {
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->sizes.tp, 4);
   EXPECT_EQ(s->sizes.cp, 2);
+  EXPECT_EQ(s->sizes.etp, 4);
+  c.set_expert_model_parallel_size(2);
+  c.set_expert_tensor_parallel_size(1);
+  s = MegatronSettingsFromConfig(c, kPrefix);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->sizes.ep, 2);
+  EXPECT_EQ(s->sizes.etp, 1);
   EXPECT_FALSE(s->model.sequence_parallel);
   EXPECT_EQ(s->model.recompute_granularity, "full");
   EXPECT_EQ(s->model.recompute_method, "block");
@@ -81,8 +88,9 @@ TEST(MegatronOptionsTest, UnservedKeysFailNamingTheKey) {
       {[](MegatronConfig* c) { c->set_context_parallel_size(0); },
        absl::StatusCode::kInvalidArgument,
        "megatron.context_parallel_size=0: must be >= 1"},
-      {[](MegatronConfig* c) { c->set_expert_model_parallel_size(2); },
-       absl::StatusCode::kUnimplemented, "expert_model_parallel_size=2"},
+      {[](MegatronConfig* c) { c->set_expert_model_parallel_size(0); },
+       absl::StatusCode::kInvalidArgument,
+       "megatron.expert_model_parallel_size=0: must be >= 1"},
       {[](MegatronConfig* c) { c->set_expert_tensor_parallel_size(2); },
        absl::StatusCode::kUnimplemented, "expert_tensor_parallel_size=2"},
       {[](MegatronConfig* c) { c->set_param_offload(true); },

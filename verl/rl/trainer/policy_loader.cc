@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
 #include "verl/models/hf_checkpoint.h"
 #include "verl/models/hf_config_override.h"
@@ -131,14 +130,6 @@ absl::StatusOr<std::shared_ptr<models::MegatronGPTModel>> MakeMegatronModel(
                         models::MegatronSettingsFromConfig(config, prefix));
   VERL_RETURN_IF_ERROR(models::ValidateMegatronModel(
       source.config(), settings.model, mpu->layout().sizes()));
-  if (source.config().IsMoe()) {
-    // The model level is built (docs/megatron.md); the train state's
-    // expert-data-parallel gradient reduction and dist_ckpt expert boxes
-    // are not.
-    return absl::UnimplementedError(absl::StrCat(
-        prefix, ": MoE models (num_experts=", source.config().num_experts,
-        ") are not served by strategy=megatron yet (use fsdp)"));
-  }
   auto model = std::make_shared<models::MegatronGPTModel>(
       source.config(), settings.model, std::move(mpu));
   std::map<std::string, at::Tensor> hf;

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <map>
+#include <string>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
@@ -138,7 +140,7 @@ absl::Status PpoTrainer::MakeRoleGroups() {
                                             c.model().fsdp_config()));
   // Megatron roles: dp x cp x tp groups, one layout per (tp, cp); the tp and
   // cp ranks of a dp group take the same rows.
-  std::map<std::pair<int64_t, int64_t>,
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>,
            std::shared_ptr<parallel::megatron::ParallelState>>
       mpus;
   auto megatron = [&](Strategy::Value strategy,
@@ -149,17 +151,25 @@ absl::Status PpoTrainer::MakeRoleGroups() {
     if (strategy != Strategy::megatron) return absl::OkStatus();
     const int64_t tp = m.tensor_model_parallel_size();
     const int64_t cp = m.context_parallel_size();
-    auto it = mpus.find({tp, cp});
+    const int64_t ep = m.expert_model_parallel_size();
+    const int64_t etp = m.has_expert_tensor_parallel_size()
+                            ? m.expert_tensor_parallel_size()
+                            : 0;
+    const auto key = std::make_tuple(tp, cp, ep, etp);
+    auto it = mpus.find(key);
     if (it == mpus.end()) {
       parallel::megatron::ModelParallelSizes sizes;
       sizes.tp = static_cast<int>(tp);
       sizes.cp = static_cast<int>(cp);
-      VERL_ASSIGN_OR_RETURN(auto built,
-                            parallel::megatron::ParallelState::Initialize(
-                                world_, sizes,
-                                cp > 1 ? absl::StrCat("mpu_tp", tp, "_cp", cp)
-                                       : absl::StrCat("mpu_tp", tp)));
-      it = mpus.emplace(std::make_pair(tp, cp), std::move(built)).first;
+      sizes.ep = static_cast<int>(ep);
+      sizes.etp = static_cast<int>(etp);
+      std::string name = absl::StrCat("mpu_tp", tp);
+      if (cp > 1) absl::StrAppend(&name, "_cp", cp);
+      if (ep > 1 || etp > 0) absl::StrAppend(&name, "_ep", ep, "_etp", etp);
+      VERL_ASSIGN_OR_RETURN(
+          auto built,
+          parallel::megatron::ParallelState::Initialize(world_, sizes, name));
+      it = mpus.emplace(key, std::move(built)).first;
     }
     *mpu = it->second;
     *par = {(*mpu)->dp(), parallel::SingleProcessCommunicator()};

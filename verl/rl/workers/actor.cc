@@ -4,12 +4,14 @@
 #include <ATen/Context.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/tensor.h>
 
 #include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
 #include "verl/models/lora.h"
+#include "verl/models/megatron/moe_layer.h"
 #include "verl/rl/algos/agg_loss.h"
 #include "verl/rl/algos/kl.h"
 #include "verl/rl/algos/rollout_correction.h"
@@ -212,6 +214,20 @@ absl::StatusOr<MetricMap> Actor::UpdatePolicy(const core::Batch& batch) {
   }
   if (options_.use_kl_loss) metrics["actor/kl_coef"] = options_.kl_loss_coef;
   metrics["actor/num_skipped_steps"] = train_state_->skipped_steps();
+  if (options_.megatron && options_.megatron->config().IsMoe()) {
+    // Expert load of this step's forwards (log-probs and updates), over
+    // every token of the batch: summed over tp x cp, then dp.
+    std::map<int64_t, std::vector<double>> load =
+        options_.megatron->TakeExpertLoad();
+    for (auto& [layer, counts] : load) {
+      at::Tensor t = at::tensor(counts, at::kDouble);
+      VERL_RETURN_IF_ERROR(dp_group_->AllReduce(t));
+      counts.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+    }
+    for (const auto& [k, v] : models::ExpertLoadMetrics(load)) {
+      metrics["actor/" + k] = v;
+    }
+  }
   return metrics;
 }
 

@@ -39,6 +39,10 @@ struct MegatronTrainState::Flat {
   // AdamW steps) and, per element of it, 1 where the element counts toward
   // the global grad norm on this rank (see the header), else 0.
   at::Tensor master, norm_weight;
+  // MoE: which of `params` are local experts (FinalizeGrads sums their
+  // gradients over the expert-data-parallel group instead of dp averaging).
+  std::vector<bool> expert;
+  bool has_experts = false;
 };
 
 namespace {
@@ -120,6 +124,15 @@ absl::StatusOr<std::unique_ptr<MegatronTrainState>> MegatronTrainState::Create(
   }
   auto flat = std::make_unique<Flat>();
   const std::set<const c10::TensorImpl*> split = TensorParallelParams(*model);
+  std::set<const c10::TensorImpl*> experts;
+  for (const at::Tensor& e : model->ExpertParameters()) {
+    experts.insert(e.unsafeGetTensorImpl());
+  }
+  if (!experts.empty() && distributed_optimizer) {
+    return absl::UnimplementedError(
+        "megatron.use_distributed_optimizer=true: not built for MoE models "
+        "(the expert parameters are not split over dp); set false");
+  }
   const bool first_tp = mpu->tp_rank() == 0;
   std::vector<bool> counted;
   for (const auto& item : model->named_parameters(/*recurse=*/true)) {
@@ -135,7 +148,12 @@ absl::StatusOr<std::unique_ptr<MegatronTrainState>> MegatronTrainState::Create(
     flat->names.push_back(item.key());
     flat->params.push_back(p);
     flat->offsets.push_back(flat->total);
-    counted.push_back(first_tp || split.count(p.unsafeGetTensorImpl()) > 0);
+    const bool expert = experts.count(p.unsafeGetTensorImpl()) > 0;
+    flat->expert.push_back(expert);
+    flat->has_experts = flat->has_experts || expert;
+    // Experts count in their own sum over ep (Step), not in the tp one.
+    counted.push_back(!expert &&
+                      (first_tp || split.count(p.unsafeGetTensorImpl()) > 0));
     flat->total += p.numel();
   }
   const int64_t dp = mpu->dp()->size();
@@ -199,18 +217,34 @@ absl::StatusOr<double> MegatronTrainState::Step() {
       VERL_RETURN_IF_ERROR(dp.AllReduce(all, parallel::ReduceOp::kAvg));
       for (size_t i = 0; i < f.params.size(); ++i) {
         at::Tensor& p = f.params[i];
+        if (f.expert[i]) {
+          // Already the sum over every dp rank's loss (FinalizeGrads):
+          // Megatron's 1/dp scaling makes it the dp average.
+          p.mutable_grad().div_(dp.size());
+          continue;
+        }
         at::Tensor g =
             all.narrow(0, f.offsets[i], p.numel()).view(p.sizes()).clone();
         p.mutable_grad() = g;
       }
     }
+    double expert_sq = 0;
     for (size_t i = 0; i < f.params.size(); ++i) {
       const at::Tensor& g = f.params[i].grad();
-      if (g.defined() && f.norm_weight[i].item<double>() > 0) {
+      if (!g.defined()) continue;
+      if (f.expert[i]) {
+        expert_sq += g.to(at::kDouble).pow(2).sum().item<double>();
+      } else if (f.norm_weight[i].item<double>() > 0) {
         sq += g.to(at::kDouble).pow(2).sum().item<double>();
       }
     }
     VERL_ASSIGN_OR_RETURN(sq, SumOver(*mpu_->tp(), sq));
+    if (f.has_experts) {
+      // Each expert once: the ep group holds every expert (etp = 1).
+      VERL_ASSIGN_OR_RETURN(
+          expert_sq, SumOver(*mpu_->group(mg::MpuGroup::kEp), expert_sq));
+      sq += expert_sq;
+    }
   }
   const double norm = std::sqrt(sq);
   ClipAndStep(norm, [&](double coef) {

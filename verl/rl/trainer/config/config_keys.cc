@@ -264,6 +264,10 @@ constexpr KeyRule kKeyRules[] = {
     // strategy: megatron (docs/megatron.md).
     {"**.megatron.tensor_model_parallel_size", kServed, ""},
     {"**.megatron.context_parallel_size", kServed, ""},
+    {"**.megatron.expert_model_parallel_size", kServed,
+     "MoE models; with use_distributed_optimizer=false"},
+    {"**.megatron.expert_tensor_parallel_size", kServed,
+     "1 for MoE models (null = tp); other values refused"},
     {"**.megatron.sequence_parallel", kServed, ""},
     {"**.megatron.use_distributed_optimizer", kServed, ""},
     {"**.megatron.dtype", kServed, "float32 only; bf16/fp16 are refused"},
@@ -610,10 +614,6 @@ constexpr KeyRule kKeyRules[] = {
     {"**.megatron.override_transformer_config.num_layers_in_last_pipeline_"
      "stage",
      kNotServed, "pipeline parallelism is not built yet (#15)"},
-    {"**.megatron.expert_model_parallel_size", kNotServed,
-     "expert parallelism is not built yet"},
-    {"**.megatron.expert_tensor_parallel_size", kNotServed,
-     "expert parallelism is not built yet"},
     {"**.megatron.param_offload", kNotServed,
      "Megatron offload is not built yet"},
     {"**.megatron.grad_offload", kNotServed,
