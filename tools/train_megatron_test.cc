@@ -80,7 +80,7 @@ TEST(TrainMegatronTest, Tp2ReproducesOneProcess) {
 // another summation order) and the runs diverge from there, so only step 1
 // is required to sample the same responses.
 TEST(TrainMegatronTest, Cp2ReproducesOneProcess) {
-  const auto one = RunTrain("one_cp", Quickstart(1, {}));
+  const auto one = RunTrain("one", Quickstart(1, {}));
   const auto cp2 = RunTrain(
       "cp2",
       Quickstart(2,
@@ -88,7 +88,7 @@ TEST(TrainMegatronTest, Cp2ReproducesOneProcess) {
                   "actor_rollout_ref.actor.megatron.context_parallel_size=2",
                   "actor_rollout_ref.ref.strategy=megatron",
                   "actor_rollout_ref.ref.megatron.context_parallel_size=2"}));
-  ExpectSameRuns(one, "one_cp", cp2, "cp2", "megatron cp=2", 3,
+  ExpectSameRuns(one, "one", cp2, "cp2", "megatron cp=2", 3,
                  {"actor/pg_loss", "actor/grad_norm", "actor/kl_loss",
                   "actor/entropy", "critic/score/mean"},
                  /*min_same_steps=*/1);

@@ -18,7 +18,9 @@ namespace verl::rl::testing {
 // logger writing to $TEST_TMPDIR/metrics<name>.jsonl, the rollouts dumped to
 // $TEST_TMPDIR/rollouts<name>/<step>.jsonl and the output to
 // train<name>.log; returns the metrics lines. A non-zero exit is a test
-// failure naming the log.
+// failure naming the log. A name already run in this process with the same
+// arguments returns that run's lines without training again (the shared
+// 1-process baseline).
 std::vector<nlohmann::json> RunTrain(const std::string& name,
                                      const std::vector<std::string>& args);
 
