@@ -129,6 +129,31 @@ TEST(TrainMegatronTest, MoeEp2ReproducesOneProcess) {
                  /*min_same_steps=*/1);
 }
 
+// Pipeline parallelism: actor and reference with
+// pipeline_model_parallel_size=2 on 2 processes (tp 1, dp 1; the tiny
+// model's 4 layers split 2 + 2, its tied embedding copied to the last
+// stage): old/ref log-probs through the forward-only schedule and broadcast
+// from the last stage, the two mini-batch updates through 1F1B (several
+// micro-batches), metrics broadcast from the last stage, the grad norm over
+// both stages, the rollout synced stage by stage. Step 1 must match the
+// 1-process run (later steps may sample different tokens, as with cp).
+TEST(TrainMegatronTest, Pp2ReproducesOneProcess) {
+  const std::string micro =
+      "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4";
+  const auto one = RunTrain("one_pp", Quickstart(1, {micro}));
+  const auto pp2 = RunTrain(
+      "pp2", Quickstart(2, {micro, "actor_rollout_ref.actor.strategy=megatron",
+                            "actor_rollout_ref.actor.megatron."
+                            "pipeline_model_parallel_size=2",
+                            "actor_rollout_ref.ref.strategy=megatron",
+                            "actor_rollout_ref.ref.megatron."
+                            "pipeline_model_parallel_size=2"}));
+  ExpectSameRuns(one, "one_pp", pp2, "pp2", "megatron pp=2", 3,
+                 {"actor/pg_loss", "actor/grad_norm", "actor/kl_loss",
+                  "actor/entropy", "critic/score/mean"},
+                 /*min_same_steps=*/1);
+}
+
 // GAE: the critic (a value model) under strategy=megatron too, with the
 // replicated-gradient optimizer (use_distributed_optimizer=false) and
 // without sequence parallelism.

@@ -33,11 +33,6 @@ absl::StatusOr<MegatronSettings> MegatronSettingsFromConfig(
     }
   }
   const int64_t tp = c.tensor_model_parallel_size();
-  if (c.pipeline_model_parallel_size() > 1) {
-    return NotBuilt(prefix, "pipeline_model_parallel_size",
-                    absl::StrCat(c.pipeline_model_parallel_size()),
-                    "pipeline parallelism");
-  }
   if (c.has_virtual_pipeline_model_parallel_size()) {
     return NotBuilt(prefix, "virtual_pipeline_model_parallel_size",
                     absl::StrCat(c.virtual_pipeline_model_parallel_size()),
@@ -82,13 +77,29 @@ absl::StatusOr<MegatronSettings> MegatronSettingsFromConfig(
   }
   const auto& o = c.override_transformer_config();
   const std::string otc = prefix + ".override_transformer_config";
-  if (o.has_num_layers_in_first_pipeline_stage() ||
-      o.has_num_layers_in_last_pipeline_stage()) {
-    return NotBuilt(otc, "num_layers_in_first/last_pipeline_stage", "set",
-                    "pipeline parallelism");
-  }
   MegatronSettings s;
   s.sizes.tp = static_cast<int>(tp);
+  s.sizes.pp = static_cast<int>(c.pipeline_model_parallel_size());
+  s.model.num_layers_in_first_pipeline_stage =
+      o.has_num_layers_in_first_pipeline_stage()
+          ? o.num_layers_in_first_pipeline_stage()
+          : -1;
+  s.model.num_layers_in_last_pipeline_stage =
+      o.has_num_layers_in_last_pipeline_stage()
+          ? o.num_layers_in_last_pipeline_stage()
+          : -1;
+  const std::pair<const char*, int64_t> stage_layers[] = {
+      {"num_layers_in_first_pipeline_stage",
+       s.model.num_layers_in_first_pipeline_stage},
+      {"num_layers_in_last_pipeline_stage",
+       s.model.num_layers_in_last_pipeline_stage}};
+  for (const auto& [key, n] : stage_layers) {
+    if ((n >= 0 && s.sizes.pp == 1) || (n < 0 && n != -1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(otc, ".", key, "=", n,
+                       ": needs pipeline_model_parallel_size > 1 and >= 0"));
+    }
+  }
   s.sizes.cp = static_cast<int>(c.context_parallel_size());
   s.sizes.ep = static_cast<int>(c.expert_model_parallel_size());
   s.sizes.etp = c.has_expert_tensor_parallel_size()

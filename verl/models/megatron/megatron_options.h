@@ -3,7 +3,7 @@
 // verl's `<role>.megatron.*` keys (megatron_config.proto) -> Megatron's
 // parallel sizes and the tensor-parallel model's options. What this backend
 // does not serve yet fails here with one line naming the full key
-// (pipeline/virtual-pipeline/expert parallelism, bf16/fp16
+// (virtual-pipeline/expert parallelism, bf16/fp16
 // parameters, offload, dist checkpointing, DDP / mcore overrides), never
 // silently. The keys that select implementations verl-cpp does not have
 // (attention_backend, use_mbridge, vanilla_mbridge, variable_seq_lengths,

@@ -37,6 +37,7 @@ TEST(MegatronOptionsTest, ServedKeysMap) {
   MegatronConfig c = Served();
   c.set_tensor_model_parallel_size(4);
   c.set_context_parallel_size(2);
+  c.set_pipeline_model_parallel_size(2);
   c.set_expert_tensor_parallel_size(4);
   c.set_sequence_parallel(false);
   c.set_seed(7);
@@ -44,10 +45,14 @@ TEST(MegatronOptionsTest, ServedKeysMap) {
   o->set_recompute_granularity("full");
   o->set_recompute_method("block");
   o->set_recompute_num_layers(2);
+  o->set_num_layers_in_last_pipeline_stage(3);
   s = MegatronSettingsFromConfig(c, kPrefix);
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->sizes.tp, 4);
   EXPECT_EQ(s->sizes.cp, 2);
+  EXPECT_EQ(s->sizes.pp, 2);
+  EXPECT_EQ(s->model.num_layers_in_first_pipeline_stage, -1);
+  EXPECT_EQ(s->model.num_layers_in_last_pipeline_stage, 3);
   EXPECT_EQ(s->sizes.etp, 4);
   c.set_expert_model_parallel_size(2);
   c.set_expert_tensor_parallel_size(1);
@@ -76,10 +81,14 @@ TEST(MegatronOptionsTest, UnservedKeysFailNamingTheKey) {
     const char* message;
   };
   const Row rows[] = {
-      {[](MegatronConfig* c) { c->set_pipeline_model_parallel_size(2); },
-       absl::StatusCode::kUnimplemented,
-       "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=2: "
-       "pipeline parallelism is not built yet"},
+      {[](MegatronConfig* c) {
+         c->mutable_override_transformer_config()
+             ->set_num_layers_in_first_pipeline_stage(1);
+       },
+       absl::StatusCode::kInvalidArgument,
+       "actor_rollout_ref.actor.megatron.override_transformer_config.num_"
+       "layers_in_first_pipeline_stage=1: needs pipeline_model_parallel_size "
+       "> 1"},
       {[](MegatronConfig* c) {
          c->set_virtual_pipeline_model_parallel_size(2);
        },

@@ -5,6 +5,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -16,7 +17,9 @@
 #include "verl/core/status.h"
 #include "verl/models/hf_checkpoint.h"
 #include "verl/models/megatron/moe_layer.h"
+#include "verl/parallel/comm_autograd.h"
 #include "verl/parallel/megatron/mappings.h"
+#include "verl/parallel/megatron/parallel_state.h"
 
 namespace verl::models {
 namespace {
@@ -343,6 +346,81 @@ std::map<std::string, at::Tensor> GatherHfTensors(const MegatronGPTModel& model,
     GatherRoot(model, of, &out);
   } else {
     GatherLayer(model, layer, of, &out);
+  }
+  return out;
+}
+
+namespace {
+
+// Copies `root`'s named tensors (names, dtypes, shapes unknown elsewhere) to
+// every member of `group`.
+void BroadcastNamedTensors(parallel::Communicator& group, int root,
+                           std::map<std::string, at::Tensor>* tensors) {
+  // Header: per tensor "name dtype ndim d0 d1 ...\n".
+  std::string header;
+  if (group.rank() == root) {
+    for (const auto& [name, t] : *tensors) {
+      absl::StrAppend(&header, name, " ", static_cast<int>(t.scalar_type()),
+                      " ", t.dim());
+      for (int64_t d : t.sizes()) absl::StrAppend(&header, " ", d);
+      absl::StrAppend(&header, "\n");
+    }
+  }
+  at::Tensor size =
+      at::full({1}, static_cast<int64_t>(header.size()), at::kLong);
+  parallel::DieOnCommError(group.Broadcast(size, root), group,
+                           "weight broadcast over pp");
+  at::Tensor text = at::zeros({size.item<int64_t>()}, at::kByte);
+  if (group.rank() == root) {
+    std::memcpy(text.data_ptr(), header.data(), header.size());
+  }
+  parallel::DieOnCommError(group.Broadcast(text, root), group,
+                           "weight broadcast over pp");
+  if (group.rank() != root) {
+    header.assign(static_cast<const char*>(text.data_ptr()), text.numel());
+    for (absl::string_view line :
+         absl::StrSplit(header, '\n', absl::SkipEmpty())) {
+      std::vector<std::string> f = absl::StrSplit(line, ' ');
+      int dtype = 0, ndim = 0;
+      CHECK(f.size() >= 3 && absl::SimpleAtoi(f[1], &dtype) &&
+            absl::SimpleAtoi(f[2], &ndim) &&
+            static_cast<int>(f.size()) == 3 + ndim);
+      std::vector<int64_t> shape(ndim);
+      for (int d = 0; d < ndim; ++d)
+        CHECK(absl::SimpleAtoi(f[3 + d], &shape[d]));
+      (*tensors)[f[0]] = at::empty(
+          shape, at::TensorOptions().dtype(static_cast<at::ScalarType>(dtype)));
+    }
+  }
+  for (auto& [name, t] : *tensors) {
+    t = t.contiguous();
+    parallel::DieOnCommError(group.Broadcast(t, root), group,
+                             "weight broadcast over pp of " + name);
+  }
+}
+
+}  // namespace
+
+std::map<std::string, at::Tensor> GatherHfTensorsAllStages(
+    const MegatronGPTModel& model, int64_t layer) {
+  parallel::Communicator& pp =
+      *model.mpu()->group(parallel::megatron::MpuGroup::kPp);
+  if (pp.size() == 1) return GatherHfTensors(model, layer);
+  std::vector<int> owners = {0, pp.size() - 1};  // root: first and last
+  if (layer != kMegatronRootStage) {
+    std::vector<int64_t> counts = *PipelineStageLayers(
+        model.config().num_hidden_layers, pp.size(), model.options());
+    int64_t first = 0;
+    int owner = 0;
+    while (layer >= first + counts[owner]) first += counts[owner++];
+    owners = {owner};
+  }
+  std::map<std::string, at::Tensor> out;
+  for (int owner : owners) {
+    std::map<std::string, at::Tensor> part;
+    if (pp.rank() == owner) part = GatherHfTensors(model, layer);
+    BroadcastNamedTensors(pp, owner, &part);
+    out.merge(part);
   }
   return out;
 }

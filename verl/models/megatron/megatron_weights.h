@@ -69,6 +69,14 @@ std::map<std::string, at::Tensor> GatherHfTensors(
     const MegatronGPTModel& model, int64_t layer,
     const ParamTensorFn& of = nullptr);
 
+// GatherHfTensors from whichever pipeline stage holds `layer` (for
+// kMegatronRootStage: the first stage's embeddings and the last stage's
+// final norm and head), broadcast over the pp group, so every rank gets the
+// full tensors (weight sync to the rollout engine). Collective over tp and
+// pp; the same as GatherHfTensors when pp = 1.
+std::map<std::string, at::Tensor> GatherHfTensorsAllStages(
+    const MegatronGPTModel& model, int64_t layer);
+
 // ---- Global (tp = 1) tensors, for dist checkpoints ----------------------
 //
 // How this rank's shard of one parameter sits in the parameter's global

@@ -138,9 +138,9 @@ absl::Status PpoTrainer::MakeRoleGroups() {
   const CriticConfig& c = config_.critic();
   VERL_ASSIGN_OR_RETURN(critic_par_, groups(c.ulysses_sequence_parallel_size(),
                                             c.model().fsdp_config()));
-  // Megatron roles: dp x cp x tp groups, one layout per (tp, cp); the tp and
-  // cp ranks of a dp group take the same rows.
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>,
+  // Megatron roles: pp x dp x cp x tp groups, one layout per (tp, pp, cp,
+  // ep, etp); the tp, cp and pp ranks of a dp group take the same rows.
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>,
            std::shared_ptr<parallel::megatron::ParallelState>>
       mpus;
   auto megatron = [&](Strategy::Value strategy,
@@ -151,20 +151,23 @@ absl::Status PpoTrainer::MakeRoleGroups() {
     if (strategy != Strategy::megatron) return absl::OkStatus();
     const int64_t tp = m.tensor_model_parallel_size();
     const int64_t cp = m.context_parallel_size();
+    const int64_t pp = m.pipeline_model_parallel_size();
     const int64_t ep = m.expert_model_parallel_size();
     const int64_t etp = m.has_expert_tensor_parallel_size()
                             ? m.expert_tensor_parallel_size()
                             : 0;
-    const auto key = std::make_tuple(tp, cp, ep, etp);
+    const auto key = std::make_tuple(tp, pp, cp, ep, etp);
     auto it = mpus.find(key);
     if (it == mpus.end()) {
       parallel::megatron::ModelParallelSizes sizes;
       sizes.tp = static_cast<int>(tp);
       sizes.cp = static_cast<int>(cp);
+      sizes.pp = static_cast<int>(pp);
       sizes.ep = static_cast<int>(ep);
       sizes.etp = static_cast<int>(etp);
       std::string name = absl::StrCat("mpu_tp", tp);
       if (cp > 1) absl::StrAppend(&name, "_cp", cp);
+      if (pp > 1) absl::StrAppend(&name, "_pp", pp);
       if (ep > 1 || etp > 0) absl::StrAppend(&name, "_ep", ep, "_etp", etp);
       VERL_ASSIGN_OR_RETURN(
           auto built,
@@ -394,7 +397,8 @@ absl::Status PpoTrainer::SyncRolloutWeights() {
     // Megatron: the tp shards gathered into HF tensors one layer at a time.
     const int64_t layers = mg->model().config().num_hidden_layers;
     for (int64_t l = models::kMegatronRootStage; l < layers; ++l) {
-      std::map<std::string, at::Tensor> hf = GatherHfTensors(mg->model(), l);
+      std::map<std::string, at::Tensor> hf =
+          GatherHfTensorsAllStages(mg->model(), l);
       VERL_RETURN_IF_ERROR(rollout_->engine().UpdateWeights(
           parallel::NamedTensors(hf.begin(), hf.end())));
     }

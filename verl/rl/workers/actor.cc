@@ -12,6 +12,7 @@
 #include "verl/core/status.h"
 #include "verl/models/lora.h"
 #include "verl/models/megatron/moe_layer.h"
+#include "verl/parallel/megatron/parallel_state.h"
 #include "verl/rl/algos/agg_loss.h"
 #include "verl/rl/algos/kl.h"
 #include "verl/rl/algos/rollout_correction.h"
@@ -47,10 +48,10 @@ Actor::Actor(std::shared_ptr<models::CausalLM> model,
 ResponseForward Actor::Forward(const core::Batch& mb, int64_t response_length,
                                bool with_entropy, const ForwardExtras& extras) {
   if (options_.megatron) {
-    return ForwardResponses(*options_.megatron, mb.tensor("input_ids"),
-                            mb.tensor("attention_mask"),
-                            mb.tensor("position_ids"), response_length,
-                            options_.temperature, with_entropy, extras);
+    return ForwardResponses(
+        *options_.megatron, mb.tensor("input_ids"), mb.tensor("attention_mask"),
+        mb.tensor("position_ids"), response_length, options_.temperature,
+        with_entropy, extras, stage_output_);
   }
   return ForwardResponses(
       *model_, mb.tensor("input_ids"), mb.tensor("attention_mask"),
@@ -196,6 +197,9 @@ absl::StatusOr<MetricMap> Actor::UpdatePolicy(const core::Batch& batch) {
   update.epochs = options_.ppo_epochs;
   update.micro = options_.update_micro;
   update.grad_norm_key = "actor/grad_norm";
+  if (options_.megatron) {
+    update.runner = MegatronPipelineRunner(*options_.megatron, &stage_output_);
+  }
   MetricMap metrics;
   if (flowrl) {
     JointTrainState joint(*train_state_, *log_z_state_);
@@ -206,6 +210,11 @@ absl::StatusOr<MetricMap> Actor::UpdatePolicy(const core::Batch& batch) {
   } else {
     VERL_ASSIGN_OR_RETURN(metrics, RunPpoUpdate(batch, update, *dp_group_,
                                                 *train_state_, micro_fn));
+  }
+  if (update.runner) {  // the losses were computed on the last stage
+    parallel::Communicator& pp =
+        *options_.megatron->mpu()->group(parallel::megatron::MpuGroup::kPp);
+    VERL_RETURN_IF_ERROR(BroadcastMetrics(pp, pp.size() - 1, &metrics));
   }
   // actor/entropy is a mean over optimizer steps, not a sum.
   if (metrics.count("actor/entropy")) {

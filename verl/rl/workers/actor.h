@@ -118,6 +118,9 @@ class Actor {
   std::unique_ptr<TrainState> train_state_;
   ActorOptions options_;
   std::shared_ptr<parallel::Communicator> dp_group_;
+  // Pipeline stages: the last stage's output of the micro-batch whose loss
+  // the 1F1B schedule is computing (MegatronPipelineRunner).
+  at::Tensor stage_output_;
   LogZHead log_z_head_{nullptr};
   std::unique_ptr<TrainState> log_z_state_;
   at::Generator log_z_dropout_ = at::detail::createCPUGenerator();

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
+#include "verl/parallel/megatron/parallel_state.h"
 #include "verl/rl/algos/value_loss.h"
 #include "verl/rl/workers/model_forward.h"
 
@@ -53,7 +54,7 @@ absl::StatusOr<MetricMap> Critic::UpdateCritic(const core::Batch& batch) {
     ResponseForward f =
         options_.megatron
             ? ForwardResponses(*options_.megatron, ids, attn, pos, R, 1.0,
-                               false)
+                               false, {}, stage_output_)
             : ForwardResponses(*model_, ids, attn, pos, R, 1.0, false,
                                SequenceParallel{options_.sp_group});
     const at::Tensor& mask = mb.tensor("response_mask");
@@ -77,7 +78,18 @@ absl::StatusOr<MetricMap> Critic::UpdateCritic(const core::Batch& batch) {
   update.epochs = options_.ppo_epochs;
   update.micro = options_.update_micro;
   update.grad_norm_key = "critic/grad_norm";
-  return RunPpoUpdate(batch, update, *dp_group_, *train_state_, micro_fn);
+  if (options_.megatron) {
+    update.runner = MegatronPipelineRunner(*options_.megatron, &stage_output_);
+  }
+  VERL_ASSIGN_OR_RETURN(
+      MetricMap metrics,
+      RunPpoUpdate(batch, update, *dp_group_, *train_state_, micro_fn));
+  if (update.runner) {  // the losses were computed on the last stage
+    parallel::Communicator& pp =
+        *options_.megatron->mpu()->group(parallel::megatron::MpuGroup::kPp);
+    VERL_RETURN_IF_ERROR(BroadcastMetrics(pp, pp.size() - 1, &metrics));
+  }
+  return metrics;
 }
 
 }  // namespace verl::rl

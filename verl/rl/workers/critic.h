@@ -53,6 +53,7 @@ class Critic {
   std::unique_ptr<TrainState> train_state_;
   CriticOptions options_;
   std::shared_ptr<parallel::Communicator> dp_group_;
+  at::Tensor stage_output_;  // pipeline stages: see Actor
 };
 
 }  // namespace verl::rl

@@ -91,6 +91,16 @@ std::vector<at::Tensor> Grads(const std::vector<at::Tensor>& params) {
   return out;
 }
 
+// Checkpoints (dist_ckpt/, the HF-layout shards, the full state dict) are
+// not built for pipeline stages yet.
+absl::Status RefusePipelineCheckpoint(const mg::ParallelState& mpu) {
+  if (mpu.pp_size() == 1) return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrCat(
+      "megatron.pipeline_model_parallel_size=", mpu.pp_size(),
+      ": checkpoints of pipeline-parallel roles are not built yet (set "
+      "trainer.save_freq=-1, or pipeline_model_parallel_size=1 to save)"));
+}
+
 // Sum over `group` of a double (one all-reduce).
 absl::StatusOr<double> SumOver(parallel::Communicator& group, double x) {
   at::Tensor t = at::full({1}, x, at::kDouble);
@@ -134,6 +144,13 @@ absl::StatusOr<std::unique_ptr<MegatronTrainState>> MegatronTrainState::Create(
         "(the expert parameters are not split over dp); set false");
   }
   const bool first_tp = mpu->tp_rank() == 0;
+  // A tied LM head's copy of the embedding on the last pipeline stage
+  // counts toward the grad norm on the first stage only (Megatron's
+  // shared-embedding rule).
+  const at::Tensor head_copy =
+      model->word_embeddings && !model->is_first_stage()
+          ? model->word_embeddings->weight
+          : at::Tensor();
   std::vector<bool> counted;
   for (const auto& item : model->named_parameters(/*recurse=*/true)) {
     const at::Tensor& p = item.value();
@@ -151,9 +168,11 @@ absl::StatusOr<std::unique_ptr<MegatronTrainState>> MegatronTrainState::Create(
     const bool expert = experts.count(p.unsafeGetTensorImpl()) > 0;
     flat->expert.push_back(expert);
     flat->has_experts = flat->has_experts || expert;
-    // Experts count in their own sum over ep (Step), not in the tp one.
+    // Experts count in their own sum over ep (Step), not in the tp one; a
+    // tied head's copy on the last stage not at all.
     counted.push_back(!expert &&
-                      (first_tp || split.count(p.unsafeGetTensorImpl()) > 0));
+                      (first_tp || split.count(p.unsafeGetTensorImpl()) > 0) &&
+                      !(head_copy.defined() && p.is_same(head_copy)));
     flat->total += p.numel();
   }
   const int64_t dp = mpu->dp()->size();
@@ -238,7 +257,8 @@ absl::StatusOr<double> MegatronTrainState::Step() {
         sq += g.to(at::kDouble).pow(2).sum().item<double>();
       }
     }
-    VERL_ASSIGN_OR_RETURN(sq, SumOver(*mpu_->tp(), sq));
+    // The stages hold different parameters: over tp x pp.
+    VERL_ASSIGN_OR_RETURN(sq, SumOver(*mpu_->group(mg::MpuGroup::kMp), sq));
     if (f.has_experts) {
       // Each expert once: the ep group holds every expert (etp = 1).
       VERL_ASSIGN_OR_RETURN(
@@ -327,6 +347,7 @@ MegatronTrainState::LocalMoments(int64_t* step) {
 }
 
 absl::StatusOr<TrainStateShard> MegatronTrainState::SaveShard() {
+  VERL_RETURN_IF_ERROR(RefusePipelineCheckpoint(*mpu_));
   const parallel::Communicator& world = *mpu_->world();
   TrainStateShard shard;
   shard.shard_world = world.size();
@@ -364,6 +385,7 @@ absl::StatusOr<TrainStateShard> MegatronTrainState::SaveShard() {
 
 absl::Status MegatronTrainState::LoadShard(const TrainStateShard& shard,
                                            const TrainStateLoadParts& parts) {
+  VERL_RETURN_IF_ERROR(RefusePipelineCheckpoint(*mpu_));
   parallel::Communicator& world = *mpu_->world();
   if (shard.shard_world != world.size() || shard.shard_rank != world.rank()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -495,6 +517,7 @@ absl::StatusOr<TrainState::DistCheckpointWriter>
 MegatronTrainState::PrepareDistCheckpoint(
     const TrainStateLoadParts& parts,
     const std::map<std::string, at::Tensor>& rng) {
+  VERL_RETURN_IF_ERROR(RefusePipelineCheckpoint(*mpu_));
   const Flat& f = *flat_;
   const parallel::Communicator& world = *mpu_->world();
   const int dp = mpu_->dp()->size(), dp_rank = mpu_->dp_rank();
@@ -565,6 +588,7 @@ MegatronTrainState::PrepareDistCheckpoint(
 absl::StatusOr<std::map<std::string, at::Tensor>>
 MegatronTrainState::LoadDistCheckpoint(const std::string& role_dir,
                                        const TrainStateLoadParts& parts) {
+  VERL_RETURN_IF_ERROR(RefusePipelineCheckpoint(*mpu_));
   Flat& f = *flat_;
   const std::string dir = role_dir + "/" + ckpt::kDistCkptSubdir;
   VERL_ASSIGN_OR_RETURN(std::unique_ptr<ckpt::DistCkptReader> reader,
@@ -645,6 +669,7 @@ MegatronTrainState::LoadDistCheckpoint(const std::string& role_dir,
 }
 
 absl::StatusOr<NamedParams> MegatronTrainState::FullStateDict() {
+  VERL_RETURN_IF_ERROR(RefusePipelineCheckpoint(*mpu_));
   NamedParams out;
   const bool root = mpu_->world()->rank() == 0;
   const int64_t layers = model_->config().num_hidden_layers;

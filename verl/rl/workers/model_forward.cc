@@ -13,6 +13,8 @@
 #include "verl/models/attention.h"
 #include "verl/models/logprob.h"
 #include "verl/models/padding.h"
+#include "verl/parallel/megatron/parallel_state.h"
+#include "verl/parallel/megatron/pipeline_schedule.h"
 #include "verl/parallel/megatron/vocab_parallel.h"
 #include "verl/parallel/ulysses.h"
 #include "verl/profiler/profile_scope.h"
@@ -203,17 +205,21 @@ ResponseForward ForwardResponses(models::MegatronGPTModel& model,
                                  const at::Tensor& attention_mask,
                                  const at::Tensor& position_ids,
                                  int64_t response_length, double temperature,
-                                 bool with_entropy,
-                                 const ForwardExtras& extras) {
+                                 bool with_entropy, const ForwardExtras& extras,
+                                 const at::Tensor& stage_output) {
   CHECK(!extras.sum_pi_squared)
       << "sum_pi_squared is not available with strategy=megatron";
+  CHECK(!extras.prompt_hidden || !stage_output.defined())
+      << "FlowRL's prompt_hidden is not available with pipeline stages";
   const PackedResponses p =
       PackResponses(input_ids, attention_mask, position_ids, response_length);
   // This rank's vocab shard of the logits (or the values) of every token.
   at::Tensor hidden;
   const at::Tensor out =
-      model.Forward(p.ids, p.pos, p.info.cu_seqlens,
-                    extras.prompt_hidden ? &hidden : nullptr);
+      stage_output.defined()
+          ? stage_output
+          : model.Forward(p.ids, p.pos, p.info.cu_seqlens,
+                          extras.prompt_hidden ? &hidden : nullptr);
   ResponseForward f;
   if (extras.prompt_hidden) f.prompt_hidden = p.PromptMean(hidden);
   if (model.config().is_value_model) {
@@ -298,10 +304,115 @@ absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
   return out;
 }
 
+namespace {
+
+namespace mg = parallel::megatron;
+
+// The packed micro-batches' stage forward for the pipeline schedules.
+mg::PipelineStageFns StageFns(models::MegatronGPTModel& model,
+                              const std::vector<PackedResponses>& packed) {
+  mg::PipelineStageFns fns;
+  fns.input_shape = [&model, &packed](int64_t m) {
+    return model.StageHiddenShape(packed[m].info.cu_seqlens);
+  };
+  fns.forward = [&model, &packed](int64_t m, const at::Tensor& in) {
+    const PackedResponses& p = packed[m];
+    return model.StageForward(p.ids, p.pos, p.info.cu_seqlens, in);
+  };
+  return fns;
+}
+
+parallel::Communicator& PipelineGroup(const models::MegatronGPTModel& model) {
+  return *model.mpu()->group(mg::MpuGroup::kPp);
+}
+
+// Forward-only schedule over the micro-batches; the last stage's results
+// broadcast over pp.
+absl::StatusOr<ResponseForward> PipelineForwardBatch(
+    models::MegatronGPTModel& model, const core::Batch& batch,
+    const MicroBatchOptions& micro, double temperature, bool with_entropy) {
+  const bool value_model = model.config().is_value_model;
+  VERL_ASSIGN_OR_RETURN(at::Tensor responses, batch.GetTensor("responses"));
+  const int64_t R = responses.size(1);
+  VERL_ASSIGN_OR_RETURN(auto micro_rows, MicroBatchIndices(batch, micro));
+  at::NoGradGuard no_grad;
+  std::vector<PackedResponses> packed;
+  std::vector<at::Tensor> index;
+  for (const auto& rows : micro_rows) {
+    index.push_back(torch::tensor(rows, torch::kLong));
+    auto take = [&](const char* key) {
+      return batch.tensor(key).index_select(0, index.back());
+    };
+    packed.push_back(PackResponses(take("input_ids"), take("attention_mask"),
+                                   take("position_ids"), R));
+  }
+  parallel::Communicator& pp = PipelineGroup(model);
+  const int64_t n = static_cast<int64_t>(packed.size());
+  std::vector<at::Tensor> outs =
+      mg::PipelineForwardOnly(StageFns(model, packed), n, pp);
+  // [log_probs; entropy] or [values], [k, B, R], filled on the last stage.
+  const int64_t k = value_model ? 1 : (with_entropy ? 2 : 1);
+  at::Tensor all = torch::zeros({k, batch.size(), R}, torch::kFloat);
+  for (int64_t m = 0; m < n && model.is_last_stage(); ++m) {
+    const at::Tensor& ids = batch.tensor("input_ids");
+    ResponseForward f = ForwardResponses(
+        model, ids.index_select(0, index[m]),
+        batch.tensor("attention_mask").index_select(0, index[m]),
+        batch.tensor("position_ids").index_select(0, index[m]), R, temperature,
+        with_entropy, {}, outs[m]);
+    if (value_model) {
+      all[0].index_copy_(0, index[m], f.values);
+      continue;
+    }
+    all[0].index_copy_(0, index[m], f.log_probs);
+    if (with_entropy) all[1].index_copy_(0, index[m], f.entropy);
+  }
+  mg::BroadcastFromLastStage(all, pp);
+  ResponseForward out;
+  if (value_model) {
+    out.values = all[0];
+  } else {
+    out.log_probs = all[0];
+    if (with_entropy) out.entropy = all[1];
+  }
+  return out;
+}
+
+}  // namespace
+
+MicroBatchRunner MegatronPipelineRunner(models::MegatronGPTModel& model,
+                                        at::Tensor* stage_output) {
+  if (model.mpu()->pp_size() == 1) return nullptr;
+  return [&model, stage_output](const std::vector<core::Batch>& micro,
+                                const MicroBatchLossFn& loss) -> absl::Status {
+    std::vector<PackedResponses> packed;
+    for (const core::Batch& mb : micro) {
+      VERL_ASSIGN_OR_RETURN(at::Tensor responses, mb.GetTensor("responses"));
+      packed.push_back(
+          PackResponses(mb.tensor("input_ids"), mb.tensor("attention_mask"),
+                        mb.tensor("position_ids"), responses.size(1)));
+    }
+    mg::PipelineStageFns fns = StageFns(model, packed);
+    fns.loss = [&](int64_t m, const at::Tensor& out) {
+      *stage_output = out;
+      absl::StatusOr<at::Tensor> l = loss(m);
+      *stage_output = at::Tensor();
+      VERL_CHECK_OK(l.status());
+      return *l;
+    };
+    mg::PipelineForwardBackward(fns, static_cast<int64_t>(micro.size()),
+                                PipelineGroup(model));
+    return absl::OkStatus();
+  };
+}
+
 absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
     models::MegatronGPTModel& model, const core::Batch& batch,
     const MicroBatchOptions& micro, double temperature, bool with_entropy) {
   model.eval();
+  if (model.mpu()->pp_size() > 1) {
+    return PipelineForwardBatch(model, batch, micro, temperature, with_entropy);
+  }
   return ForwardMicroBatches(
       batch, micro, model.config().is_value_model, with_entropy,
       /*with_sum_pi_squared=*/false,

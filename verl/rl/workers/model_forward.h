@@ -122,16 +122,29 @@ absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
 // vocabulary (parallel/megatron/vocab_parallel.h). prompt_hidden comes from
 // the final hidden states gathered over tp under sequence parallelism
 // (MegatronGPTModel::Forward's final_hidden). No Σπ².
-ResponseForward ForwardResponses(models::MegatronGPTModel& model,
-                                 const at::Tensor& input_ids,
-                                 const at::Tensor& attention_mask,
-                                 const at::Tensor& position_ids,
-                                 int64_t response_length, double temperature,
-                                 bool with_entropy,
-                                 const ForwardExtras& extras = {});
+//
+// Pipeline parallelism (pp > 1): the model is one stage. `stage_output`
+// (last stage, inside a schedule) is the stage's output for these rows;
+// the results come from it instead of running the model (the schedule ran
+// it). ForwardBatchNoGrad runs the forward-only schedule over the
+// micro-batches and broadcasts the last stage's [B, R] results over pp, so
+// every rank gets them. No FlowRL prompt_hidden with pp > 1.
+ResponseForward ForwardResponses(
+    models::MegatronGPTModel& model, const at::Tensor& input_ids,
+    const at::Tensor& attention_mask, const at::Tensor& position_ids,
+    int64_t response_length, double temperature, bool with_entropy,
+    const ForwardExtras& extras = {}, const at::Tensor& stage_output = {});
 absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
     models::MegatronGPTModel& model, const core::Batch& batch,
     const MicroBatchOptions& micro, double temperature, bool with_entropy);
+
+// RunPpoUpdate's runner for a pipeline-parallel model (null when pp = 1):
+// the micro-batches go through the 1F1B schedule; while `loss(m)` runs on
+// the last stage, *stage_output holds micro-batch m's stage output (pass it
+// to ForwardResponses). The caller shares the metrics from the last stage
+// (BroadcastMetrics over the pp group).
+MicroBatchRunner MegatronPipelineRunner(models::MegatronGPTModel& model,
+                                        at::Tensor* stage_output);
 
 }  // namespace verl::rl
 

@@ -2,7 +2,10 @@
 
 #include <torch/types.h>
 
+#include <cstring>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
@@ -69,6 +72,41 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> MicroBatchIndices(
   return RearrangeMicroBatches(seqlens, options.max_token_len, common);
 }
 
+absl::Status BroadcastMetrics(parallel::Communicator& group, int root,
+                              MetricMap* metrics) {
+  if (group.size() == 1) return absl::OkStatus();
+  // "key\n" lines and the values, sized first.
+  std::string keys;
+  std::vector<double> values;
+  for (const auto& [k, v] : *metrics) {
+    absl::StrAppend(&keys, k, "\n");
+    values.push_back(v);
+  }
+  at::Tensor sizes = at::tensor(
+      {static_cast<int64_t>(keys.size()), static_cast<int64_t>(values.size())},
+      at::kLong);
+  VERL_RETURN_IF_ERROR(group.Broadcast(sizes, root));
+  at::Tensor text = at::zeros({sizes[0].item<int64_t>() + 1}, at::kByte);
+  at::Tensor nums = at::zeros({sizes[1].item<int64_t>() + 1}, at::kDouble);
+  if (group.rank() == root) {
+    std::memcpy(text.data_ptr(), keys.data(), keys.size());
+    std::memcpy(nums.data_ptr(), values.data(), values.size() * sizeof(double));
+  }
+  VERL_RETURN_IF_ERROR(group.Broadcast(text, root));
+  VERL_RETURN_IF_ERROR(group.Broadcast(nums, root));
+  if (group.rank() == root) return absl::OkStatus();
+  metrics->clear();
+  const std::string all(static_cast<const char*>(text.data_ptr()),
+                        sizes[0].item<int64_t>());
+  const double* v = nums.data_ptr<double>();
+  size_t start = 0, i = 0;
+  for (size_t nl = all.find('\n'); nl != std::string::npos;
+       start = nl + 1, nl = all.find('\n', start)) {
+    (*metrics)[all.substr(start, nl - start)] = v[i++];
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<MetricMap> RunPpoUpdate(const core::Batch& batch,
                                        const PpoUpdateOptions& options,
                                        parallel::Communicator& dp_group,
@@ -103,19 +141,38 @@ absl::StatusOr<MetricMap> RunPpoUpdate(const core::Batch& batch,
       VERL_ASSIGN_OR_RETURN(auto micro, MicroBatchIndices(mb, micro_options));
       train_state.ZeroGrad();
       MetricMap mini_values;  // summed parts and token-share-weighted means
-      for (const auto& rows : micro) {
-        profiler::ProfileScope micro_scope("micro_batch");
-        VERL_ASSIGN_OR_RETURN(core::Batch mbatch, mb.Index(rows));
-        std::optional<profiler::ProfileScope> forward;
-        forward.emplace("forward", profiler::MemoryCategory::kActivations);
-        VERL_ASSIGN_OR_RETURN(MicroBatchResult r, micro_fn(mbatch, agg));
-        forward.reset();
+      auto add = [&](const core::Batch& mbatch, const MicroBatchResult& r) {
         const double share =
             mbatch.tensor(options.mask_key).sum().item<double>() /
             std::max(counts[0], 1.0);
         for (const auto& [k, v] : r.summed) mini_values["s:" + k] += v;
         for (const auto& [k, v] : r.token_means)
           mini_values["m:" + k] += v * share;
+      };
+      if (options.runner) {
+        std::vector<core::Batch> batches;
+        for (const auto& rows : micro) {
+          VERL_ASSIGN_OR_RETURN(core::Batch mbatch, mb.Index(rows));
+          batches.push_back(std::move(mbatch));
+        }
+        std::vector<std::shared_ptr<void>> keep_alive;
+        VERL_RETURN_IF_ERROR(options.runner(
+            batches, [&](int64_t m) -> absl::StatusOr<at::Tensor> {
+              VERL_ASSIGN_OR_RETURN(MicroBatchResult r,
+                                    micro_fn(batches[m], agg));
+              add(batches[m], r);
+              keep_alive.push_back(r.keep_alive);
+              return r.loss;
+            }));
+      }
+      for (size_t i = 0; !options.runner && i < micro.size(); ++i) {
+        profiler::ProfileScope micro_scope("micro_batch");
+        VERL_ASSIGN_OR_RETURN(core::Batch mbatch, mb.Index(micro[i]));
+        std::optional<profiler::ProfileScope> forward;
+        forward.emplace("forward", profiler::MemoryCategory::kActivations);
+        VERL_ASSIGN_OR_RETURN(MicroBatchResult r, micro_fn(mbatch, agg));
+        forward.reset();
+        add(mbatch, r);
         profiler::ProfileScope backward("backward",
                                         profiler::MemoryCategory::kGradients);
         r.loss.backward();

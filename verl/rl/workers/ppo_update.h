@@ -63,12 +63,25 @@ struct MicroBatchResult {
 using MicroBatchFn = std::function<absl::StatusOr<MicroBatchResult>(
     const core::Batch& micro, const AggOptions& agg)>;
 
+// Runs a mini-batch's micro-batches through something other than the plain
+// forward-backward loop (pipeline parallelism: the 1F1B schedule). `loss(m)`
+// runs the MicroBatchFn on micro-batch m (on the stage that computes the
+// losses, after its forward) and returns the loss to backward from; the
+// runner runs every backward itself. An error from `loss` must end the
+// process (the other stages are inside the schedule).
+using MicroBatchLossFn = std::function<absl::StatusOr<at::Tensor>(int64_t m)>;
+using MicroBatchRunner = std::function<absl::Status(
+    const std::vector<core::Batch>& micro, const MicroBatchLossFn& loss)>;
+
 struct PpoUpdateOptions {
   int64_t mini_batch_size = 1;  // rows per rank per optimizer step
   int64_t epochs = 1;
   MicroBatchOptions micro;
   std::string mask_key = "response_mask";
   std::string grad_norm_key;  // e.g. "actor/grad_norm"
+  // Null: the plain loop. Metrics then come only from the ranks whose
+  // runner calls `loss` (the caller shares them, e.g. BroadcastMetrics).
+  MicroBatchRunner runner;
 };
 
 // Returns: summed metrics added over mini-batches/epochs (verl sums losses
@@ -79,6 +92,10 @@ absl::StatusOr<MetricMap> RunPpoUpdate(const core::Batch& batch,
                                        parallel::Communicator& dp_group,
                                        TrainState& train_state,
                                        const MicroBatchFn& micro_fn);
+
+// Copies `root`'s metrics (keys and values) to every member of `group`.
+absl::Status BroadcastMetrics(parallel::Communicator& group, int root,
+                              MetricMap* metrics);
 
 // Sums each value over the DP group in place (one collective).
 absl::Status AllReduceSum(parallel::Communicator* group,

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -585,6 +586,14 @@ absl::Status CheckMegatron(absl::string_view role, Strategy::Value strategy,
         ") x tensor_model_parallel_size (", tp, ") must divide the ", n_gpus,
         " ranks (trainer.nnodes x trainer.n_gpus_per_node)"));
   }
+  const int64_t pp = megatron.pipeline_model_parallel_size();
+  if (n_gpus > 0 && n_gpus % (tp * cp * pp) != 0) {
+    return Invalid(absl::StrCat(
+        "'", prefix, ".pipeline_model_parallel_size' (", pp,
+        ") x context_parallel_size (", cp, ") x tensor_model_parallel_size (",
+        tp, ") must divide the ", n_gpus,
+        " ranks (trainer.nnodes x trainer.n_gpus_per_node)"));
+  }
   if (ulysses_sp > 1) {
     return Invalid(
         absl::StrCat("'", role, ".ulysses_sequence_parallel_size=", ulysses_sp,
@@ -602,7 +611,8 @@ int64_t DataParallelRanks(Strategy::Value strategy,
   if (strategy == Strategy::megatron) {
     const int64_t model_ranks =
         std::max<int64_t>(megatron.tensor_model_parallel_size(), 1) *
-        std::max<int64_t>(megatron.context_parallel_size(), 1);
+        std::max<int64_t>(megatron.context_parallel_size(), 1) *
+        std::max<int64_t>(megatron.pipeline_model_parallel_size(), 1);
     return std::max<int64_t>(n_gpus / model_ranks, 1);
   }
   return n_gpus / sp;
@@ -623,6 +633,14 @@ void CheckMegatronActor(const PpoTrainerConfig& config, Problems& problems) {
   if (actor.calculate_sum_pi_squared()) {
     problems.Add(absl::StrCat(
         "'actor_rollout_ref.actor.calculate_sum_pi_squared=true", what));
+  }
+  if (actor.policy_loss().loss_mode() == "flowrl" &&
+      actor.megatron().pipeline_model_parallel_size() > 1) {
+    problems.Add(absl::StrCat(
+        "'actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=",
+        actor.megatron().pipeline_model_parallel_size(),
+        "' with policy_loss.loss_mode=flowrl: the log-Z head needs the "
+        "final hidden states on every stage (not built)"));
   }
 }
 
@@ -814,6 +832,25 @@ absl::Status ValidatePpoTrainerConfig(const PpoTrainerConfig& config) {
                              actor.megatron(),
                              actor.ulysses_sequence_parallel_size(), n_gpus));
   CheckMegatronActor(config, problems);
+  // Checkpoints of pipeline-parallel roles are not built: refuse saving up
+  // front rather than at the first save.
+  for (const auto& [role, strategy, megatron] :
+       {std::make_tuple("actor_rollout_ref.actor", actor.strategy(),
+                        &actor.megatron()),
+        std::make_tuple("critic",
+                        NeedCritic(config) ? critic.strategy() : Strategy::fsdp,
+                        &critic.megatron())}) {
+    if (strategy == Strategy::megatron &&
+        megatron->pipeline_model_parallel_size() > 1 &&
+        config.trainer().save_freq() > 0) {
+      problems.Add(absl::StrCat(
+          "'", role, ".megatron.pipeline_model_parallel_size=",
+          megatron->pipeline_model_parallel_size(),
+          "' with trainer.save_freq=", config.trainer().save_freq(),
+          ": checkpoints of pipeline-parallel roles are not built yet (set "
+          "trainer.save_freq=-1)"));
+    }
+  }
   if (NeedReferencePolicy(config)) {
     problems.Add(CheckMegatron("actor_rollout_ref.ref", ref.strategy(),
                                ref.megatron(),

@@ -268,6 +268,14 @@ constexpr KeyRule kKeyRules[] = {
      "MoE models; with use_distributed_optimizer=false"},
     {"**.megatron.expert_tensor_parallel_size", kServed,
      "1 for MoE models (null = tp); other values refused"},
+    {"**.megatron.pipeline_model_parallel_size", kServed,
+     "1F1B; checkpoints with pp > 1 are refused"},
+    {"**.megatron.override_transformer_config.num_layers_in_first_pipeline_"
+     "stage",
+     kServed, ""},
+    {"**.megatron.override_transformer_config.num_layers_in_last_pipeline_"
+     "stage",
+     kServed, ""},
     {"**.megatron.sequence_parallel", kServed, ""},
     {"**.megatron.use_distributed_optimizer", kServed, ""},
     {"**.megatron.dtype", kServed, "float32 only; bf16/fp16 are refused"},
@@ -604,16 +612,8 @@ constexpr KeyRule kKeyRules[] = {
     {"reward_model.model.external_lib", kNotServed, kPython},
     {"reward_model.sandbox_fusion", kNotServed,
      "the sandbox-fusion code executor needs a network service"},
-    {"**.megatron.pipeline_model_parallel_size", kNotServed,
-     "pipeline parallelism is not built yet (#15)"},
     {"**.megatron.virtual_pipeline_model_parallel_size", kNotServed,
-     "pipeline parallelism is not built yet (#15)"},
-    {"**.megatron.override_transformer_config.num_layers_in_first_pipeline_"
-     "stage",
-     kNotServed, "pipeline parallelism is not built yet (#15)"},
-    {"**.megatron.override_transformer_config.num_layers_in_last_pipeline_"
-     "stage",
-     kNotServed, "pipeline parallelism is not built yet (#15)"},
+     "the interleaved pipeline schedule is not built yet (#15)"},
     {"**.megatron.param_offload", kNotServed,
      "Megatron offload is not built yet"},
     {"**.megatron.grad_offload", kNotServed,

@@ -619,7 +619,7 @@ TEST(ValidatePpoTrainerConfigTest, ExampleIsValidAndViolationsNameKeys) {
 }
 
 // strategy: megatron validates its megatron.* section: tp must divide the
-// ranks, what is not built (pp, bf16 parameters, offload) and what the
+// ranks, what is not built (vpp, bf16 parameters, offload) and what the
 // Megatron path lacks (Ulysses, LoRA) are one line each; the sections parse.
 TEST(ValidatePpoTrainerConfigTest, MegatronStrategyChecksItsKeys) {
   const std::string example = "examples/grpo_tiny.textproto";
@@ -639,7 +639,7 @@ TEST(ValidatePpoTrainerConfigTest, MegatronStrategyChecksItsKeys) {
        "actor_rollout_ref.model.lora_rank=8", "critic.enable=true",
        "critic.strategy=megatron", "critic.ppo_micro_batch_size_per_gpu=2",
        "critic.ulysses_sequence_parallel_size=2",
-       "critic.megatron.pipeline_model_parallel_size=2"},
+       "critic.megatron.virtual_pipeline_model_parallel_size=2"},
       example));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   const std::string m(s.message());
@@ -650,8 +650,34 @@ TEST(ValidatePpoTrainerConfigTest, MegatronStrategyChecksItsKeys) {
   EXPECT_THAT(m, HasSubstr("'actor_rollout_ref.model.lora_rank=8' is not "
                            "available with actor_rollout_ref.actor.strategy="
                            "megatron"));
-  EXPECT_THAT(m, HasSubstr("critic.megatron.pipeline_model_parallel_size=2: "
-                           "pipeline parallelism is not built yet"));
+  EXPECT_THAT(m,
+              HasSubstr("critic.megatron.virtual_pipeline_model_parallel_size"
+                        "=2: virtual pipeline parallelism is not built yet"));
+  // Pipeline stages: served, except checkpoints (refused up front) and the
+  // rank count must be a multiple of tp x cp x pp.
+  EXPECT_TRUE(ValidatePpoTrainerConfig(
+                  Load({"trainer.n_gpus_per_node=2", "trainer.save_freq=-1",
+                        "actor_rollout_ref.actor.strategy=megatron",
+                        "actor_rollout_ref.actor.megatron.pipeline_model_"
+                        "parallel_size=2"},
+                       example))
+                  .ok());
+  s = ValidatePpoTrainerConfig(
+      Load({"trainer.n_gpus_per_node=2", "trainer.save_freq=5",
+            "actor_rollout_ref.actor.strategy=megatron",
+            "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2",
+            "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=2"},
+           example));
+  EXPECT_THAT(s.message(),
+              HasSubstr("'actor_rollout_ref.actor.megatron.pipeline_model_"
+                        "parallel_size' (2) x context_parallel_size (1) x "
+                        "tensor_model_parallel_size (2) must divide the 2 "
+                        "ranks"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("'actor_rollout_ref.actor.megatron.pipeline_model_"
+                        "parallel_size=2' with trainer.save_freq=5: "
+                        "checkpoints of pipeline-parallel roles are not "
+                        "built yet"));
   PpoTrainerConfig c =
       Load({"actor_rollout_ref.ref.megatron.tensor_model_parallel_size=2",
             "critic.megatron.override_transformer_config.recompute_modules="
