@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
 #include "verl/models/hf_checkpoint.h"
 #include "verl/models/hf_config_override.h"
@@ -147,6 +148,12 @@ absl::StatusOr<std::unique_ptr<TrainState>> MakeMegatronTrainState(
     const OptimizerOptions& options,
     std::shared_ptr<parallel::megatron::ParallelState> mpu,
     std::shared_ptr<models::MegatronGPTModel>* model) {
+  if (source.config().IsMoe() && config.use_distributed_optimizer()) {
+    return absl::UnimplementedError(absl::StrCat(
+        prefix,
+        ".use_distributed_optimizer=true: not built for MoE models (the "
+        "expert parameters are not split over dp); set false"));
+  }
   VERL_ASSIGN_OR_RETURN(*model, MakeMegatronModel(source, config, prefix, mpu));
   VERL_ASSIGN_OR_RETURN(auto state, MegatronTrainState::Create(
                                         *model, std::move(mpu), options,
