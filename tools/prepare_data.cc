@@ -5,7 +5,10 @@
 //   bazel run //tools:prepare_data -- --task=gsm8k --input_dir=~/gsm8k_raw
 //   --output_dir=... --format=parquet
 //
-// Built-in tasks (arithmetic, countdown, multiples) are generated from a seed;
+// Built-in tasks (arithmetic, countdown, multiples, and geo_map: grid-map
+// images with geospatial questions for vision-language models, the PNGs
+// inline in Parquet or under <output_dir>/images for JSONL) are generated
+// from a seed;
 // gsm8k and math convert the public raw records (train.jsonl, test.jsonl with
 // {question, answer} / MATH-lighteval's {problem, solution, level, type})
 // the way verl's examples/data_preprocess/gsm8k.py and math_dataset.py do.
@@ -20,12 +23,13 @@
 #include "verl/core/file_util.h"
 #include "verl/core/main_guard.h"
 #include "verl/core/status.h"
+#include "verl/rl/data/geo_map_task.h"
 #include "verl/rl/data/parquet/dataset_file.h"
 #include "verl/rl/data/preprocess.h"
 #include "verl/rl/data/synthetic_tasks.h"
 
 ABSL_FLAG(std::string, task, "arithmetic",
-          "arithmetic | countdown | multiples | gsm8k | math");
+          "arithmetic | countdown | multiples | geo_map | gsm8k | math");
 ABSL_FLAG(std::string, output_dir, "",
           "folder for train.<format> and test.<format>");
 ABSL_FLAG(std::string, format, "jsonl",
@@ -104,6 +108,17 @@ absl::Status Run() {
     o.seed += 1000003;
     o.split = "test";
     test = verl::rl::MakeMultiplesRows(o);
+  } else if (task == "geo_map") {
+    verl::rl::GeoMapTaskOptions o;
+    o.num_rows = absl::GetFlag(FLAGS_train_size);
+    o.seed = absl::GetFlag(FLAGS_seed);
+    // JSONL cannot hold bytes: the images go to files the rows name.
+    if (format == "jsonl") o.image_dir = out + "/images";
+    VERL_ASSIGN_OR_RETURN(train, verl::rl::MakeGeoMapRows(o));
+    o.num_rows = absl::GetFlag(FLAGS_val_size);
+    o.seed += 1000003;
+    o.split = "test";
+    VERL_ASSIGN_OR_RETURN(test, verl::rl::MakeGeoMapRows(o));
   } else if (task == "gsm8k" || task == "math") {
     const std::string in = absl::GetFlag(FLAGS_input_dir);
     if (in.empty()) {
@@ -120,7 +135,8 @@ absl::Status Run() {
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "--task=", task,
-        ": expected arithmetic, countdown, multiples, gsm8k or math"));
+        ": expected arithmetic, countdown, multiples, geo_map, gsm8k or "
+        "math"));
   }
   VERL_RETURN_IF_ERROR(verl::core::MakeDirs(out));
   VERL_RETURN_IF_ERROR(

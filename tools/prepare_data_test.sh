@@ -14,6 +14,12 @@ grep -q '"data_source":"countdown"' "$out/cd/train.jsonl"
 [ "$(wc -l < "$out/mu/test.jsonl")" = 3 ]
 grep -q '"content":"Name a multiple of [0-9]* between [0-9]* and [0-9]*\."' "$out/mu/train.jsonl"
 grep -q '"ground_truth":{"hi":[0-9]*,"k":[0-9]*,"lo":[0-9]*}' "$out/mu/train.jsonl"
+# geo_map: images as files next to JSONL rows, inline in Parquet.
+"$bin" --task=geo_map --output_dir="$out/geo" --train_size=3 --val_size=2
+[ "$(wc -l < "$out/geo/train.jsonl")" = 3 ] && [ "$(head -c 4 "$out/geo/images/test_1.png" | tail -c 3)" = PNG ]
+grep -q '"images":\[{"path":"[^"]*/geo/images/train_0.png"}\]' "$out/geo/train.jsonl"
+"$bin" --task=geo_map --output_dir="$out/geopq" --train_size=3 --val_size=2 --format=parquet
+[ "$(head -c 4 "$out/geopq/train.parquet")" = PAR1 ] && [ ! -e "$out/geopq/images" ]
 # Parquet output (verl's format): magic at both ends, same rows as JSONL
 # (the project's reader is checked against independent writers elsewhere).
 "$bin" --task=arithmetic --output_dir="$out/pq" --train_size=30 --val_size=5 --seed=3 --format=parquet

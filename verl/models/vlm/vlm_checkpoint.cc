@@ -23,6 +23,30 @@ std::string Join(const std::string& dir, const char* name) {
 
 }  // namespace
 
+absl::StatusOr<std::optional<Tokenizer>> LoadVlmTokenizer(
+    const std::string& dir) {
+  if (!std::filesystem::exists(Join(dir, kTokenizerFile))) {
+    return std::optional<Tokenizer>();
+  }
+  VERL_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::FromDirectory(dir));
+  const std::string template_path = Join(dir, kChatTemplateFile);
+  if (std::filesystem::exists(template_path)) {
+    VERL_ASSIGN_OR_RETURN(nlohmann::json t, core::ReadJsonFile(template_path));
+    if (!t.is_object() || !t.contains("chat_template") ||
+        !t["chat_template"].is_string()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(template_path, ": needs a string \"chat_template\""));
+    }
+    // Reload with the processor's template as the default one.
+    VERL_ASSIGN_OR_RETURN(
+        tok,
+        Tokenizer::FromJson(tok.tokenizer_json(), tok.tokenizer_config_json(),
+                            t["chat_template"].get<std::string>(),
+                            Join(dir, kTokenizerFile)));
+  }
+  return std::optional<Tokenizer>(std::move(tok));
+}
+
 absl::StatusOr<VlmCheckpoint> LoadVlmCheckpoint(const std::string& dir) {
   VlmCheckpoint out;
   const std::string config_path = Join(dir, kConfigFile);
@@ -36,26 +60,7 @@ absl::StatusOr<VlmCheckpoint> LoadVlmCheckpoint(const std::string& dir) {
     VERL_ASSIGN_OR_RETURN(out.processor,
                           ImageProcessorConfigFromJson(json, processor_path));
   }
-  if (std::filesystem::exists(Join(dir, kTokenizerFile))) {
-    VERL_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::FromDirectory(dir));
-    const std::string template_path = Join(dir, kChatTemplateFile);
-    if (std::filesystem::exists(template_path)) {
-      VERL_ASSIGN_OR_RETURN(nlohmann::json t,
-                            core::ReadJsonFile(template_path));
-      if (!t.is_object() || !t.contains("chat_template") ||
-          !t["chat_template"].is_string()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(template_path, ": needs a string \"chat_template\""));
-      }
-      // Reload with the processor's template as the default one.
-      VERL_ASSIGN_OR_RETURN(
-          tok,
-          Tokenizer::FromJson(tok.tokenizer_json(), tok.tokenizer_config_json(),
-                              t["chat_template"].get<std::string>(),
-                              Join(dir, kTokenizerFile)));
-    }
-    out.tokenizer.emplace(std::move(tok));
-  }
+  VERL_ASSIGN_OR_RETURN(out.tokenizer, LoadVlmTokenizer(dir));
   out.model = std::make_shared<Qwen2VLForConditionalGeneration>(config);
   std::map<std::string, at::Tensor> params;
   for (const auto& item : out.model->named_parameters()) {

@@ -32,6 +32,12 @@ struct VlmCheckpoint {
   std::optional<Tokenizer> tokenizer;
 };
 
+// The folder's processing class alone: tokenizer.json (+
+// tokenizer_config.json) with chat_template.json, when present, as the
+// default template; nullopt without tokenizer.json.
+absl::StatusOr<std::optional<Tokenizer>> LoadVlmTokenizer(
+    const std::string& dir);
+
 // Reads config.json, preprocessor_config.json (optional) and every weight
 // into a new fp32 model. Missing or unexpected tensors are errors naming
 // them.

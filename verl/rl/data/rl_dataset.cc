@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "verl/core/status.h"
+#include "verl/rl/data/geo_map_task.h"
 #include "verl/rl/data/parquet/dataset_file.h"
 #include "verl/rl/data/synthetic_tasks.h"
 
@@ -88,7 +89,8 @@ std::vector<int64_t> Permutation(int64_t n, uint64_t seed) {
 // file needed). Options: rows, seed, max_operand, ops and calculator=1
 // (arithmetic; the tool quickstart),
 // num_numbers and max_number (countdown), min_k, max_k, min_answers and
-// max_answers (multiples).
+// max_answers (multiples), grid, cell_px and landmarks (geo_map: map images
+// inline as PNG bytes, for vision-language models).
 absl::StatusOr<std::vector<nlohmann::json>> ReadRows(const std::string& file) {
   constexpr absl::string_view kBuiltin = "builtin:";
   if (file.rfind(std::string(kBuiltin), 0) != 0) {
@@ -182,10 +184,24 @@ absl::StatusOr<std::vector<nlohmann::json>> ReadRows(const std::string& file) {
       return absl::InvalidArgumentError(
           absl::StrCat(file, ": no multiples question fits these options"));
     }
+  } else if (task == "geo_map") {
+    GeoMapTaskOptions o;
+    o.num_rows = rows;
+    o.seed = seed;
+    o.split = split;
+    for (auto [key, field] : {std::pair<const char*, int*>{"grid", &o.grid},
+                              {"cell_px", &o.cell_px},
+                              {"landmarks", &o.num_landmarks}}) {
+      VERL_ASSIGN_OR_RETURN(int64_t v, int_opt(key, *field));
+      *field = static_cast<int>(std::min<int64_t>(v, 1000));
+    }
+    absl::StatusOr<std::vector<nlohmann::json>> geo = MakeGeoMapRows(o);
+    if (!geo.ok()) return Annotate(geo.status(), file);
+    out = *std::move(geo);
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat(file, ": unknown built-in task \"", task,
-                     "\" (arithmetic, countdown, multiples)"));
+                     "\" (arithmetic, countdown, multiples, geo_map)"));
   }
   if (!opts.empty()) {
     return absl::InvalidArgumentError(

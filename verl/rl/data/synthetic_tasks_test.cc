@@ -1,10 +1,16 @@
 #include "verl/rl/data/synthetic_tasks.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
+#include "verl/core/file_util.h"
+#include "verl/models/vlm/image.h"
+#include "verl/rl/data/geo_map_task.h"
 
 namespace verl::rl {
 namespace {
@@ -103,6 +109,122 @@ TEST(SyntheticTasksTest, MultiplesRowsHaveSeveralValidAnswers) {
   o.min_value = 90;
   o.max_value = 95;
   EXPECT_TRUE(MakeMultiplesRows(o).empty());
+}
+
+// The geo_map answers recomputed from the row's landmarks another way: the
+// bearing as the compass direction of largest cosine with the offset.
+std::string ExpectedGeoAnswer(const nlohmann::json& row) {
+  const nlohmann::json& info = row["extra_info"];
+  const int grid = info["grid"];
+  std::map<char, std::pair<int, int>> at;  // label -> (col, row)
+  for (const auto& l : info["landmarks"]) {
+    at[l["label"].get<std::string>()[0]] = {l["col"], l["row"]};
+  }
+  const std::string q = info["question"];
+  std::vector<char> named;  // landmark letters named by the question
+  for (size_t i = 0; i + 1 < q.size(); ++i) {
+    if (q[i] == ' ' && at.count(q[i + 1]) &&
+        (q[i + 2] == ' ' || q[i + 2] == '?')) {
+      named.push_back(q[i + 1]);
+    }
+  }
+  const std::string type = info["question_type"];
+  const auto [ac, ar] = at[named.at(0)];
+  if (type == "quadrant") {
+    return std::string(ar * 2 < grid ? "N" : "S") + (ac * 2 < grid ? "W" : "E");
+  }
+  if (type == "nearest") {
+    std::map<int, std::string> by_d2;
+    for (const auto& [label, cr] : at) {
+      if (label == named[0]) continue;
+      const int d2 = (cr.first - ac) * (cr.first - ac) +
+                     (cr.second - ar) * (cr.second - ar);
+      by_d2[d2] += label;
+    }
+    EXPECT_EQ(by_d2.begin()->second.size(), 1u) << "tie in " << q;
+    return by_d2.begin()->second;
+  }
+  const auto [bc, br] = at[named.at(1)];
+  if (type == "distance")
+    return std::to_string(std::abs(bc - ac) + std::abs(br - ar));
+  const char* names[] = {"N", "NE", "E", "SE", "S", "SW", "W", "NW"};
+  const double dirs[8][2] = {{0, 1},  {1, 1},   {1, 0},  {1, -1},
+                             {0, -1}, {-1, -1}, {-1, 0}, {-1, 1}};
+  const double east = bc - ac, north = ar - br;
+  int best = 0;
+  double best_cos = -2;
+  for (int k = 0; k < 8; ++k) {
+    const double c = (east * dirs[k][0] + north * dirs[k][1]) /
+                     std::hypot(dirs[k][0], dirs[k][1]);
+    if (c > best_cos) best_cos = c, best = k;
+  }
+  return names[best];
+}
+
+TEST(GeoMapTaskTest, AnswersImagesAndDeterminism) {
+  GeoMapTaskOptions o;
+  o.num_rows = 120;
+  auto rows = MakeGeoMapRows(o);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 120u);
+  EXPECT_EQ(*rows, *MakeGeoMapRows(o));
+  std::map<std::string, int> types;
+  for (const auto& row : *rows) {
+    EXPECT_EQ(row["data_source"], "geo_map");
+    const std::string gt = row["reward_model"]["ground_truth"];
+    EXPECT_EQ(gt, ExpectedGeoAnswer(row)) << row["extra_info"].dump();
+    EXPECT_EQ(row["extra_info"]["answer"], gt);
+    ++types[row["extra_info"]["question_type"]];
+    const std::string content = row["prompt"][0]["content"];
+    EXPECT_EQ(content.rfind("<image>", 0), 0u);
+    // The PNG decodes to the map: 6 cells of 14 px, each landmark's cell in
+    // its colour around the white letter.
+    const auto& bytes = row["images"][0]["bytes"].get_binary();
+    auto img = models::vlm::DecodeImage(std::string(bytes.begin(), bytes.end()),
+                                        "geo_map row");
+    ASSERT_TRUE(img.ok()) << img.status();
+    EXPECT_EQ(img->width, 84);
+    EXPECT_EQ(img->height, 84);
+    for (const auto& l : row["extra_info"]["landmarks"]) {
+      const int x = l["col"].get<int>() * 14 + 1,
+                y = l["row"].get<int>() * 14 + 1;
+      const bool a = l["label"] == "A";
+      EXPECT_EQ(img->at(y, x, 0), a ? 200 : img->at(y, x, 0));
+      EXPECT_NE(img->at(y, x, 0) + img->at(y, x, 1) + img->at(y, x, 2),
+                236 + 226 + 198)
+          << "landmark cell shows land";
+    }
+  }
+  EXPECT_EQ(types.size(), 4u);
+  for (const auto& [t, count] : types) EXPECT_GE(count, 15) << t;
+  // Paths for JSONL: the PNG is written and the row names it.
+  o.num_rows = 2;
+  o.image_dir = ::testing::TempDir() + "/geo_images";
+  auto with_paths = MakeGeoMapRows(o);
+  ASSERT_TRUE(with_paths.ok()) << with_paths.status();
+  const std::string path = (*with_paths)[1]["images"][0]["path"];
+  auto file = core::ReadFile(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  const auto& inline_png = (*rows)[1]["images"][0]["bytes"].get_binary();
+  EXPECT_EQ(*file, std::string(inline_png.begin(), inline_png.end()));
+  o.grid = 5;
+  EXPECT_FALSE(MakeGeoMapRows(o).ok());
+}
+
+TEST(GeoMapTaskTest, BearingAndNearestEdgeCases) {
+  GeoMap map;
+  map.grid = 6;
+  map.landmarks = {{'A', 2, 2}, {'B', 2, 0}, {'C', 5, 3}, {'D', 0, 4}};
+  EXPECT_EQ(GeoBearing(map, 0, 1), "N");
+  EXPECT_EQ(GeoBearing(map, 1, 0), "S");
+  EXPECT_EQ(GeoBearing(map, 0, 2), "E");   // 3 east, 1 south: 108.4 deg
+  EXPECT_EQ(GeoBearing(map, 0, 3), "SW");  // 2 west, 2 south
+  EXPECT_EQ(GeoQuadrant(map, 0), "NW");
+  EXPECT_EQ(GeoQuadrant(map, 2), "SE");
+  EXPECT_EQ(GeoGridDistance(map, 2, 3), 6);
+  EXPECT_EQ(GeoNearest(map, 0), 1);  // B at 2, D at sqrt 8, C at sqrt 10
+  map.landmarks[3] = {'D', 2, 4};    // B and D both at 2
+  EXPECT_EQ(GeoNearest(map, 0), -1);
 }
 
 int64_t EvalEquation(const std::string& s) {

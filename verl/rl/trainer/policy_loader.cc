@@ -4,11 +4,14 @@
 #include <torch/nn/module.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "verl/core/file_util.h"
 #include "verl/core/status.h"
 #include "verl/models/hf_checkpoint.h"
 #include "verl/models/hf_config_override.h"
@@ -16,6 +19,9 @@
 #include "verl/models/megatron/megatron_weights.h"
 #include "verl/models/presets.h"
 #include "verl/models/tokenizer/tokenizer_builtin.h"
+#include "verl/models/vlm/qwen2_vl.h"
+#include "verl/models/vlm/vlm_checkpoint.h"
+#include "verl/models/vlm/vlm_processor.h"
 #include "verl/rl/workers/fsdp_train_state.h"
 #include "verl/rl/workers/megatron_train_state.h"
 
@@ -43,19 +49,113 @@ void AddStopId(models::ModelConfig* config, int64_t id) {
   if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
 }
 
+bool IsVlmPreset(const std::string& name) {
+  const std::vector<std::string> names = models::vlm::VlmPresetNames();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// The vision-language policy: model.path's folder or the preset, with the
+// tokenizer's stop and pad ids in its text config.
+absl::StatusOr<LoadedPolicy> LoadVlmPolicy(const models::ModelSettings& m,
+                                           const models::Tokenizer& tokenizer,
+                                           uint64_t seed) {
+  if (m.override_config_size() > 0) {
+    return absl::InvalidArgumentError(
+        "actor_rollout_ref.model.override_config is not supported for "
+        "vision-language models");
+  }
+  LoadedPolicy p;
+  std::shared_ptr<models::vlm::Qwen2VLForConditionalGeneration> source;
+  models::vlm::VlmConfig vlm;
+  if (!m.path().empty()) {
+    VERL_ASSIGN_OR_RETURN(models::vlm::VlmCheckpoint ckpt,
+                          models::vlm::LoadVlmCheckpoint(m.path()));
+    source = ckpt.model;
+    vlm = source->vlm_config();
+    p.hf_dir = m.path();
+  } else {
+    VERL_ASSIGN_OR_RETURN(vlm, models::vlm::MakeVlmPreset(m.preset()));
+    if (tokenizer.vocab_size() > vlm.text.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model.preset=", m.preset(), ": the tokenizer's ",
+          tokenizer.vocab_size(), " tokens exceed the preset's vocabulary of ",
+          vlm.text.vocab_size));
+    }
+  }
+  if (tokenizer.eos_token_id() >= 0) {
+    AddStopId(&vlm.text, tokenizer.eos_token_id());
+  }
+  if (tokenizer.pad_token_id() >= 0)
+    vlm.text.pad_token_id = tokenizer.pad_token_id();
+  // The model keeps its own copy of the config: built with the stop ids.
+  auto model = models::vlm::CreateVlmModel(vlm, seed);
+  if (source) CopyParameters(*source, *model, /*skip_heads=*/false);
+  p.config = vlm.text;
+  p.vlm = vlm;
+  p.model = model;
+  return p;
+}
+
 }  // namespace
+
+absl::StatusOr<bool> IsVisionLanguage(const models::ModelSettings& m) {
+  if (m.path().empty()) return IsVlmPreset(m.preset());
+  const std::string config_path =
+      (std::filesystem::path(m.path()) / "config.json").string();
+  VERL_ASSIGN_OR_RETURN(nlohmann::json config, core::ReadJsonFile(config_path));
+  return config.is_object() && config.contains("vision_config");
+}
 
 absl::StatusOr<models::Tokenizer> LoadTokenizer(
     const models::ModelSettings& m) {
   const std::string dir =
       m.has_tokenizer_path() ? m.tokenizer_path() : m.path();
-  if (dir.empty()) return models::MakeBuiltinTokenizer();
+  if (dir.empty()) {
+    if (!IsVlmPreset(m.preset())) return models::MakeBuiltinTokenizer();
+    VERL_ASSIGN_OR_RETURN(models::vlm::VlmConfig vlm,
+                          models::vlm::MakeVlmPreset(m.preset()));
+    return models::vlm::MakeVlmTokenizer(vlm);
+  }
+  // A vision-language folder (the tokenizer's own, which may differ from
+  // model.path): the processor's chat_template.json is the default template.
+  const std::string config_path =
+      (std::filesystem::path(dir) / "config.json").string();
+  if (std::filesystem::exists(config_path)) {
+    VERL_ASSIGN_OR_RETURN(nlohmann::json config,
+                          core::ReadJsonFile(config_path));
+    if (!config.is_object() || !config.contains("vision_config")) {
+      return models::Tokenizer::FromDirectory(dir);
+    }
+    VERL_ASSIGN_OR_RETURN(std::optional<models::Tokenizer> tok,
+                          models::vlm::LoadVlmTokenizer(dir));
+    if (tok) return *std::move(tok);
+  }
   return models::Tokenizer::FromDirectory(dir);
+}
+
+absl::StatusOr<std::optional<models::vlm::ImageProcessorConfig>>
+LoadImageProcessor(const models::ModelSettings& m) {
+  VERL_ASSIGN_OR_RETURN(bool vl, IsVisionLanguage(m));
+  if (!vl) return std::optional<models::vlm::ImageProcessorConfig>();
+  models::vlm::ImageProcessorConfig config;
+  const std::string path =
+      m.path().empty()
+          ? std::string()
+          : (std::filesystem::path(m.path()) / "preprocessor_config.json")
+                .string();
+  if (!path.empty() && std::filesystem::exists(path)) {
+    VERL_ASSIGN_OR_RETURN(nlohmann::json json, core::ReadJsonFile(path));
+    VERL_ASSIGN_OR_RETURN(
+        config, models::vlm::ImageProcessorConfigFromJson(json, path));
+  }
+  return std::optional<models::vlm::ImageProcessorConfig>(config);
 }
 
 absl::StatusOr<LoadedPolicy> LoadPolicy(const models::ModelSettings& m,
                                         const models::Tokenizer& tokenizer,
                                         uint64_t seed) {
+  VERL_ASSIGN_OR_RETURN(bool vl, IsVisionLanguage(m));
+  if (vl) return LoadVlmPolicy(m, tokenizer, seed);
   LoadedPolicy p;
   const std::map<std::string, std::string> overrides(
       m.override_config().begin(), m.override_config().end());
@@ -101,6 +201,14 @@ absl::StatusOr<LoadedPolicy> LoadPolicy(const models::ModelSettings& m,
 
 std::shared_ptr<models::CausalLM> CloneModel(const models::CausalLM& src,
                                              bool value_head, uint64_t seed) {
+  if (const auto* vlm =
+          dynamic_cast<const models::vlm::Qwen2VLForConditionalGeneration*>(
+              &src)) {
+    CHECK(!value_head) << "value models of vision-language policies";
+    auto model = models::vlm::CreateVlmModel(vlm->vlm_config(), seed);
+    CopyParameters(src, *model, /*skip_heads=*/false);
+    return model;
+  }
   models::ModelConfig config = src.config();
   config.is_value_model = value_head;
   auto model = models::CreateModel(config, seed);

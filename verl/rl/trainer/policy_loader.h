@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -17,6 +18,8 @@
 #include "verl/models/megatron/megatron_gpt.h"
 #include "verl/models/model_settings.pb.h"
 #include "verl/models/tokenizer/tokenizer.h"
+#include "verl/models/vlm/image_processor.h"
+#include "verl/models/vlm/vlm_config.h"
 #include "verl/parallel/fsdp_config.pb.h"
 #include "verl/parallel/megatron/megatron_config.pb.h"
 #include "verl/parallel/megatron/parallel_state.h"
@@ -30,20 +33,38 @@ struct LoadedPolicy {
   models::ModelConfig config;
   std::shared_ptr<models::CausalLM> model;
   std::string hf_dir;  // source folder when loaded from HF
+  // Vision-language policies (Qwen2.5-VL): `model` is a
+  // models::vlm::Qwen2VLForConditionalGeneration with this config.
+  std::optional<models::vlm::VlmConfig> vlm;
 };
 
-// model.tokenizer_path, else model.path; neither: the built-in tokenizer.
+// Whether model.preset names a vision-language preset (tiny-qwen2.5-vl) or
+// model.path holds a vision-language config.json (one with vision_config).
+absl::StatusOr<bool> IsVisionLanguage(const models::ModelSettings& m);
+
+// model.tokenizer_path, else model.path; neither: the built-in tokenizer
+// (for a vision-language preset with its vision special tokens and the
+// Qwen2-VL chat template, MakeVlmTokenizer).
 absl::StatusOr<models::Tokenizer> LoadTokenizer(const models::ModelSettings& m);
+
+// The image processor of a vision-language policy: model.path's
+// preprocessor_config.json (HF's defaults when absent), HF's defaults for a
+// preset; nullopt for text-only models.
+absl::StatusOr<std::optional<models::vlm::ImageProcessorConfig>>
+LoadImageProcessor(const models::ModelSettings& m);
 
 // model.path (HF config + weights, generation_config's eos ids) or
 // model.preset sized to the tokenizer's vocabulary; the tokenizer's eos and
-// pad ids are added to the model's config.
+// pad ids are added to the model's config. Vision-language folders and
+// presets give a Qwen2VLForConditionalGeneration (override_config is
+// refused for them).
 absl::StatusOr<LoadedPolicy> LoadPolicy(const models::ModelSettings& m,
                                         const models::Tokenizer& tokenizer,
                                         uint64_t seed);
 
 // A copy of `src` (same config) with its own parameters; `value_head`
-// replaces the LM head by a fresh value head (the critic).
+// replaces the LM head by a fresh value head (the critic). A
+// vision-language `src` gives a vision-language copy (not with value_head).
 std::shared_ptr<models::CausalLM> CloneModel(const models::CausalLM& src,
                                              bool value_head, uint64_t seed);
 

@@ -15,6 +15,7 @@
 #include "verl/core/status.h"
 #include "verl/models/lora.h"
 #include "verl/models/megatron/megatron_weights.h"
+#include "verl/models/vlm/qwen2_vl.h"
 #include "verl/rl/algos/advantage.h"
 #include "verl/rl/algos/pf_ppo.h"
 #include "verl/rl/trainer/config/config.h"
@@ -60,7 +61,11 @@ absl::Status PpoTrainer::InitData() {
   tokenizer_ = std::make_unique<models::Tokenizer>(std::move(tok));
   PromptEncoderOptions enc;
   enc.prompt_key = data.prompt_key();
-  enc.image_key = data.image_key();  // rows with images: refused (text model)
+  enc.image_key = data.image_key();
+  // Vision-language policies: rows with images are processed (else refused).
+  VERL_ASSIGN_OR_RETURN(
+      enc.image_processor,
+      LoadImageProcessor(config_.actor_rollout_ref().model()));
   enc.max_prompt_length = data.max_prompt_length();
   enc.truncation = TruncationMode::Value_Name(data.truncation());
   const infer::RolloutConfig& rollout = config_.actor_rollout_ref().rollout();
@@ -211,6 +216,20 @@ absl::Status PpoTrainer::InitRoles() {
         ": checkpoints of an MoE model under strategy=megatron are not "
         "built yet (set -1)"));
   }
+  if (policy.vlm) VERL_RETURN_IF_ERROR(CheckVisionLanguageRoles());
+  if (actor_cfg().freeze_vision_tower()) {
+    auto* vlm = dynamic_cast<models::vlm::Qwen2VLForConditionalGeneration*>(
+        policy.model.get());
+    if (vlm == nullptr) {
+      return absl::InvalidArgumentError(
+          "actor_rollout_ref.actor.freeze_vision_tower=true needs a "
+          "vision-language model (model.path with a vision_config, or "
+          "model.preset=tiny-qwen2.5-vl)");
+    }
+    // verl's visual.requires_grad_(False): no gradient, no AdamW step (the
+    // warm start included), so the tower keeps its weights.
+    vlm->FreezeVisionTower();
+  }
   VERL_ASSIGN_OR_RETURN(rollout_corr_, RolloutCorrectionFromConfig(config_));
   VERL_ASSIGN_OR_RETURN(ActorOptions ao,
                         ActorOptionsFromConfig(config_, actor_par_, seed_));
@@ -328,6 +347,45 @@ absl::Status PpoTrainer::InitRoles() {
                         EngineOptionsFromConfig(config_, seed_));
   VERL_ASSIGN_OR_RETURN(rollout_,
                         Rollout::Create(std::move(engine_model), eo, ro));
+  return absl::OkStatus();
+}
+
+absl::Status PpoTrainer::CheckVisionLanguageRoles() {
+  auto refuse = [](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what,
+        " is not available with a vision-language model (Qwen2.5-VL "
+        "trains on one process with strategy fsdp, a critic-free "
+        "estimator, no LoRA; docs/vlm.md)"));
+  };
+  const auto& arr = config_.actor_rollout_ref();
+  if (actor_cfg().strategy() == Strategy::megatron)
+    return refuse("actor_rollout_ref.actor.strategy=megatron");
+  if (NeedReferencePolicy(config_) &&
+      arr.ref().strategy() == Strategy::megatron) {
+    return refuse("actor_rollout_ref.ref.strategy=megatron");
+  }
+  if (world_->size() > 1) {
+    return refuse(absl::StrCat(
+        "training on ", world_->size(),
+        " processes (the vision tower is not sharded by FSDP yet)"));
+  }
+  if (actor_par_.sp->size() > 1 || ref_par_.sp->size() > 1)
+    return refuse("ulysses_sequence_parallel_size > 1");
+  if (NeedCritic(config_))
+    return refuse("a critic (algorithm.adv_estimator=gae)");
+  if (arr.model().lora_rank() > 0)
+    return refuse("actor_rollout_ref.model.lora_rank > 0");
+  if (config_.reward_model().enable()) return refuse("reward_model.enable");
+  if (actor_cfg().policy_loss().loss_mode() == "flowrl")
+    return refuse("actor_rollout_ref.actor.policy_loss.loss_mode=flowrl");
+  for (const std::string& c : actor_cfg().checkpoint().save_contents()) {
+    if (c == "hf_model") {
+      return refuse(
+          "actor_rollout_ref.actor.checkpoint.save_contents=hf_model (the "
+          "HF folder of a Qwen2.5-VL actor is not written yet)");
+    }
+  }
   return absl::OkStatus();
 }
 

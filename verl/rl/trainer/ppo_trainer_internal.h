@@ -79,6 +79,8 @@ class PpoTrainer {
   // Actor, reference and critic from the (warmed-up) policy, then the
   // rollout engine with its own copy of the weights.
   absl::Status InitRoles();
+  // What a vision-language policy cannot do yet, refused with the key.
+  absl::Status CheckVisionLanguageRoles();
   absl::Status InitRewards();
   absl::Status InitTracking();
   // Hybrid-engine weight sync of the actor into the rollout engine.

@@ -107,15 +107,21 @@ absl::Status PpoTrainer::SftWarmup(models::CausalLM& model,
                             {"position_ids", pos},
                             {"responses", responses},
                             {"response_mask", rmask.to(at::kFloat)}}));
+    if (prompts.HasNonTensor("multi_modal_inputs")) {  // the rows' images
+      VERL_RETURN_IF_ERROR(batch.SetNonTensor(
+          "multi_modal_inputs", prompts.non_tensor("multi_modal_inputs")));
+    }
     PpoUpdateOptions u;
     u.mini_batch_size = batch.size();
     u.micro = micro;
     auto micro_fn =
         [&](const Batch& mb,
             const AggOptions& agg) -> absl::StatusOr<MicroBatchResult> {
+      ForwardExtras extras;
+      VERL_ASSIGN_OR_RETURN(extras.images, BatchImageInputs(mb));
       ResponseForward f = ForwardResponses(
           model, mb.tensor("input_ids"), mb.tensor("attention_mask"),
-          mb.tensor("position_ids"), R, 1.0, false);
+          mb.tensor("position_ids"), R, 1.0, false, {}, extras);
       VERL_ASSIGN_OR_RETURN(
           at::Tensor loss,
           AggLoss(-f.log_probs, mb.tensor("response_mask"), kTokenMean, agg));

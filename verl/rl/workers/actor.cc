@@ -45,13 +45,26 @@ Actor::Actor(std::shared_ptr<models::CausalLM> model,
   }
 }
 
-ResponseForward Actor::Forward(const core::Batch& mb, int64_t response_length,
-                               bool with_entropy, const ForwardExtras& extras) {
+absl::StatusOr<ResponseForward> Actor::Forward(const core::Batch& mb,
+                                               int64_t response_length,
+                                               bool with_entropy,
+                                               ForwardExtras extras) {
+  VERL_ASSIGN_OR_RETURN(extras.images, BatchImageInputs(mb));
   if (options_.megatron) {
+    if (extras.images.defined()) {
+      return absl::InvalidArgumentError(
+          "image inputs are not available with strategy=megatron");
+    }
     return ForwardResponses(
         *options_.megatron, mb.tensor("input_ids"), mb.tensor("attention_mask"),
         mb.tensor("position_ids"), response_length, options_.temperature,
         with_entropy, extras, stage_output_);
+  }
+  if (extras.images.defined() &&
+      (SequenceParallel{options_.sp_group}.enabled() || extras.prompt_hidden)) {
+    return absl::InvalidArgumentError(
+        "image inputs are not available with Ulysses sequence parallelism "
+        "or loss_mode=flowrl");
   }
   return ForwardResponses(
       *model_, mb.tensor("input_ids"), mb.tensor("attention_mask"),
@@ -124,7 +137,8 @@ absl::StatusOr<MetricMap> Actor::UpdatePolicy(const core::Batch& batch) {
           const AggOptions& agg) -> absl::StatusOr<MicroBatchResult> {
     ForwardExtras extras;
     extras.prompt_hidden = true;
-    ResponseForward f = Forward(mb, R, /*with_entropy=*/false, extras);
+    VERL_ASSIGN_OR_RETURN(ResponseForward f,
+                          Forward(mb, R, /*with_entropy=*/false, extras));
     FlowRlInputs in;
     in.log_prob = f.log_probs;
     in.old_log_prob = mb.tensor("old_log_probs");
@@ -146,7 +160,7 @@ absl::StatusOr<MetricMap> Actor::UpdatePolicy(const core::Batch& batch) {
   auto micro_fn =
       [&](const core::Batch& mb,
           const AggOptions& agg) -> absl::StatusOr<MicroBatchResult> {
-    ResponseForward f = Forward(mb, R, want_entropy);
+    VERL_ASSIGN_OR_RETURN(ResponseForward f, Forward(mb, R, want_entropy));
     PolicyLossConfig loss_config = options_.policy_loss;
     loss_config.agg = agg;
     PolicyLossInputs in;

@@ -110,9 +110,12 @@ class Actor {
   TrainState* log_z_train_state() { return log_z_state_.get(); }
 
  private:
-  // The strategy's forward pass (HF decoder or Megatron) on `mb`.
-  ResponseForward Forward(const core::Batch& mb, int64_t response_length,
-                          bool with_entropy, const ForwardExtras& extras = {});
+  // The strategy's forward pass (HF decoder or Megatron) on `mb`, with the
+  // images of its multi_modal_inputs column when it has one.
+  absl::StatusOr<ResponseForward> Forward(const core::Batch& mb,
+                                          int64_t response_length,
+                                          bool with_entropy,
+                                          ForwardExtras extras = {});
 
   std::shared_ptr<models::CausalLM> model_;
   std::unique_ptr<TrainState> train_state_;

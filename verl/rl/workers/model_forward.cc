@@ -13,6 +13,8 @@
 #include "verl/models/attention.h"
 #include "verl/models/logprob.h"
 #include "verl/models/padding.h"
+#include "verl/models/vlm/qwen2_vl.h"
+#include "verl/models/vlm/vlm_processor.h"
 #include "verl/parallel/megatron/parallel_state.h"
 #include "verl/parallel/megatron/pipeline_schedule.h"
 #include "verl/parallel/megatron/vocab_parallel.h"
@@ -59,6 +61,32 @@ class UlyssesAttention : public models::AttentionBackend {
   std::shared_ptr<parallel::Communicator> sp_;
   models::VarlenCausalAttention inner_;
 };
+
+}  // namespace
+
+absl::StatusOr<ImageInputs> BatchImageInputs(const core::Batch& batch) {
+  if (!batch.HasNonTensor("multi_modal_inputs")) return ImageInputs{};
+  VERL_ASSIGN_OR_RETURN(models::vlm::MultiModalInputs mm,
+                        models::vlm::ConcatMultiModalInputs(
+                            batch.non_tensor("multi_modal_inputs")));
+  return ImageInputs{mm.pixel_values, mm.image_grid_thw};
+}
+
+namespace {
+
+// The images of `rows` of `batch` (in that order).
+absl::StatusOr<ImageInputs> ImageInputsOfRows(
+    const core::Batch& batch, const std::vector<int64_t>& rows) {
+  if (!batch.HasNonTensor("multi_modal_inputs")) return ImageInputs{};
+  const std::vector<nlohmann::json>& all =
+      batch.non_tensor("multi_modal_inputs");
+  std::vector<nlohmann::json> picked;
+  picked.reserve(rows.size());
+  for (int64_t r : rows) picked.push_back(all[r]);
+  VERL_ASSIGN_OR_RETURN(models::vlm::MultiModalInputs mm,
+                        models::vlm::ConcatMultiModalInputs(picked));
+  return ImageInputs{mm.pixel_values, mm.image_grid_thw};
+}
 
 }  // namespace
 
@@ -155,7 +183,24 @@ ResponseForward ForwardResponses(models::CausalLM& model,
 
   ResponseForward out;
   at::Tensor selected;
-  if (!sp.enabled()) {
+  if (extras.images.defined()) {
+    auto* vlm =
+        dynamic_cast<models::vlm::Qwen2VLForConditionalGeneration*>(&model);
+    CHECK(vlm != nullptr) << "image inputs for a text-only model";
+    CHECK(!sp.enabled())
+        << "image inputs are not available with sequence parallelism";
+    CHECK(!extras.prompt_hidden) << "prompt_hidden with image inputs";
+    absl::StatusOr<models::vlm::Qwen2VLForConditionalGeneration::Inputs>
+        inputs = vlm->PrepareInputs(p.ids, info.cu_seqlens,
+                                    extras.images.pixel_values,
+                                    extras.images.image_grid_thw);
+    CHECK(inputs.ok()) << inputs.status().message();
+    out.attention = std::make_shared<models::VarlenCausalAttention>(
+        info.cu_seqlens, model.LayerWindows());
+    const at::Tensor hidden = model.ForwardEmbeds(
+        inputs->embeds, inputs->position_ids, *out.attention);
+    selected = hidden.index_select(0, p.rows);
+  } else if (!sp.enabled()) {
     out.attention = std::make_shared<models::VarlenCausalAttention>(
         info.cu_seqlens, model.LayerWindows());
     const at::Tensor hidden = model.Forward(p.ids, p.pos, *out.attention);
@@ -240,7 +285,8 @@ namespace {
 // The micro-batch loop of ForwardBatchNoGrad around any forward pass.
 using MicroForward = std::function<ResponseForward(
     const at::Tensor& input_ids, const at::Tensor& attention_mask,
-    const at::Tensor& position_ids, int64_t response_length)>;
+    const at::Tensor& position_ids, int64_t response_length,
+    const ImageInputs& images)>;
 
 absl::StatusOr<ResponseForward> ForwardMicroBatches(
     const core::Batch& batch, const MicroBatchOptions& micro, bool value_model,
@@ -266,8 +312,9 @@ absl::StatusOr<ResponseForward> ForwardMicroBatches(
     auto take = [&](const char* key) {
       return batch.tensor(key).index_select(0, idx);
     };
+    VERL_ASSIGN_OR_RETURN(ImageInputs images, ImageInputsOfRows(batch, rows));
     ResponseForward f = forward(take("input_ids"), take("attention_mask"),
-                                take("position_ids"), R);
+                                take("position_ids"), R, images);
     if (value_model) {
       out.values.index_copy_(0, idx, f.values);
       continue;
@@ -294,10 +341,12 @@ absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
           batch, micro, model.config().is_value_model, with_entropy,
           with_sum_pi_squared,
           [&](const at::Tensor& ids, const at::Tensor& mask,
-              const at::Tensor& pos, int64_t R) {
-            return ForwardResponses(
-                model, ids, mask, pos, R, temperature, with_entropy, sp,
-                ForwardExtras{/*sum_pi_squared=*/with_sum_pi_squared});
+              const at::Tensor& pos, int64_t R, const ImageInputs& images) {
+            ForwardExtras extras;
+            extras.sum_pi_squared = with_sum_pi_squared;
+            extras.images = images;
+            return ForwardResponses(model, ids, mask, pos, R, temperature,
+                                    with_entropy, sp, extras);
           }));
   // FSDP per-layer: free the root unit (embeddings, heads) it kept.
   if (models::LayerHooks* hooks = model.layer_hooks()) hooks->ReleaseRoot();
@@ -417,7 +466,9 @@ absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
       batch, micro, model.config().is_value_model, with_entropy,
       /*with_sum_pi_squared=*/false,
       [&](const at::Tensor& ids, const at::Tensor& mask, const at::Tensor& pos,
-          int64_t R) {
+          int64_t R, const ImageInputs& images) {
+        CHECK(!images.defined())
+            << "image inputs are not available with strategy=megatron";
         return ForwardResponses(model, ids, mask, pos, R, temperature,
                                 with_entropy);
       });

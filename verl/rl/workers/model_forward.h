@@ -67,7 +67,19 @@ struct ResponseForward {
   std::shared_ptr<models::AttentionBackend> attention;
 };
 
-// Outputs beyond log-probs/entropy/values.
+// Images of vision-language rows (verl's multi_modal_inputs): every row's
+// pixel_values and image_grid_thw concatenated in row order. Undefined: no
+// row has images.
+struct ImageInputs {
+  at::Tensor pixel_values;    // [patches, 1176]
+  at::Tensor image_grid_thw;  // [images, 3]
+  bool defined() const { return image_grid_thw.defined(); }
+};
+// The images of `batch`'s rows from its multi_modal_inputs column (none
+// without the column); a malformed value is InvalidArgument.
+absl::StatusOr<ImageInputs> BatchImageInputs(const core::Batch& batch);
+
+// Inputs and outputs beyond ids/positions and log-probs/entropy/values.
 struct ForwardExtras {
   // Σπ² (verl's calculate_sum_pi_squared, for the optimal-token-baseline
   // estimators; no gradient flows through it).
@@ -77,6 +89,12 @@ struct ForwardExtras {
   // (differentiable). Not with Ulysses sequence parallelism (Megatron's
   // sequence parallelism is fine: its hidden states are gathered).
   bool prompt_hidden = false;
+  // The rows' images: the model (a Qwen2VLForConditionalGeneration) splices
+  // the vision tower's embeddings at the <|image_pad|> tokens and runs the
+  // decoder with M-RoPE positions from input_ids and image_grid_thw, as
+  // ForwardMultimodal does (the batch's position_ids are the text
+  // positions). Not with Ulysses sequence parallelism.
+  ImageInputs images;
 };
 
 // verl's response positions in the packed stream of real tokens.
@@ -109,8 +127,9 @@ ResponseForward ForwardResponses(
     const SequenceParallel& sp = {}, const ForwardExtras& extras = {});
 
 // Forward-only pass over a whole batch (input_ids, attention_mask,
-// position_ids, responses) in micro-batches, in eval mode without autograd:
-// log_probs/entropy [B, R] for LM models, values [B, R] for value models.
+// position_ids, responses, and multi_modal_inputs when present) in
+// micro-batches, in eval mode without autograd: log_probs/entropy [B, R] for
+// LM models, values [B, R] for value models.
 absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
     models::CausalLM& model, const core::Batch& batch,
     const MicroBatchOptions& micro, double temperature, bool with_entropy,

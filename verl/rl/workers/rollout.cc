@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
+#include "verl/models/vlm/vlm_processor.h"
 
 namespace verl::rl {
 namespace {
@@ -74,7 +75,20 @@ absl::Status Rollout::SyncWeights(const models::CausalLM& trainer_model) {
 absl::StatusOr<core::Batch> Rollout::Generate(const core::Batch& prompts,
                                               int64_t first_global_index,
                                               int64_t step, bool validate) {
+  // verl's multi_modal_inputs (vision-language rows; null for text rows).
+  std::vector<nlohmann::json> images;
+  if (prompts.HasNonTensor("multi_modal_inputs")) {
+    images = prompts.non_tensor("multi_modal_inputs");
+  }
+  const bool any_images =
+      std::any_of(images.begin(), images.end(),
+                  [](const nlohmann::json& j) { return !j.is_null(); });
   if (options_.agent_loop) {
+    if (any_images) {
+      return absl::InvalidArgumentError(
+          "rollout: prompts with images are not available with agent-loop "
+          "(multi-turn) rollouts");
+    }
     return GenerateWithAgentLoop(prompts, first_global_index, step, validate);
   }
   const auto t0 = std::chrono::steady_clock::now();
@@ -102,7 +116,18 @@ absl::StatusOr<core::Batch> Rollout::Generate(const core::Batch& prompts,
       if (mask_acc[b][t]) prompt.push_back(ids_acc[b][t]);
     }
     params.seed = RolloutSeed(options_.seed, step, first_global_index + b);
-    auto id = engine_->AddRequest(std::move(prompt), params);
+    infer::MultiModalInput mm;
+    if (any_images && !images[b].is_null()) {
+      absl::StatusOr<models::vlm::MultiModalInputs> in =
+          models::vlm::MultiModalInputsFromJson(images[b]);
+      if (!in.ok()) {
+        for (int64_t j = 0; j < b; ++j) engine_->AbortRequest(request_ids[j]);
+        return Annotate(in.status(), absl::StrCat("rollout prompt ",
+                                                  first_global_index + b));
+      }
+      mm = {in->pixel_values, in->image_grid_thw};
+    }
+    auto id = engine_->AddRequest(std::move(prompt), params, mm);
     if (!id.ok()) {
       for (int64_t j = 0; j < b; ++j) engine_->AbortRequest(request_ids[j]);
       return Annotate(id.status(),

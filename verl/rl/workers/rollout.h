@@ -8,7 +8,8 @@
 //   input_ids = [prompts | responses], attention_mask, position_ids
 //   (response positions continue from the prompt), response_mask (up to and
 //   including the first EOS), rollout_log_probs [B·n, R] when
-//   calculate_log_probs.
+//   calculate_log_probs. Prompts with a multi_modal_inputs column (a
+//   vision-language policy) send each row's images with its request.
 // Sampling seeds derive from (seed, global step, the prompt's global index),
 // never from the rank, so results do not depend on the number of processes.
 #ifndef VERL_RL_WORKERS_ROLLOUT_H_

@@ -10,6 +10,7 @@
 #include "verl/rl/rewards/reward_score/arithmetic.h"
 #include "verl/rl/rewards/reward_score/countdown.h"
 #include "verl/rl/rewards/reward_score/geo3k.h"
+#include "verl/rl/rewards/reward_score/geo_map.h"
 #include "verl/rl/rewards/reward_score/gsm8k.h"
 #include "verl/rl/rewards/reward_score/math_dapo.h"
 #include "verl/rl/rewards/reward_score/math_reward.h"
@@ -126,7 +127,7 @@ std::vector<std::string> KnownRewardDataSources() {
   for (const auto* v : {&MathSources(), &DapoSources(), &SearchR1Sources()})
     out.insert(out.end(), v->begin(), v->end());
   out.insert(out.end(), {"aime*", "hiyouga/geometry3k", "countdown",
-                         "arithmetic", "multiples"});
+                         "arithmetic", "multiples", "geo_map"});
   return out;
 }
 
@@ -197,6 +198,13 @@ absl::StatusOr<RewardResult> DefaultComputeScore(
   }
   if (data_source == "multiples") {
     return ScoreMultiples(solution, ground_truth, data_source);
+  }
+  if (data_source == "geo_map") {
+    absl::StatusOr<std::string> gt =
+        GroundTruthString(ground_truth, data_source);
+    if (!gt.ok()) return gt.status();
+    r.score = GeoMapComputeScore(solution, *gt);
+    return r;
   }
   return absl::UnimplementedError(
       absl::StrCat("no rule reward for data_source '", data_source,

@@ -15,6 +15,7 @@
 #include "verl/rl/rewards/reward_score/countdown.h"
 #include "verl/rl/rewards/reward_score/default_compute_score.h"
 #include "verl/rl/rewards/reward_score/geo3k.h"
+#include "verl/rl/rewards/reward_score/geo_map.h"
 #include "verl/rl/rewards/reward_score/gsm8k.h"
 #include "verl/rl/rewards/reward_score/math_dapo.h"
 #include "verl/rl/rewards/reward_score/math_reward.h"
@@ -355,6 +356,31 @@ TEST(MultiplesTest, TargetIsRewardNormalised) {
                          "expected k >= 1, 0 <= lo <= hi and a multiple of k"))
         << bad.k << " " << bad.lo << " " << bad.hi;
   }
+}
+
+TEST(GeoMapTest, ScoreTable) {
+  const std::vector<std::tuple<std::string, std::string, double>> table = {
+      {"NE", "NE", 1.0},
+      {" ne\n", "NE", 1.0},
+      {"SW", "NE", 0.0},
+      {"N", "NE", 0.0},
+      {"NE NE", "NE", 0.0},
+      {"", "NE", 0.0},
+      {"7", "7", 1.0},
+      {"07", "7", 0.0},
+      {"so #### B", "B", 1.0},
+      {"#### A #### C", "C", 1.0},
+      {"#### A #### C", "A", 0.0},
+      {"B", "", 0.0},
+  };
+  for (const auto& [response, truth, expected] : table) {
+    EXPECT_DOUBLE_EQ(GeoMapComputeScore(response, truth), expected)
+        << "'" << response << "' vs '" << truth << "'";
+  }
+  EXPECT_EQ(GeoMapExtractAnswer("x #### SE "), "SE");
+  EXPECT_DOUBLE_EQ(DefaultComputeScore("geo_map", "sw", "SW", {})->score, 1.0);
+  EXPECT_DOUBLE_EQ(DefaultComputeScore("geo_map", "12", 12, {})->score, 1.0);
+  EXPECT_DOUBLE_EQ(DefaultComputeScore("geo_map", "NW", "SW", {})->score, 0.0);
 }
 
 // Malformed model output (random bytes over a LaTeX/number-heavy alphabet,

@@ -20,12 +20,8 @@ constexpr KeyUse kNoEffect = KeyUse::kNoEffect;
 constexpr KeyUse kNotServed = KeyUse::kNotServed;
 
 constexpr char kVlm[] =
-    "vision-language inputs are not supported (text-only decoders)";
-constexpr char kVlmData[] =
-    "vision-language rows are read by the data path (verl/rl/data encodes "
-    "the default \"images\" column with an image processor) but the trainer "
-    "builds text-only decoders, so rows with images are refused; another "
-    "column name has nothing to read it";
+    "vision-language inputs beyond the images of data.image_key (videos, "
+    "per-prompt limits, processor options) are not built";
 constexpr char kPython[] =
     "a Python class or module; this build has no Python (built-in datasets, "
     "models and reward managers only)";
@@ -546,11 +542,11 @@ constexpr KeyRule kKeyRules[] = {
      "B starts at zero (the starting policy is the base model)"},
     {"**.lora.dtype", kNotServed,
      "adapters are kept in the master-weight dtype (fp32)"},
-    {"data.image_key", kNotServed, kVlmData},
+    {"data.image_key", kServed, ""},
     {"data.video_key", kNotServed, kVlm},
     {"data.image_patch_size", kNotServed, kVlm},
     {"data.return_multi_modal_inputs", kNotServed, kVlm},
-    {"actor_rollout_ref.actor.freeze_vision_tower", kNotServed, kVlm},
+    {"actor_rollout_ref.actor.freeze_vision_tower", kServed, ""},
     {"data.custom_cls", kNotServed, kPython},
     {"data.datagen", kNotServed, kPython},
     {"data.sampler", kNotServed, kPython},

@@ -122,7 +122,7 @@ TEST(ConfigKeysTest, NotServedKeysAreRefusedWithTheirReason) {
   absl::Status s = ValidatePpoTrainerConfig(
       Load({"actor_rollout_ref.rollout.agent.agent_loop_config_path=a.yaml",
             "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
-            "data.image_key=pixels",
+            "data.video_key=clips",
             "critic.model.override_config.num_hidden_layers=2"}));
   ASSERT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   const std::string m(s.message());
@@ -130,7 +130,7 @@ TEST(ConfigKeysTest, NotServedKeysAreRefusedWithTheirReason) {
                            "path=a.yaml' is not available here: custom agent"));
   EXPECT_THAT(m, HasSubstr("tensor_model_parallel_size=2' is not available "
                            "here: tensor-parallel rollout"));
-  EXPECT_THAT(m, HasSubstr("'data.image_key=pixels' is not available here: "
+  EXPECT_THAT(m, HasSubstr("'data.video_key=clips' is not available here: "
                            "vision-language"));
   EXPECT_THAT(
       m, HasSubstr("'critic.model.override_config={num_hidden_layers: 2}' is "
