@@ -75,6 +75,12 @@ absl::StatusOr<ActorOptions> ActorOptionsFromConfig(
   ao.sp_group = groups.sp;
   ao.log_prob_micro = ao.update_micro;
   ao.log_prob_micro.same_count_group = groups.dp.get();
+  if (actor.strategy() == Strategy::megatron &&
+      actor.megatron().expert_model_parallel_size() > 1) {
+    // The expert all-to-alls span dp ranks: every dp rank runs the same
+    // number of update micro-batches (also under use_dynamic_bsz).
+    ao.update_micro.same_count_group = groups.dp.get();
+  }
   if (rollout.has_log_prob_micro_batch_size_per_gpu()) {
     ao.log_prob_micro.micro_batch_size =
         rollout.log_prob_micro_batch_size_per_gpu();
@@ -169,6 +175,10 @@ CriticOptions CriticOptionsFromConfig(const PpoTrainerConfig& config,
   co.sp_group = groups.sp;
   co.forward_micro = co.update_micro;
   co.forward_micro.same_count_group = groups.dp.get();
+  if (c.strategy() == Strategy::megatron &&
+      c.megatron().expert_model_parallel_size() > 1) {
+    co.update_micro.same_count_group = groups.dp.get();  // as the actor's
+  }
   if (c.has_forward_micro_batch_size_per_gpu()) {
     co.forward_micro.micro_batch_size = c.forward_micro_batch_size_per_gpu();
   }
