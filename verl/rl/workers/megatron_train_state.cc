@@ -91,14 +91,14 @@ std::vector<at::Tensor> Grads(const std::vector<at::Tensor>& params) {
   return out;
 }
 
-// Checkpoints (dist_ckpt/, the HF-layout shards, the full state dict) are
-// not built for pipeline stages yet.
+// The world-size HF-layout shards (SaveShard / LoadShard, the format of
+// earlier versions) are not built for pipeline stages.
 absl::Status RefusePipelineCheckpoint(const mg::ParallelState& mpu) {
   if (mpu.pp_size() == 1) return absl::OkStatus();
   return absl::UnimplementedError(absl::StrCat(
       "megatron.pipeline_model_parallel_size=", mpu.pp_size(),
-      ": checkpoints of pipeline-parallel roles are not built yet (set "
-      "trainer.save_freq=-1, or pipeline_model_parallel_size=1 to save)"));
+      ": the world-size HF-layout checkpoint shards are not built for "
+      "pipeline stages (dist_ckpt/ is)"));
 }
 
 // Sum over `group` of a double (one all-reduce).
@@ -517,7 +517,6 @@ absl::StatusOr<TrainState::DistCheckpointWriter>
 MegatronTrainState::PrepareDistCheckpoint(
     const TrainStateLoadParts& parts,
     const std::map<std::string, at::Tensor>& rng) {
-  VERL_RETURN_IF_ERROR(RefusePipelineCheckpoint(*mpu_));
   const Flat& f = *flat_;
   const parallel::Communicator& world = *mpu_->world();
   const int dp = mpu_->dp()->size(), dp_rank = mpu_->dp_rank();
@@ -536,10 +535,13 @@ MegatronTrainState::PrepareDistCheckpoint(
     const std::string& name = f.names[i];
     VERL_ASSIGN_OR_RETURN(models::MegatronParamSlice sl,
                           models::MegatronSliceOf(*model_, name));
-    // Replicas (over dp, over tp for replicated tensors, over cp always)
-    // are saved by one rank.
+    // Replicas (over dp, over tp for replicated tensors, over cp always,
+    // the tied head's copy on the last pipeline stage) are saved by one
+    // rank.
     if (static_cast<int>(i % dp) != dp_rank || mpu_->cp_rank() != 0 ||
-        (sl.replicated && mpu_->tp_rank() != 0)) {
+        (sl.replicated && mpu_->tp_rank() != 0) ||
+        (!model_->is_first_stage() && model_->word_embeddings &&
+         f.params[i].is_same(model_->word_embeddings->weight))) {
       continue;
     }
     auto box = [&](const at::Tensor& local) {
@@ -588,7 +590,6 @@ MegatronTrainState::PrepareDistCheckpoint(
 absl::StatusOr<std::map<std::string, at::Tensor>>
 MegatronTrainState::LoadDistCheckpoint(const std::string& role_dir,
                                        const TrainStateLoadParts& parts) {
-  VERL_RETURN_IF_ERROR(RefusePipelineCheckpoint(*mpu_));
   Flat& f = *flat_;
   const std::string dir = role_dir + "/" + ckpt::kDistCkptSubdir;
   VERL_ASSIGN_OR_RETURN(std::unique_ptr<ckpt::DistCkptReader> reader,
@@ -669,12 +670,12 @@ MegatronTrainState::LoadDistCheckpoint(const std::string& role_dir,
 }
 
 absl::StatusOr<NamedParams> MegatronTrainState::FullStateDict() {
-  VERL_RETURN_IF_ERROR(RefusePipelineCheckpoint(*mpu_));
   NamedParams out;
   const bool root = mpu_->world()->rank() == 0;
   const int64_t layers = model_->config().num_hidden_layers;
   for (int64_t stage = models::kMegatronRootStage; stage < layers; ++stage) {
-    for (auto& [name, full] : models::GatherHfTensors(*model_, stage)) {
+    for (auto& [name, full] :
+         models::GatherHfTensorsAllStages(*model_, stage)) {
       if (root) out.emplace_back(name, full);
     }
   }

@@ -31,7 +31,8 @@ TEST(MegatronTrainStateTest, ReplicatedOptimizerTp2MatchesOneProcess) {
 // dist_ckpt: saved at tp 2 (its 0-step and 2-step merges equal the input /
 // the gathered state dict bit for bit), resumed at tp 2 (steps 3 and 4
 // bit for bit), at tp 1, tp 4 (2 KV heads < tp) and at dp 2 x tp 2 with the
-// distributed optimizer (the same losses and norms within 1e-6).
+// distributed optimizer (the same losses and norms within 1e-6); with
+// pipeline stages as below.
 TEST(MegatronTrainStateTest, DistCkptResumesExactlyAndReshards) {
   const std::string dir = core::testing::FreshTestDir("megatron_dist_ckpt");
   const std::string ckpt = "--dist_ckpt_dir=" + dir;
@@ -48,6 +49,24 @@ TEST(MegatronTrainStateTest, DistCkptResumesExactlyAndReshards) {
                           "--dist_ckpt_phase=resume"}),
             0);
   EXPECT_EQ(RunWorker(4, {"--tp=2", "--distributed=true", ckpt,
+                          "--dist_ckpt_phase=resume"}),
+            0);
+  // Pipeline stages (2 layers split 1 + 1): the tp 2 checkpoint resumed at
+  // pp 2; saved at pp 2 (each stage writes its layers' boxes under their
+  // global names; the merges equal the input / the gathered state dict)
+  // and resumed at pp 2 bit for bit and at tp 2.
+  EXPECT_EQ(RunWorker(2, {"--tp=1", "--pp=2", "--distributed=false", ckpt,
+                          "--dist_ckpt_phase=resume"}),
+            0);
+  const std::string pp_ckpt =
+      "--dist_ckpt_dir=" + core::testing::FreshTestDir("megatron_dist_ckpt_pp");
+  ASSERT_EQ(RunWorker(2, {"--tp=1", "--pp=2", "--distributed=true", pp_ckpt,
+                          "--dist_ckpt_phase=save"}),
+            0);
+  EXPECT_EQ(RunWorker(2, {"--tp=1", "--pp=2", "--distributed=true", pp_ckpt,
+                          "--dist_ckpt_phase=resume", "--exact"}),
+            0);
+  EXPECT_EQ(RunWorker(2, {"--tp=2", "--distributed=false", pp_ckpt,
                           "--dist_ckpt_phase=resume"}),
             0);
 }

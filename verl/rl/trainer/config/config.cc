@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -832,25 +831,6 @@ absl::Status ValidatePpoTrainerConfig(const PpoTrainerConfig& config) {
                              actor.megatron(),
                              actor.ulysses_sequence_parallel_size(), n_gpus));
   CheckMegatronActor(config, problems);
-  // Checkpoints of pipeline-parallel roles are not built: refuse saving up
-  // front rather than at the first save.
-  for (const auto& [role, strategy, megatron] :
-       {std::make_tuple("actor_rollout_ref.actor", actor.strategy(),
-                        &actor.megatron()),
-        std::make_tuple("critic",
-                        NeedCritic(config) ? critic.strategy() : Strategy::fsdp,
-                        &critic.megatron())}) {
-    if (strategy == Strategy::megatron &&
-        megatron->pipeline_model_parallel_size() > 1 &&
-        config.trainer().save_freq() > 0) {
-      problems.Add(absl::StrCat(
-          "'", role, ".megatron.pipeline_model_parallel_size=",
-          megatron->pipeline_model_parallel_size(),
-          "' with trainer.save_freq=", config.trainer().save_freq(),
-          ": checkpoints of pipeline-parallel roles are not built yet (set "
-          "trainer.save_freq=-1)"));
-    }
-  }
   if (NeedReferencePolicy(config)) {
     problems.Add(CheckMegatron("actor_rollout_ref.ref", ref.strategy(),
                                ref.megatron(),

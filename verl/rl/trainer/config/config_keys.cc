@@ -265,7 +265,7 @@ constexpr KeyRule kKeyRules[] = {
     {"**.megatron.expert_tensor_parallel_size", kServed,
      "1 for MoE models (null = tp); other values refused"},
     {"**.megatron.pipeline_model_parallel_size", kServed,
-     "1F1B; checkpoints with pp > 1 are refused"},
+     "1F1B; no interleaved schedule"},
     {"**.megatron.override_transformer_config.num_layers_in_first_pipeline_"
      "stage",
      kServed, ""},

@@ -49,12 +49,14 @@
 #include "verl/models/megatron/megatron_weights.h"
 #include "verl/parallel/distributed.h"
 #include "verl/parallel/megatron/parallel_state.h"
+#include "verl/parallel/megatron/pipeline_schedule.h"
 #include "verl/parallel/megatron/test_compare.h"
 #include "verl/parallel/megatron/vocab_parallel.h"
 #include "verl/rl/workers/megatron_train_state.h"
 #include "verl/rl/workers/train_state.h"
 
 ABSL_FLAG(int, tp, 2, "tensor-parallel size");
+ABSL_FLAG(int, pp, 1, "pipeline stages (dist_ckpt mode)");
 ABSL_FLAG(bool, distributed, true, "use_distributed_optimizer");
 ABSL_FLAG(std::string, dist_ckpt_dir, "",
           "dist_ckpt mode: the folder the save phase writes and the resume "
@@ -147,15 +149,27 @@ absl::StatusOr<double> MegatronStep(models::MegatronGPTModel& model,
                                     const Packed& data, int dp,
                                     double* loss = nullptr) {
   state.ZeroGrad();
-  at::Tensor logits = model.Forward(data.ids, data.pos, data.cu);
-  mg::VocabParallelOutput out = mg::VocabParallelLogProbsAndEntropy(
-      logits, data.labels, model.config().vocab_size, model.tp(), 1.0,
-      /*with_entropy=*/false);
-  (-out.log_probs.sum() * dp / kTotalTokens).backward();
+  // One micro-batch through the 1F1B schedule (a plain forward-backward at
+  // pp = 1); the loss on the last stage, broadcast over pp.
+  at::Tensor log_probs = at::zeros({data.ids.size(0)});
+  mg::PipelineStageFns fns;
+  fns.input_shape = [&](int64_t) { return model.StageHiddenShape(data.cu); };
+  fns.forward = [&](int64_t, const at::Tensor& in) {
+    return model.StageForward(data.ids, data.pos, data.cu, in);
+  };
+  fns.loss = [&](int64_t, const at::Tensor& logits) {
+    mg::VocabParallelOutput out = mg::VocabParallelLogProbsAndEntropy(
+        logits, data.labels, model.config().vocab_size, model.tp(), 1.0,
+        /*with_entropy=*/false);
+    log_probs = out.log_probs.detach();
+    return -out.log_probs.sum() * dp / kTotalTokens;
+  };
+  parallel::Communicator& pp = *model.mpu()->group(mg::MpuGroup::kPp);
+  mg::PipelineForwardBackward(fns, 1, pp);
+  mg::BroadcastFromLastStage(log_probs, pp);
   if (loss != nullptr) {
-    at::Tensor l = (-out.log_probs.detach().sum() / kTotalTokens)
-                       .to(at::kDouble)
-                       .reshape({1});
+    at::Tensor l =
+        (-log_probs.sum() / kTotalTokens).to(at::kDouble).reshape({1});
     VERL_RETURN_IF_ERROR(
         model.mpu()->dp()->AllReduce(l, parallel::ReduceOp::kSum));
     *loss = l.item<double>();
@@ -168,7 +182,7 @@ absl::Status Compare(const models::MegatronGPTModel& model,
                      const std::string& tag, mg::Comparer& cmp) {
   for (int64_t l = models::kMegatronRootStage;
        l < model.config().num_hidden_layers; ++l) {
-    for (const auto& [name, t] : models::GatherHfTensors(model, l)) {
+    for (const auto& [name, t] : models::GatherHfTensorsAllStages(model, l)) {
       VERL_RETURN_IF_ERROR(cmp.Expect(tag + name, t, want.at(name)));
     }
   }
@@ -431,6 +445,7 @@ int Main(int argc, char** argv) {
   const int rank = dist->env.rank;
   mg::ModelParallelSizes sizes;
   sizes.tp = absl::GetFlag(FLAGS_tp);
+  sizes.pp = absl::GetFlag(FLAGS_pp);
   absl::StatusOr<std::shared_ptr<mg::ParallelState>> mpu =
       mg::ParallelState::Initialize(dist->world, sizes);
   if (!mpu.ok()) {
