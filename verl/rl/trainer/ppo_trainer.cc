@@ -484,6 +484,31 @@ absl::Status PpoTrainer::Log(const MetricMap& metrics, int64_t step) {
   return tracker_->Log(metrics, step);
 }
 
+int64_t PpoTrainer::SkippedOptimizerSteps() {
+  int64_t skipped = actor_->train_state()->skipped_steps();
+  if (critic_) skipped += critic_->train_state()->skipped_steps();
+  return skipped;
+}
+
+absl::Status PpoTrainer::NonFiniteStepsError(int64_t step, int64_t in_a_row,
+                                             const MetricMap& metrics) const {
+  std::string norms;
+  for (const char* key : {"actor/grad_norm", "critic/grad_norm"}) {
+    if (auto it = metrics.find(key); it != metrics.end()) {
+      absl::StrAppend(&norms, norms.empty() ? "" : " ", key, " ", it->second,
+                      ";");
+    }
+  }
+  const DataLoaderState& data = train_loader_->state();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "trainer: ", in_a_row, " steps in a row, up to step ", step,
+      ", had a gradient norm that was not finite (", norms,
+      " their optimizer steps were skipped); stopping (train batch ",
+      data.batches_in_epoch - 1, " of epoch ", data.epoch,
+      "). Check the reward and the learning rate, or set "
+      "trainer.max_consecutive_nonfinite_steps (0: never stop, as verl)"));
+}
+
 absl::StatusOr<FitResult> PpoTrainer::Fit() {
   FitResult result;
   VERL_ASSIGN_OR_RETURN(const int64_t resumed_step, ResumeCheckpoint());
@@ -496,6 +521,7 @@ absl::StatusOr<FitResult> PpoTrainer::Fit() {
     if (tr.val_only()) return result;
   }
   global_steps = resumed_step + 1;
+  int64_t nonfinite_in_a_row = 0;  // steps whose optimizer step was skipped
   while (global_steps <= total_steps_) {
     auto rows = train_loader_->Next();
     if (!rows) continue;  // epoch boundary
@@ -504,7 +530,17 @@ absl::StatusOr<FitResult> PpoTrainer::Fit() {
       Timer t(&timing, "start_profile");
       VERL_RETURN_IF_ERROR(profiler_->StartStep(global_steps));
     }
+    const int64_t skipped_before = SkippedOptimizerSteps();
     VERL_ASSIGN_OR_RETURN(MetricMap metrics, TrainStep(*rows, global_steps));
+    nonfinite_in_a_row =
+        SkippedOptimizerSteps() > skipped_before ? nonfinite_in_a_row + 1 : 0;
+    if (tr.max_consecutive_nonfinite_steps() > 0 &&
+        nonfinite_in_a_row >= tr.max_consecutive_nonfinite_steps()) {
+      // The failing step's metrics are logged; no validation or checkpoint.
+      metrics["training/global_step"] = global_steps;
+      VERL_RETURN_IF_ERROR(Log(metrics, global_steps));
+      return NonFiniteStepsError(global_steps, nonfinite_in_a_row, metrics);
+    }
     const bool last = global_steps >= total_steps_;
     if (val_set_ && tr.test_freq() > 0 &&
         (last || global_steps % tr.test_freq() == 0)) {

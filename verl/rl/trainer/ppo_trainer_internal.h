@@ -69,6 +69,13 @@ class PpoTrainer {
     return config_.actor_rollout_ref().rollout();
   }
   int64_t n() const { return rollout_cfg().n(); }
+  // Optimizer steps skipped so far for a non-finite gradient norm (actor and
+  // critic); the same on every rank (the norm is global).
+  int64_t SkippedOptimizerSteps();
+  // The error ending a run after trainer.max_consecutive_nonfinite_steps such
+  // steps: the norms, the train batch, the key.
+  absl::Status NonFiniteStepsError(int64_t step, int64_t in_a_row,
+                                   const MetricMap& metrics) const;
 
   // ---- Set-up (ppo_trainer.cc)
   absl::Status InitData();

@@ -369,6 +369,35 @@ TEST(PpoTrainerTest, OptimalTokenBaselineUsesTheActorsSumPiSquared) {
   EXPECT_TRUE(m.count("variance_proxy/proxy3_pure_noise"));
 }
 
+// A policy whose gradients stay non-finite (an lr of 1e30 blows the weights
+// up in step 1): each later optimizer step is skipped as verl does, and the
+// run stops with one line after trainer.max_consecutive_nonfinite_steps such
+// steps in a row (verl would go on forever); 0 keeps verl's behaviour.
+TEST(PpoTrainerTest, ConsecutiveNonFiniteStepsStopTheRun) {
+  PpoTrainerConfig config = OneStep("grpo", "nonfinite", "NR % 3");
+  config.mutable_trainer()->set_total_training_steps(4);
+  config.mutable_trainer()->set_max_consecutive_nonfinite_steps(2);
+  config.mutable_actor_rollout_ref()->mutable_actor()->mutable_optim()->set_lr(
+      1e30);
+  // Step 1's later mini-batches may already see the blown-up weights, so
+  // the run stops at step 2 or 3.
+  const auto stopped = RunPpo(config, nullptr);
+  EXPECT_THAT(stopped,
+              core::testing::StatusIs(absl::StatusCode::kFailedPrecondition,
+                                      "2 steps in a row, up to step "));
+  EXPECT_NE(
+      stopped.status().message().find(
+          "had a gradient norm that was not finite (actor/grad_norm nan;"),
+      std::string::npos)
+      << stopped.status();
+  config.mutable_trainer()->set_max_consecutive_nonfinite_steps(0);
+  auto run = RunPpo(config, nullptr);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->steps, 4);
+  // Every optimizer step (mini-batch) of steps 2-4 at least.
+  EXPECT_GE(run->last_step_metrics.at("actor/num_skipped_steps"), 3);
+}
+
 TEST(PpoTrainerTest, FlowRlTrainsWithTheLogZHead) {
   // verl's recipe/flowrl: adv_estimator=flowrl (group-centred reward) and the
   // trajectory-balance loss; the reference policy is created for it.

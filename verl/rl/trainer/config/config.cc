@@ -431,6 +431,7 @@ constexpr RangeRule kRangeRules[] = {
     {"trainer.nnodes", Range::kPositive},
     {"trainer.n_gpus_per_node", Range::kPositive},
     {"trainer.save_freq", Range::kPositiveOrMinusOne},
+    {"trainer.max_consecutive_nonfinite_steps", Range::kNonNegative},
     {"trainer.test_freq", Range::kPositiveOrMinusOne},
     {"trainer.log_val_generations", Range::kNonNegative},
     {"trainer.critic_warmup", Range::kNonNegative},

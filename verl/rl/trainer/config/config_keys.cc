@@ -233,6 +233,7 @@ constexpr KeyRule kKeyRules[] = {
     {"trainer.max_critic_ckpt_to_keep", kServed, ""},
     {"trainer.device", kServed, ""},
     {"trainer.remove_previous_ckpt_in_save", kServed, ""},
+    {"trainer.max_consecutive_nonfinite_steps", kServed, ""},
     {"**.fsdp_config.dtype", kServed, ""},
     {"**.fsdp_config.forward_prefetch", kServed, ""},
     {"**.fsdp_config.fsdp_size", kServed, ""},
