@@ -184,8 +184,8 @@ std::map<int64_t, std::vector<double>> MegatronGPTModel::TakeExpertLoad() {
         acc.defined() ? acc : at::zeros({config_.num_experts}, at::kDouble);
     counts = mg::AllReduceSum(
         counts, *mpu_->group(parallel::megatron::MpuGroup::kTpCp));
-    out[first_layer() + l] = std::vector<double>(counts.data_ptr<double>(),
-                                 counts.data_ptr<double>() + counts.numel());
+    out[first_layer() + l] = std::vector<double>(
+        counts.data_ptr<double>(), counts.data_ptr<double>() + counts.numel());
     acc = at::Tensor();
   }
   return out;
