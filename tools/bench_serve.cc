@@ -7,7 +7,7 @@
 // clients. Requests are token-id prompts, greedy, ignore_eos, fixed
 // max_tokens, so both sides do identical work. Prints generated tokens/s of
 // each, the ratio server/engine and the server's mean time to first token.
-//   bench_serve --preset=qwen2-30m --requests=64 --prompt_len=64 \
+//   bench_serve --preset=qwen2-30m --requests=64 --prompt_len=64
 //               --max_tokens=64 --concurrency=1,8,32 --threads=1
 #include <glog/logging.h>
 #include <httplib.h>

@@ -1,7 +1,7 @@
 // export_gguf: an HF model folder -> one GGUF file for llama.cpp and the
 // servers built on it (see docs/checkpoints.md#gguf-export).
 //
-//   bazel run //tools:export_gguf -- --hf_dir=/models/qwen --output=q.gguf \
+//   bazel run //tools:export_gguf -- --hf_dir=/models/qwen --output=q.gguf
 //       --outtype=q8_0
 //
 // Dense Llama / Mistral / Qwen2 / Qwen3 with a byte-level BPE tokenizer;

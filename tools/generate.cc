@@ -1,7 +1,7 @@
 // File: tools/generate.cc
 //
 // Offline batch generation with the rollout engine (verl/infer):
-//   generate --model=/path/to/hf_folder | --preset=tiny-qwen2 \
+//   generate --model=/path/to/hf_folder | --preset=tiny-qwen2
 //            --input=prompts.jsonl --output=responses.jsonl [sampling flags]
 // Each input line is one of
 //   {"prompt": "raw text"}                    encoded as is

@@ -1,7 +1,7 @@
 // File: tools/serve.cc
 //
 // An OpenAI-compatible HTTP server over the rollout engine:
-//   serve --model_path=/path/to/hf_folder | --preset=tiny-qwen2 \
+//   serve --model_path=/path/to/hf_folder | --preset=tiny-qwen2
 //         [--port=8000] [--host=127.0.0.1] [--served_model_name=NAME]
 // Endpoints: POST /v1/completions, POST /v1/chat/completions (stream: true
 // for server-sent events), GET /v1/models, GET /health. Prints

@@ -108,7 +108,9 @@ void CheckHooks(const std::string& preset, bool checkpointing) {
   }
   EXPECT_EQ(hooks->calls, want);
   EXPECT_FALSE(hooks->grads_before_backward_);
-  if (cfg.num_experts == 0) EXPECT_FALSE(hooks->missing_grads_after_backward_);
+  if (cfg.num_experts == 0) {
+    EXPECT_FALSE(hooks->missing_grads_after_backward_);
+  }
 
   const auto want_grads = Grads(*plain);
   const auto got_grads = Grads(*hooked);

@@ -150,7 +150,9 @@ TEST(DataLoaderTest, RestoredStateContinuesExactly) {
     auto x = a.Next();
     auto y = b.Next();
     ASSERT_EQ(x.has_value(), y.has_value());
-    if (x) EXPECT_EQ(*x, *y);
+    if (x) {
+      EXPECT_EQ(*x, *y);
+    }
   }
   EXPECT_THAT(DataLoaderState::FromJson({{"epoch", 1}}),
               StatusIs(absl::StatusCode::kInvalidArgument,

@@ -58,7 +58,9 @@ void ExpectValidPartition(const std::vector<std::vector<int64_t>>& parts,
   std::vector<int> seen(n, 0);
   for (const auto& p : parts) {
     EXPECT_FALSE(p.empty());
-    if (equal_size) EXPECT_EQ(p.size(), n / k);
+    if (equal_size) {
+      EXPECT_EQ(p.size(), n / k);
+    }
     for (int64_t i : p) ++seen[i];
   }
   for (int s : seen) EXPECT_EQ(s, 1);

@@ -228,7 +228,9 @@ TEST(SftKeysTest, EveryKeyIsKnownAndClassified) {
   EXPECT_TRUE(unclassified.empty()) << ::testing::PrintToString(unclassified);
   for (const KeyRule& rule : SftKeyRules()) {
     EXPECT_TRUE(used.count(&rule) > 0) << "stale rule " << rule.pattern;
-    if (rule.use != KeyUse::kServed) EXPECT_STRNE(rule.reason, "");
+    if (rule.use != KeyUse::kServed) {
+      EXPECT_STRNE(rule.reason, "");
+    }
   }
   std::ifstream in("verl/rl/trainer/config/testdata/verl_sft_trainer_keys.txt");
   ASSERT_TRUE(in.good());

@@ -73,7 +73,9 @@ TEST(ParquetReaderTest, Utf8IsCheckedStrictly) {
     ASSERT_TRUE(r.ok());
     auto rows = r->ReadAll();
     EXPECT_EQ(rows.ok(), valid) << text;
-    if (valid && rows.ok()) EXPECT_EQ((*rows)[0]["s"], text);
+    if (valid && rows.ok()) {
+      EXPECT_EQ((*rows)[0]["s"], text);
+    }
   }
 }
 
