@@ -61,6 +61,18 @@ Json ParseValue(const std::string& text) {
 
 }  // namespace
 
+bool FreezeMoeRouterOverride(
+    const std::map<std::string, std::string>& overrides) {
+  for (const char* key : {"moe_config.freeze_moe_router",
+                          "model_config.moe_config.freeze_moe_router"}) {
+    auto it = overrides.find(key);
+    if (it != overrides.end() && ParseValue(it->second) == Json(true)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 absl::StatusOr<ModelConfig> ApplyHfConfigOverrides(
     const ModelConfig& base,
     const std::map<std::string, std::string>& overrides,
@@ -76,10 +88,10 @@ absl::StatusOr<ModelConfig> ApplyHfConfigOverrides(
     const Json value = ParseValue(text);
     if (In(kInert, path[0])) continue;
     if (path[0] == "moe_config" && key == "moe_config.freeze_moe_router") {
-      if (value == Json(false)) continue;
-      return absl::InvalidArgumentError(absl::StrCat(
-          "'", name, "=", text,
-          "' is not available here: freezing the MoE router is not built"));
+      // Not an HF config key: the trainer reads it (FreezeMoeRouterOverride).
+      if (value.is_boolean()) continue;
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", name, "=", text, "': expected True or False"));
     }
     if (In(kDropout, path[0])) {
       if (value.is_number() && value.get<double>() == 0.0) continue;

@@ -24,6 +24,13 @@
 
 namespace verl::models {
 
+// verl's override_config.moe_config.freeze_moe_router (Megatron's
+// router.weight.requires_grad_(False)): whether `overrides` set it true.
+// ApplyHfConfigOverrides accepts the key (True/False) and leaves it to the
+// trainer.
+bool FreezeMoeRouterOverride(
+    const std::map<std::string, std::string>& overrides);
+
 // `base` with `overrides` (key -> value as written on the command line: a
 // JSON literal, Python's True/False/None, or a bare string) applied. Errors
 // (InvalidArgument) name `<key_prefix>.<key>` and say why.

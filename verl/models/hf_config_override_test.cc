@@ -74,9 +74,17 @@ TEST(HfConfigOverrideTest, RefusesWhatIsNotApplied) {
           {{"num_hidden_layers", std::to_string(base.num_hidden_layers + 1)}},
           kKey),
       StatusIs(absl::StatusCode::kInvalidArgument, "more than the model's"));
+  EXPECT_TRUE(ApplyHfConfigOverrides(
+                  base, {{"moe_config.freeze_moe_router", "True"}}, kKey)
+                  .ok());
+  EXPECT_TRUE(
+      FreezeMoeRouterOverride({{"moe_config.freeze_moe_router", "True"}}));
+  EXPECT_FALSE(
+      FreezeMoeRouterOverride({{"moe_config.freeze_moe_router", "False"}}));
+  EXPECT_FALSE(FreezeMoeRouterOverride({}));
   EXPECT_THAT(ApplyHfConfigOverrides(
-                  base, {{"moe_config.freeze_moe_router", "True"}}, kKey),
-              StatusIs(absl::StatusCode::kInvalidArgument, "MoE router"));
+                  base, {{"moe_config.freeze_moe_router", "maybe"}}, kKey),
+              StatusIs(absl::StatusCode::kInvalidArgument, "True or False"));
   EXPECT_THAT(ApplyHfConfigOverrides(base, {{"rope_theta", "abc"}}, kKey),
               StatusIs(absl::StatusCode::kInvalidArgument, "rope_theta"));
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "verl/core/file_util.h"
@@ -27,6 +28,29 @@
 
 namespace verl::rl {
 namespace {
+
+// MoE router weights: HF mlp.gate.weight, Megatron mlp.router.weight.
+bool IsMoeRouterWeight(const std::string& name) {
+  return absl::EndsWith(name, ".mlp.gate.weight") ||
+         absl::EndsWith(name, ".mlp.router.weight");
+}
+
+// verl's freeze_moe_router: no gradient, no optimizer step for the routers.
+void FreezeMoeRouter(torch::nn::Module& model) {
+  for (auto& item : model.named_parameters(/*recurse=*/true)) {
+    if (IsMoeRouterWeight(item.key())) item.value().set_requires_grad(false);
+  }
+}
+
+// Whether `model`'s routers were frozen (a clone or Megatron copy follows).
+bool MoeRouterFrozen(const torch::nn::Module& model) {
+  for (const auto& item : model.named_parameters(/*recurse=*/true)) {
+    if (IsMoeRouterWeight(item.key()) && !item.value().requires_grad()) {
+      return true;
+    }
+  }
+  return false;
+}
 
 void CopyParameters(const torch::nn::Module& from, torch::nn::Module& to,
                     bool skip_heads) {
@@ -196,6 +220,15 @@ absl::StatusOr<LoadedPolicy> LoadPolicy(const models::ModelSettings& m,
   auto with_ids = models::CreateModel(p.config, seed);
   CopyParameters(*p.model, *with_ids, /*skip_heads=*/false);
   p.model = with_ids;
+  if (models::FreezeMoeRouterOverride(overrides)) {
+    if (!p.config.IsMoe()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          kOverrideKey,
+          ".moe_config.freeze_moe_router=True needs an MoE model (",
+          p.config.model_type, " has no router)"));
+    }
+    FreezeMoeRouter(*p.model);
+  }
   return p;
 }
 
@@ -213,6 +246,7 @@ std::shared_ptr<models::CausalLM> CloneModel(const models::CausalLM& src,
   config.is_value_model = value_head;
   auto model = models::CreateModel(config, seed);
   CopyParameters(src, *model, /*skip_heads=*/value_head);
+  if (MoeRouterFrozen(src)) FreezeMoeRouter(*model);
   return model;
 }
 
@@ -247,6 +281,7 @@ absl::StatusOr<std::shared_ptr<models::MegatronGPTModel>> MakeMegatronModel(
   }
   VERL_RETURN_IF_ERROR(
       models::LoadMegatronFromHf(models::HfSourceFromMap(hf), model.get()));
+  if (MoeRouterFrozen(source)) FreezeMoeRouter(*model);
   return model;
 }
 

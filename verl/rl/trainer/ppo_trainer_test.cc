@@ -398,6 +398,48 @@ TEST(PpoTrainerTest, ConsecutiveNonFiniteStepsStopTheRun) {
   EXPECT_GE(run->last_step_metrics.at("actor/num_skipped_steps"), 3);
 }
 
+// verl's override_config.moe_config.freeze_moe_router on an MoE policy: the
+// routers keep their weights through the RL updates (checkpoints of steps 1
+// and 2 equal there) while the experts and the rest train; on a dense model
+// the key is refused.
+TEST(PpoTrainerTest, FreezeMoeRouterKeepsTheRoutersWeights) {
+  const std::string ckpt =
+      std::string(std::getenv("TEST_TMPDIR")) + "/frozen_router";
+  PpoTrainerConfig config = OneStep("grpo", "frozen_router", "NR % 3");
+  config.mutable_trainer()->set_total_training_steps(2);
+  config.mutable_trainer()->set_save_freq(1);
+  config.mutable_trainer()->set_default_local_dir(ckpt);
+  auto* model = config.mutable_actor_rollout_ref()->mutable_model();
+  (*model->mutable_override_config())["moe_config.freeze_moe_router"] = "True";
+  const std::string dense_preset = model->preset();
+  model->set_preset("tiny-qwen3-moe");
+  auto run = RunPpo(config, nullptr);
+  ASSERT_TRUE(run.ok()) << run.status();
+  auto step1 = ckpt::LoadPtTensorDict(
+      ckpt + "/global_step_1/actor/model_world_size_1_rank_0.pt");
+  auto step2 = ckpt::LoadPtTensorDict(
+      ckpt + "/global_step_2/actor/model_world_size_1_rank_0.pt");
+  ASSERT_TRUE(step1.ok()) << step1.status();
+  ASSERT_TRUE(step2.ok()) << step2.status();
+  int routers = 0, changed_experts = 0;
+  for (const auto& [name, before] : *step1) {
+    const at::Tensor& after = step2->at(name);
+    if (name.find(".mlp.gate.weight") != std::string::npos) {
+      EXPECT_TRUE(after.equal(before)) << name;
+      ++routers;
+    } else if (name.find(".mlp.experts.") != std::string::npos &&
+               !after.equal(before)) {
+      ++changed_experts;
+    }
+  }
+  EXPECT_EQ(routers, 4);  // one per layer of tiny-qwen3-moe
+  EXPECT_GT(changed_experts, 0);
+  model->set_preset(dense_preset);
+  EXPECT_THAT(RunPpo(config, nullptr),
+              core::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                      "needs an MoE model"));
+}
+
 TEST(PpoTrainerTest, FlowRlTrainsWithTheLogZHead) {
   // verl's recipe/flowrl: adv_estimator=flowrl (group-centred reward) and the
   // trajectory-balance loss; the reference policy is created for it.
