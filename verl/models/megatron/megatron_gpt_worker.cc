@@ -268,6 +268,21 @@ std::vector<MicroBatch> MakeMicroBatches(const ModelConfig& config, int n,
   return out;
 }
 
+// The single-process reference: seeded weights (std 0.1) with the 1-D
+// parameters (norms, biases) moved off their init by `gen`, so a wrong
+// sharding of them shows.
+std::shared_ptr<CausalLM> ReferenceModel(const ModelConfig& config,
+                                         at::Generator& gen) {
+  std::shared_ptr<CausalLM> ref = CreateModel(config, /*seed=*/1, 0.1);
+  at::NoGradGuard no_grad;
+  for (const auto& item : ref->named_parameters()) {
+    if (item.value().dim() == 1) {
+      item.value().add_(at::randn(item.value().sizes(), gen) * 0.1);
+    }
+  }
+  return ref;
+}
+
 // The last stage's outputs of one micro-batch (logits shard or values),
 // and what the loss derives from them.
 struct StageResult {
@@ -290,16 +305,8 @@ absl::Status RunCase(const Case& c, bool check_folder,
   VERL_RETURN_IF_ERROR(
       ValidateMegatronModel(config, options, mpu->layout().sizes()));
 
-  std::shared_ptr<CausalLM> ref = CreateModel(config, /*seed=*/1, 0.1);
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(2);
-  {
-    at::NoGradGuard no_grad;
-    for (const auto& item : ref->named_parameters()) {
-      if (item.value().dim() == 1) {
-        item.value().add_(at::randn(item.value().sizes(), gen) * 0.1);
-      }
-    }
-  }
+  std::shared_ptr<CausalLM> ref = ReferenceModel(config, gen);
   const std::vector<MicroBatch> mbs =
       MakeMicroBatches(config, absl::GetFlag(FLAGS_microbatches), gen);
   const int64_t n = static_cast<int64_t>(mbs.size());
@@ -501,16 +508,8 @@ absl::Status RunMoeCase(const MoeCase& c, bool check_folder,
   options.make_vocab_size_divisible_by = 4;
   VERL_RETURN_IF_ERROR(
       ValidateMegatronModel(config, options, mpu->layout().sizes()));
-  std::shared_ptr<CausalLM> ref = CreateModel(config, /*seed=*/1, 0.1);
-  {
-    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(2);
-    at::NoGradGuard no_grad;
-    for (const auto& item : ref->named_parameters()) {
-      if (item.value().dim() == 1) {
-        item.value().add_(at::randn(item.value().sizes(), gen) * 0.1);
-      }
-    }
-  }
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(2);
+  std::shared_ptr<CausalLM> ref = ReferenceModel(config, gen);
   // The reference per dp rank: outputs of this rank's batch, gradients of
   // every batch.
   const int64_t dp = mpu->layout().dp(), me = mpu->dp_rank();
