@@ -97,6 +97,18 @@ struct ConfigSources {
 absl::Status LoadConfig(const ConfigSources& sources,
                         google::protobuf::Message* msg);
 
+// LoadConfig into a fresh `Config`, then `resolve` (the trainer's derived
+// defaults) on success: the body of every Load<X>TrainerConfig.
+template <typename Config>
+absl::StatusOr<Config> LoadResolvedConfig(const ConfigSources& sources,
+                                          void (*resolve)(Config*)) {
+  Config config;
+  absl::Status status = LoadConfig(sources, &config);
+  if (!status.ok()) return status;
+  resolve(&config);
+  return config;
+}
+
 // The value at dotted `key` as an override would spell it: "null" when
 // unset, lists as "[a, b]", maps as "{k: v, ...}" (sorted), enums by name,
 // bools as true/false, numbers in shortest round-trip form. Unknown key:

@@ -127,16 +127,11 @@ PpoTrainerConfig DefaultPpoTrainerConfig() {
 
 absl::StatusOr<PpoTrainerConfig> LoadPpoTrainerConfig(
     const std::string& config_file, const std::vector<std::string>& overrides) {
-  core::ConfigSources sources;
-  sources.defaults_text = PpoTrainerDefaultsText();
-  sources.defaults_name =
-      "verl/rl/trainer/config/ppo_trainer_defaults.textproto";
-  sources.config_file = config_file;
-  sources.overrides = overrides;
-  PpoTrainerConfig config;
-  VERL_RETURN_IF_ERROR(core::LoadConfig(sources, &config));
-  ResolvePpoTrainerConfig(&config);
-  return config;
+  return core::LoadResolvedConfig<PpoTrainerConfig>(
+      {PpoTrainerDefaultsText(),
+       "verl/rl/trainer/config/ppo_trainer_defaults.textproto", config_file,
+       overrides},
+      &ResolvePpoTrainerConfig);
 }
 
 void ResolvePpoTrainerConfig(PpoTrainerConfig* config) {

@@ -3,7 +3,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "verl/core/config_loader.h"
-#include "verl/core/status.h"
 
 namespace verl::rl {
 
@@ -16,16 +15,11 @@ const std::string& SftTrainerDefaultsText() {
 
 absl::StatusOr<SftTrainerConfig> LoadSftTrainerConfig(
     const std::string& config_file, const std::vector<std::string>& overrides) {
-  core::ConfigSources sources;
-  sources.defaults_text = SftTrainerDefaultsText();
-  sources.defaults_name =
-      "verl/rl/trainer/config/sft_trainer_defaults.textproto";
-  sources.config_file = config_file;
-  sources.overrides = overrides;
-  SftTrainerConfig config;
-  VERL_RETURN_IF_ERROR(core::LoadConfig(sources, &config));
-  ResolveSftTrainerConfig(&config);
-  return config;
+  return core::LoadResolvedConfig<SftTrainerConfig>(
+      {SftTrainerDefaultsText(),
+       "verl/rl/trainer/config/sft_trainer_defaults.textproto", config_file,
+       overrides},
+      &ResolveSftTrainerConfig);
 }
 
 void ResolveSftTrainerConfig(SftTrainerConfig* config) {
