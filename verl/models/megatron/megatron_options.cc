@@ -48,13 +48,9 @@ absl::StatusOr<MegatronSettings> MegatronSettingsFromConfig(
                     absl::StrCat(c.expert_tensor_parallel_size()),
                     "expert tensor parallelism (other than 1 or tp)");
   }
-  const std::pair<const char*, bool> flags[] = {
-      {"param_offload", c.param_offload()},
-      {"grad_offload", c.grad_offload()},
-      {"optimizer_offload", c.optimizer_offload()},
-      {"use_dist_checkpointing", c.use_dist_checkpointing()}};
-  for (const auto& [key, on] : flags) {
-    if (on) return NotBuilt(prefix, key, "true", key);
+  if (c.use_dist_checkpointing()) {
+    return NotBuilt(prefix, "use_dist_checkpointing", "true",
+                    "use_dist_checkpointing");
   }
   if (!c.override_ddp_config().empty()) {
     return NotBuilt(prefix, "override_ddp_config", "{...}",
@@ -64,16 +60,11 @@ absl::StatusOr<MegatronSettings> MegatronSettingsFromConfig(
     return NotBuilt(prefix, "override_mcore_model_config", "{...}",
                     "overriding the mcore model config");
   }
-  if (c.dtype() == "bfloat16" || c.dtype() == "float16") {
-    return NotBuilt(prefix, "dtype", c.dtype(),
-                    "half-precision parameters with fp32 master weights "
-                    "(set float32)");
-  }
-  if (c.dtype() != "float32") {
+  if (c.dtype() != "float32" && c.dtype() != "bfloat16" &&
+      c.dtype() != "float16") {
     return absl::InvalidArgumentError(
         absl::StrCat(prefix, ".dtype='", c.dtype(),
-                     "': expected 'float32' ('bfloat16' or 'float16' are "
-                     "not built yet)"));
+                     "': expected 'float32', 'bfloat16' or 'float16'"));
   }
   const auto& o = c.override_transformer_config();
   const std::string otc = prefix + ".override_transformer_config";
@@ -121,6 +112,9 @@ absl::StatusOr<MegatronSettings> MegatronSettingsFromConfig(
   s.forward_only = c.forward_only();
   s.dtype = c.dtype();
   s.distributed_optimizer = c.use_distributed_optimizer();
+  s.param_offload = c.param_offload();
+  s.grad_offload = c.grad_offload();
+  s.optimizer_offload = c.optimizer_offload();
   return s;
 }
 

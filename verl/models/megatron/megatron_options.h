@@ -3,8 +3,8 @@
 // verl's `<role>.megatron.*` keys (megatron_config.proto) -> Megatron's
 // parallel sizes and the tensor-parallel model's options. What this backend
 // does not serve yet fails here with one line naming the full key
-// (virtual-pipeline/expert parallelism, bf16/fp16
-// parameters, offload, dist checkpointing, DDP / mcore overrides), never
+// (virtual pipeline parallelism, expert tensor parallelism other than 1 or
+// tp, use_dist_checkpointing, DDP / mcore overrides), never
 // silently. The keys that select implementations verl-cpp does not have
 // (attention_backend, use_mbridge, vanilla_mbridge, variable_seq_lengths,
 // moe_token_dispatcher_type) are accepted: there is one implementation.
@@ -26,8 +26,14 @@ struct MegatronSettings {
   MegatronModelOptions model;
   int64_t seed = 42;
   bool forward_only = false;
-  std::string dtype = "float32";      // parameters (float32 only, for now)
+  // Parameters: "float32", or "bfloat16" / "float16" with fp32 gradients
+  // and master weights (rl::MegatronTrainState).
+  std::string dtype = "float32";
   bool distributed_optimizer = true;  // use_distributed_optimizer
+  // Buffers resting in host memory between uses (rl::MegatronTrainState).
+  bool param_offload = false;
+  bool grad_offload = false;
+  bool optimizer_offload = false;
 };
 
 // `prefix` is the role's path, e.g. "actor_rollout_ref.actor.megatron".

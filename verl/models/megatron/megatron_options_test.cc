@@ -41,6 +41,10 @@ TEST(MegatronOptionsTest, ServedKeysMap) {
   c.set_expert_tensor_parallel_size(4);
   c.set_sequence_parallel(false);
   c.set_seed(7);
+  c.set_dtype("bfloat16");
+  c.set_param_offload(true);
+  c.set_grad_offload(true);
+  c.set_optimizer_offload(true);
   auto* o = c.mutable_override_transformer_config();
   o->set_recompute_granularity("full");
   o->set_recompute_method("block");
@@ -54,6 +58,8 @@ TEST(MegatronOptionsTest, ServedKeysMap) {
   EXPECT_EQ(s->model.num_layers_in_first_pipeline_stage, -1);
   EXPECT_EQ(s->model.num_layers_in_last_pipeline_stage, 3);
   EXPECT_EQ(s->sizes.etp, 4);
+  EXPECT_EQ(s->dtype, "bfloat16");
+  EXPECT_TRUE(s->param_offload && s->grad_offload && s->optimizer_offload);
   c.set_expert_model_parallel_size(2);
   c.set_expert_tensor_parallel_size(1);
   s = MegatronSettingsFromConfig(c, kPrefix);
@@ -102,12 +108,6 @@ TEST(MegatronOptionsTest, UnservedKeysFailNamingTheKey) {
        "megatron.expert_model_parallel_size=0: must be >= 1"},
       {[](MegatronConfig* c) { c->set_expert_tensor_parallel_size(2); },
        absl::StatusCode::kUnimplemented, "expert_tensor_parallel_size=2"},
-      {[](MegatronConfig* c) { c->set_param_offload(true); },
-       absl::StatusCode::kUnimplemented, "megatron.param_offload=true"},
-      {[](MegatronConfig* c) { c->set_grad_offload(true); },
-       absl::StatusCode::kUnimplemented, "megatron.grad_offload=true"},
-      {[](MegatronConfig* c) { c->set_optimizer_offload(true); },
-       absl::StatusCode::kUnimplemented, "megatron.optimizer_offload=true"},
       {[](MegatronConfig* c) { c->set_use_dist_checkpointing(true); },
        absl::StatusCode::kUnimplemented, "use_dist_checkpointing=true"},
       {[](MegatronConfig* c) {
@@ -117,9 +117,6 @@ TEST(MegatronOptionsTest, UnservedKeysFailNamingTheKey) {
       {[](MegatronConfig* c) { c->set_tensor_model_parallel_size(0); },
        absl::StatusCode::kInvalidArgument,
        "megatron.tensor_model_parallel_size=0: must be >= 1"},
-      {[](MegatronConfig* c) { c->set_dtype("bfloat16"); },
-       absl::StatusCode::kUnimplemented,
-       "megatron.dtype=bfloat16: half-precision parameters"},
       {[](MegatronConfig* c) { c->set_dtype("fp8"); },
        absl::StatusCode::kInvalidArgument, "megatron.dtype='fp8'"},
       {[](MegatronConfig* c) {

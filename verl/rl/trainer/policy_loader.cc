@@ -282,6 +282,12 @@ absl::StatusOr<std::shared_ptr<models::MegatronGPTModel>> MakeMegatronModel(
   VERL_RETURN_IF_ERROR(
       models::LoadMegatronFromHf(models::HfSourceFromMap(hf), model.get()));
   if (MoeRouterFrozen(source)) FreezeMoeRouter(*model);
+  // megatron.dtype: half parameters (the train state keeps fp32 masters).
+  if (settings.dtype == "bfloat16") {
+    CastMegatronParameters(*model, at::kBFloat16);
+  } else if (settings.dtype == "float16") {
+    CastMegatronParameters(*model, at::kHalf);
+  }
   return model;
 }
 
@@ -298,9 +304,16 @@ absl::StatusOr<std::unique_ptr<TrainState>> MakeMegatronTrainState(
         "expert parameters are not split over dp); set false"));
   }
   VERL_ASSIGN_OR_RETURN(*model, MakeMegatronModel(source, config, prefix, mpu));
-  VERL_ASSIGN_OR_RETURN(auto state, MegatronTrainState::Create(
-                                        *model, std::move(mpu), options,
-                                        config.use_distributed_optimizer()));
+  VERL_ASSIGN_OR_RETURN(models::MegatronSettings settings,
+                        models::MegatronSettingsFromConfig(config, prefix));
+  MegatronStateOptions state_options;
+  state_options.distributed_optimizer = settings.distributed_optimizer;
+  state_options.param_offload = settings.param_offload;
+  state_options.grad_offload = settings.grad_offload;
+  state_options.optimizer_offload = settings.optimizer_offload;
+  VERL_ASSIGN_OR_RETURN(
+      auto state, MegatronTrainState::Create(*model, std::move(mpu), options,
+                                             state_options));
   return std::unique_ptr<TrainState>(std::move(state));
 }
 

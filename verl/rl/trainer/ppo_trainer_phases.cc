@@ -15,6 +15,7 @@
 #include "verl/rl/trainer/metrics.h"
 #include "verl/rl/trainer/ppo_trainer_internal.h"
 #include "verl/rl/workers/dp_dispatch.h"
+#include "verl/rl/workers/megatron_train_state.h"
 
 namespace verl::rl {
 
@@ -95,7 +96,22 @@ absl::Status PpoTrainer::BalanceBatch(Batch& batch, MetricMap* metrics) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// megatron.param_offload / grad_offload: a role's parameters and gradient
+// buffers come to the device for its pass and go back to host memory after
+// it (verl's load_megatron_model_to_gpu / offload_megatron_model_to_cpu
+// around each worker call). No-op for other strategies.
+absl::Status PlaceMegatron(TrainState* state, bool on_device) {
+  auto* mg = dynamic_cast<MegatronTrainState*>(state);
+  if (mg == nullptr) return absl::OkStatus();
+  return on_device ? mg->LoadToDevice() : mg->OffloadToHost();
+}
+
+}  // namespace
+
 absl::Status PpoTrainer::ComputeOldLogProbs(Batch& batch, MetricMap* metrics) {
+  VERL_RETURN_IF_ERROR(PlaceMegatron(actor_->train_state(), true));
   VERL_ASSIGN_OR_RETURN(
       Batch lp, ShardedCall(*actor_par_.dp, batch,
                             [&](const Batch& local) -> absl::StatusOr<Batch> {
@@ -110,6 +126,7 @@ absl::Status PpoTrainer::ComputeOldLogProbs(Batch& batch, MetricMap* metrics) {
                               }
                               return Batch::FromColumns(cols);
                             }));
+  VERL_RETURN_IF_ERROR(PlaceMegatron(actor_->train_state(), false));
   VERL_ASSIGN_OR_RETURN(at::Tensor mask, batch.GetTensor("response_mask"));
   VERL_ASSIGN_OR_RETURN(at::Tensor old_lp, lp.GetTensor("old_log_probs"));
   VERL_ASSIGN_OR_RETURN(at::Tensor entropys, lp.GetTensor("entropys"));
@@ -146,6 +163,7 @@ absl::Status PpoTrainer::ComputeRefLogProbs(Batch& batch) {
 }
 
 absl::Status PpoTrainer::ComputeValues(Batch& batch) {
+  VERL_RETURN_IF_ERROR(PlaceMegatron(critic_->train_state(), true));
   VERL_ASSIGN_OR_RETURN(
       Batch v, ShardedCall(*critic_par_.dp, batch,
                            [&](const Batch& local) -> absl::StatusOr<Batch> {
@@ -154,6 +172,7 @@ absl::Status PpoTrainer::ComputeValues(Batch& batch) {
                                  critic_->ComputeValues(local));
                              return Batch::FromColumns({{"values", values}});
                            }));
+  VERL_RETURN_IF_ERROR(PlaceMegatron(critic_->train_state(), false));
   VERL_ASSIGN_OR_RETURN(at::Tensor values, v.GetTensor("values"));
   return batch.SetTensor("values", values);
 }
@@ -217,7 +236,9 @@ absl::Status PpoTrainer::UpdateCritic(const Batch& batch, MetricMap* metrics) {
   VERL_ASSIGN_OR_RETURN(
       Batch local, UpdateShard(*critic_par_.dp, batch,
                                config_.critic().ppo_mini_batch_size() * n()));
+  VERL_RETURN_IF_ERROR(PlaceMegatron(critic_->train_state(), true));
   VERL_ASSIGN_OR_RETURN(MetricMap m, critic_->UpdateCritic(local));
+  VERL_RETURN_IF_ERROR(PlaceMegatron(critic_->train_state(), false));
   m["critic/lr"] = critic_->train_state()->StepSchedule();
   metrics->insert(m.begin(), m.end());
   return absl::OkStatus();
@@ -227,7 +248,9 @@ absl::Status PpoTrainer::UpdateActor(const Batch& batch, MetricMap* metrics) {
   VERL_ASSIGN_OR_RETURN(Batch local,
                         UpdateShard(*actor_par_.dp, batch,
                                     actor_cfg().ppo_mini_batch_size() * n()));
+  VERL_RETURN_IF_ERROR(PlaceMegatron(actor_->train_state(), true));
   VERL_ASSIGN_OR_RETURN(MetricMap m, actor_->UpdatePolicy(local));
+  VERL_RETURN_IF_ERROR(PlaceMegatron(actor_->train_state(), false));
   m["actor/lr"] = actor_->train_state()->StepSchedule();
   // verl's metrics.update: the update's rollout_corr/* (current policy vs
   // rollout) replace the driver's.

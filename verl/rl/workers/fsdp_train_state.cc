@@ -9,6 +9,7 @@
 #include "verl/core/status.h"
 #include "verl/models/decoder.h"
 #include "verl/rl/algos/torch_functional.h"
+#include "verl/rl/workers/optimizer_offload.h"
 
 namespace verl::rl {
 namespace {
@@ -230,19 +231,7 @@ absl::Status FsdpTrainState::PlaceOffloaded(parallel::MemoryLocation to) {
 }
 
 void FsdpTrainState::MoveOptimizerState(parallel::MemoryLocation to) {
-  // AdamW creates its state on the first step, next to the parameters;
-  // until then there is nothing to move.
-  const c10::Device device = fsdp_->options().device;
-  auto move = [&](const at::Tensor &t) {
-    return to == parallel::MemoryLocation::kHost
-               ? parallel::HostCopy(t)
-               : parallel::DeviceCopy(t, device);
-  };
-  for (auto &[key, state] : optimizer_->state()) {
-    auto &s = static_cast<torch::optim::AdamWParamState &>(*state);
-    if (s.exp_avg().defined()) s.exp_avg(move(s.exp_avg()));
-    if (s.exp_avg_sq().defined()) s.exp_avg_sq(move(s.exp_avg_sq()));
-  }
+  MoveAdamWState(*optimizer_, to, fsdp_->options().device);
   optimizer_location_ = to;
 }
 
@@ -274,14 +263,7 @@ absl::StatusOr<double> FsdpTrainState::StepOnDevice() {
 }
 
 int64_t FsdpTrainState::OptimizerStateBytes() const {
-  int64_t bytes = 0;
-  for (const auto &[key, state] : optimizer_->state()) {
-    const auto &s = static_cast<const torch::optim::AdamWParamState &>(*state);
-    for (const at::Tensor &t : {s.exp_avg(), s.exp_avg_sq()}) {
-      if (t.defined()) bytes += t.numel() * t.element_size();
-    }
-  }
-  return bytes;
+  return AdamWStateBytes(*optimizer_);
 }
 
 // ---- Checkpoints ----------------------------------------------------------

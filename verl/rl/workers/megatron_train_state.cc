@@ -21,6 +21,7 @@
 #include "verl/core/status.h"
 #include "verl/models/megatron/megatron_weights.h"
 #include "verl/parallel/megatron/tp_layers.h"
+#include "verl/rl/workers/optimizer_offload.h"
 
 namespace verl::rl {
 
@@ -39,6 +40,15 @@ struct MegatronTrainState::Flat {
   // AdamW steps) and, per element of it, 1 where the element counts toward
   // the global grad norm on this rank (see the header), else 0.
   at::Tensor master, norm_weight;
+  // Without it: what AdamW steps per parameter (a parameter's fp32 master
+  // copy when the parameter is half, else the parameter itself).
+  std::vector<at::Tensor> masters;
+  // Which parameters are half (bf16 / fp16: fp32 gradient buffers and
+  // masters), and the dtype the distributed optimizer all-gathers in (the
+  // parameters' when they share one, else fp32).
+  std::vector<bool> half;
+  bool any_half = false;
+  at::ScalarType gather_dtype = at::kFloat;
   // MoE: which of `params` are local experts (FinalizeGrads sums their
   // gradients over the expert-data-parallel group instead of dp averaging).
   std::vector<bool> expert;
@@ -108,14 +118,46 @@ absl::StatusOr<double> SumOver(parallel::Communicator& group, double x) {
   return t.item<double>();
 }
 
+// "torch.<dtype>" for transformer_config.json's params_dtype.
+const char* TorchDtypeName(at::ScalarType t) {
+  switch (t) {
+    case at::kBFloat16:
+      return "torch.bfloat16";
+    case at::kHalf:
+      return "torch.float16";
+    default:
+      return "torch.float32";
+  }
+}
+
+// An fp32 gradient buffer (Megatron's main_grad) for a half parameter:
+// autograd accumulates into a defined .grad in place (fp32 += half).
+void EnsureFp32Grad(at::Tensor& p) {
+  const at::Tensor& g = p.grad();
+  if (g.defined() && g.scalar_type() == at::kFloat) {
+    g.zero_();
+    return;
+  }
+  p.mutable_grad() = at::zeros(p.sizes(), p.options().dtype(at::kFloat));
+}
+
 }  // namespace
+
+void CastMegatronParameters(torch::nn::Module& model, at::ScalarType dtype) {
+  at::NoGradGuard no_grad;
+  for (at::Tensor& p : model.parameters(/*recurse=*/true)) {
+    if (p.is_floating_point() && p.scalar_type() != dtype) {
+      p.set_data(p.detach().to(dtype));
+    }
+  }
+}
 
 MegatronTrainState::MegatronTrainState(
     std::shared_ptr<models::MegatronGPTModel> model,
     std::shared_ptr<mg::ParallelState> mpu, const OptimizerOptions& options,
     std::unique_ptr<Flat> flat)
     : AdamWTrainState(flat->distributed ? std::vector<at::Tensor>{flat->master}
-                                        : flat->params,
+                                        : flat->masters,
                       options),
       model_(std::move(model)),
       mpu_(std::move(mpu)),
@@ -129,6 +171,16 @@ absl::StatusOr<std::unique_ptr<MegatronTrainState>> MegatronTrainState::Create(
     std::shared_ptr<models::MegatronGPTModel> model,
     std::shared_ptr<mg::ParallelState> mpu, const OptimizerOptions& options,
     bool distributed_optimizer) {
+  MegatronStateOptions state;
+  state.distributed_optimizer = distributed_optimizer;
+  return Create(std::move(model), std::move(mpu), options, state);
+}
+
+absl::StatusOr<std::unique_ptr<MegatronTrainState>> MegatronTrainState::Create(
+    std::shared_ptr<models::MegatronGPTModel> model,
+    std::shared_ptr<mg::ParallelState> mpu, const OptimizerOptions& options,
+    const MegatronStateOptions& state_options) {
+  const bool distributed_optimizer = state_options.distributed_optimizer;
   if (!model || !mpu) {
     return absl::InvalidArgumentError("MegatronTrainState: no model");
   }
@@ -155,11 +207,27 @@ absl::StatusOr<std::unique_ptr<MegatronTrainState>> MegatronTrainState::Create(
   for (const auto& item : model->named_parameters(/*recurse=*/true)) {
     const at::Tensor& p = item.value();
     if (!p.requires_grad()) continue;
-    if (p.scalar_type() != at::kFloat) {
-      return absl::UnimplementedError(
-          absl::StrCat("megatron parameter ", item.key(),
-                       ": only fp32 parameters are built (bf16 parameters "
-                       "with fp32 master weights are not)"));
+    const at::ScalarType dtype = p.scalar_type();
+    if (dtype != at::kFloat && dtype != at::kBFloat16 && dtype != at::kHalf) {
+      return absl::UnimplementedError(absl::StrCat(
+          "megatron parameter ", item.key(), ": dtype ", c10::toString(dtype),
+          " (float32, bfloat16 or float16 are built)"));
+    }
+    const bool half = dtype != at::kFloat;
+    if (flat->params.empty()) {
+      flat->gather_dtype = dtype;
+    } else if (flat->gather_dtype != dtype) {
+      flat->gather_dtype = at::kFloat;
+    }
+    flat->half.push_back(half);
+    flat->any_half = flat->any_half || half;
+    if (half) {
+      at::Tensor mutable_p = p;
+      EnsureFp32Grad(mutable_p);
+    }
+    if (!distributed_optimizer) {
+      flat->masters.push_back(
+          half ? p.detach().to(at::kFloat).clone().set_requires_grad(true) : p);
     }
     flat->index[p.unsafeGetTensorImpl()] = flat->params.size();
     flat->names.push_back(item.key());
@@ -200,20 +268,112 @@ absl::StatusOr<std::unique_ptr<MegatronTrainState>> MegatronTrainState::Create(
     flat->norm_weight = at::tensor(
         std::vector<double>(counted.begin(), counted.end()), at::kDouble);
   }
-  return std::unique_ptr<MegatronTrainState>(new MegatronTrainState(
+  const c10::Device device =
+      flat->params.empty() ? c10::Device(c10::kCPU) : flat->params[0].device();
+  auto out = std::unique_ptr<MegatronTrainState>(new MegatronTrainState(
       std::move(model), std::move(mpu), options, std::move(flat)));
+  out->state_options_ = state_options;
+  out->device_ = device;
+  // Offloaded buffers rest in host memory.
+  out->Move(state_options.param_offload, state_options.grad_offload,
+            state_options.optimizer_offload, parallel::MemoryLocation::kHost);
+  return out;
 }
 
 void MegatronTrainState::ZeroGrad() {
-  for (at::Tensor& p : flat_->params) {
-    if (p.grad().defined()) p.mutable_grad().zero_();
+  for (size_t i = 0; i < flat_->params.size(); ++i) {
+    at::Tensor& p = flat_->params[i];
+    if (flat_->half[i]) {
+      EnsureFp32Grad(p);  // also after anything reset it to none
+    } else if (p.grad().defined()) {
+      p.mutable_grad().zero_();
+    }
   }
   if (distributed_ && flat_->master.grad().defined()) {
     flat_->master.mutable_grad().zero_();
   }
 }
 
+void MegatronTrainState::Move(bool params, bool grads, bool optimizer,
+                              parallel::MemoryLocation to) {
+  Flat& f = *flat_;
+  auto move = [&](const at::Tensor& t) {
+    return to == parallel::MemoryLocation::kHost
+               ? parallel::HostCopy(t)
+               : parallel::DeviceCopy(t, device_);
+  };
+  at::NoGradGuard no_grad;
+  if (params && param_location_ != to) {
+    for (at::Tensor& p : f.params) p.set_data(move(p.detach()));
+    param_location_ = to;
+  }
+  if (grads && grad_location_ != to) {
+    for (at::Tensor& p : f.params) {
+      if (p.grad().defined()) p.mutable_grad() = move(p.grad());
+    }
+    if (f.master.defined() && f.master.grad().defined()) {
+      f.master.mutable_grad() = move(f.master.grad());
+    }
+    grad_location_ = to;
+  }
+  if (optimizer && optimizer_location_ != to) {
+    MoveAdamWState(*optimizer_, to, device_);
+    if (f.master.defined()) f.master.set_data(move(f.master.detach()));
+    for (size_t i = 0; i < f.masters.size(); ++i) {
+      if (f.half[i]) f.masters[i].set_data(move(f.masters[i].detach()));
+    }
+    optimizer_location_ = to;
+  }
+}
+
+absl::Status MegatronTrainState::LoadToDevice() {
+  Move(state_options_.param_offload, state_options_.grad_offload, false,
+       parallel::MemoryLocation::kDevice);
+  return absl::OkStatus();
+}
+
+absl::Status MegatronTrainState::OffloadToHost() {
+  Move(state_options_.param_offload, state_options_.grad_offload, false,
+       parallel::MemoryLocation::kHost);
+  return absl::OkStatus();
+}
+
+parallel::FsdpMemory MegatronTrainState::Memory() const {
+  const Flat& f = *flat_;
+  parallel::FsdpMemory m;
+  m.param_shard_bytes = ParameterBytes();
+  auto bytes = [](const at::Tensor& t) {
+    return t.defined() ? t.numel() * t.element_size() : int64_t{0};
+  };
+  for (const at::Tensor& p : f.params) m.grad_shard_bytes += bytes(p.grad());
+  if (f.master.defined()) m.grad_shard_bytes += bytes(f.master.grad());
+  auto add = [&](parallel::MemoryLocation where, int64_t n) {
+    (where == parallel::MemoryLocation::kHost ? m.host_bytes
+                                              : m.device_bytes) += n;
+  };
+  add(param_location_, m.param_shard_bytes);
+  add(grad_location_, m.grad_shard_bytes);
+  add(optimizer_location_, OptimizerStateBytes());
+  return m;
+}
+
+std::vector<at::Tensor> MegatronTrainState::MasterParams() const {
+  return distributed_ ? std::vector<at::Tensor>{flat_->master} : flat_->masters;
+}
+
 absl::StatusOr<double> MegatronTrainState::Step() {
+  // Offloaded buffers come to the device for the step; the optimizer's
+  // state goes back to host memory after it, the parameters and gradients
+  // with OffloadToHost (after the pass that used them).
+  Move(state_options_.param_offload, state_options_.grad_offload,
+       state_options_.optimizer_offload, parallel::MemoryLocation::kDevice);
+  absl::StatusOr<double> norm = StepOnDevice();
+  Move(false, false, state_options_.optimizer_offload,
+       parallel::MemoryLocation::kHost);
+  return norm;
+}
+
+absl::StatusOr<double> MegatronTrainState::StepOnDevice() {
   Flat& f = *flat_;
   model_->FinalizeGrads();  // tp: partial gradients of replicated params
   parallel::Communicator& dp = *mpu_->dp();
@@ -267,6 +427,17 @@ absl::StatusOr<double> MegatronTrainState::Step() {
     }
   }
   const double norm = std::sqrt(sq);
+  if (!distributed_ && f.any_half) {
+    // The fp32 gradients (shared, so clipping scales both) drive the fp32
+    // masters.
+    for (size_t i = 0; i < f.params.size(); ++i) {
+      if (!f.half[i]) continue;
+      const at::Tensor& g = f.params[i].grad();
+      f.masters[i].mutable_grad() =
+          g.defined() ? (g.scalar_type() == at::kFloat ? g : g.to(at::kFloat))
+                      : at::zeros_like(f.masters[i]);
+    }
+  }
   ClipAndStep(norm, [&](double coef) {
     if (distributed_) {
       f.master.mutable_grad().mul_(coef);
@@ -276,9 +447,17 @@ absl::StatusOr<double> MegatronTrainState::Step() {
       if (p.grad().defined()) p.mutable_grad().mul_(coef);
     }
   });
+  if (!distributed_ && f.any_half && std::isfinite(norm)) {
+    at::NoGradGuard no_grad;  // the updated masters rounded into the params
+    for (size_t i = 0; i < f.params.size(); ++i) {
+      if (f.half[i]) f.params[i].detach().copy_(f.masters[i].detach());
+    }
+  }
   if (distributed_ && std::isfinite(norm)) {
-    // Every dp rank's updated range back into the parameters.
-    VERL_ASSIGN_OR_RETURN(at::Tensor all, dp.AllGatherCat(f.master.detach()));
+    // Every dp rank's updated range back into the parameters (in their
+    // dtype, as Megatron's param all-gather).
+    VERL_ASSIGN_OR_RETURN(
+        at::Tensor all, dp.AllGatherCat(f.master.detach().to(f.gather_dtype)));
     at::NoGradGuard no_grad;
     for (size_t i = 0; i < f.params.size(); ++i) {
       at::Tensor& p = f.params[i];
@@ -297,17 +476,43 @@ int64_t MegatronTrainState::ParameterBytes() const {
 }
 
 int64_t MegatronTrainState::OptimizerStateBytes() const {
-  int64_t bytes = 0;
-  for (const auto& [key, state] : optimizer_->state()) {
-    const auto& s = static_cast<const torch::optim::AdamWParamState&>(*state);
-    for (const at::Tensor& t : {s.exp_avg(), s.exp_avg_sq()}) {
-      if (t.defined()) bytes += t.numel() * t.element_size();
-    }
-  }
-  if (distributed_) {
-    bytes += flat_->master.numel() * flat_->master.element_size();
+  const Flat& f = *flat_;
+  int64_t bytes = AdamWStateBytes(*optimizer_);
+  if (distributed_) bytes += f.master.numel() * f.master.element_size();
+  for (size_t i = 0; i < f.masters.size(); ++i) {
+    if (f.half[i]) bytes += f.masters[i].numel() * f.masters[i].element_size();
   }
   return bytes;
+}
+
+absl::StatusOr<std::vector<at::Tensor>> MegatronTrainState::FullMasters() {
+  const Flat& f = *flat_;
+  std::vector<at::Tensor> out;
+  if (!distributed_) {
+    for (const at::Tensor& m : f.masters) out.push_back(m.detach());
+    return out;
+  }
+  VERL_ASSIGN_OR_RETURN(at::Tensor all,
+                        mpu_->dp()->AllGatherCat(f.master.detach()));
+  for (size_t i = 0; i < f.params.size(); ++i) {
+    const at::Tensor& p = f.params[i];
+    out.push_back(all.narrow(0, f.offsets[i], p.numel()).view(p.sizes()));
+  }
+  return out;
+}
+
+void MegatronTrainState::SetMasters(const std::vector<at::Tensor>& full) {
+  Flat& f = *flat_;
+  const std::vector<at::Tensor>& from = full.empty() ? f.params : full;
+  at::NoGradGuard no_grad;
+  if (distributed_) {
+    f.master.detach().copy_(
+        Flatten(from, f.padded).narrow(0, f.begin, f.length));
+    return;
+  }
+  for (size_t i = 0; i < f.masters.size(); ++i) {
+    if (f.half[i]) f.masters[i].detach().copy_(from[i]);
+  }
 }
 
 // ---- Checkpoints (HF layout, chunked over the world) ----------------------
@@ -332,7 +537,7 @@ MegatronTrainState::LocalMoments(int64_t* step) {
     return out;
   }
   bool any = false;
-  for (const at::Tensor& p : f.params) {
+  for (const at::Tensor& p : f.masters) {
     std::optional<AdamMoments> m = GetAdamState(*optimizer_, p);
     if (m) {
       any = true;
@@ -363,9 +568,21 @@ absl::StatusOr<TrainStateShard> MegatronTrainState::SaveShard() {
   auto chunk = [&](const at::Tensor& full) {
     return ChunkOf(full, shard.shard_rank, shard.shard_world);
   };
+  // Half parameters: the model tensors saved are their fp32 masters.
+  std::vector<at::Tensor> masters;
+  if (flat_->any_half) {
+    VERL_ASSIGN_OR_RETURN(masters, FullMasters());
+  }
+  const models::ParamTensorFn master_of =
+      [&](const at::Tensor& p) -> at::Tensor {
+    return masters.empty()
+               ? p
+               : masters.at(flat_->index.at(p.unsafeGetTensorImpl()));
+  };
   const int64_t layers = model_->config().num_hidden_layers;
   for (int64_t stage = models::kMegatronRootStage; stage < layers; ++stage) {
-    for (const auto& [name, full] : models::GatherHfTensors(*model_, stage)) {
+    for (const auto& [name, full] :
+         models::GatherHfTensors(*model_, stage, master_of)) {
       shard.shapes.emplace_back(name, full.sizes().vec());
       shard.model[name] = chunk(full);
     }
@@ -422,10 +639,15 @@ absl::Status MegatronTrainState::LoadShard(const TrainStateShard& shard,
   if (parts.model) {
     VERL_RETURN_IF_ERROR(models::LoadMegatronFromHf(
         models::HfSourceFromMap(weights), model_.get()));
-    if (distributed_) {
-      f.master.detach().copy_(
-          Flatten(f.params, f.padded).narrow(0, f.begin, f.length));
+    // The masters from the saved fp32 tensors (not the rounded params).
+    std::vector<at::Tensor> full;
+    for (const std::string& name : f.names) {
+      VERL_ASSIGN_OR_RETURN(
+          full.emplace_back(),
+          models::MegatronShardFromHf(*model_, name,
+                                      models::HfSourceFromMap(weights)));
     }
+    SetMasters(full);
   }
   if (!parts.optimizer) {
     if (parts.counters) LoadCounters(shard);
@@ -465,8 +687,8 @@ void MegatronTrainState::SetLocalMoments(
             : moments(Flatten(avg, f.padded).narrow(0, f.begin, f.length),
                       Flatten(avg_sq, f.padded).narrow(0, f.begin, f.length)));
   } else {
-    for (size_t i = 0; i < f.params.size(); ++i) {
-      SetAdamState(*optimizer_, f.params[i],
+    for (size_t i = 0; i < f.masters.size(); ++i) {
+      SetAdamState(*optimizer_, f.masters[i],
                    avg.empty() ? std::nullopt : moments(avg[i], avg_sq[i]));
     }
   }
@@ -522,12 +744,13 @@ MegatronTrainState::PrepareDistCheckpoint(
   const int dp = mpu_->dp()->size(), dp_rank = mpu_->dp_rank();
   int64_t step = 0;
   std::vector<std::pair<at::Tensor, at::Tensor>> moments;
-  at::Tensor master;  // the distributed optimizer's full (tp-local) copy
+  // The fp32 masters (full, tp-local): the distributed optimizer's after the
+  // first step, half parameters' always.
+  std::vector<at::Tensor> masters;
   if (parts.optimizer) {
     VERL_ASSIGN_OR_RETURN(moments, LocalMoments(&step));  // collective
-    if (distributed_ && !moments.empty()) {
-      VERL_ASSIGN_OR_RETURN(master,
-                            mpu_->dp()->AllGatherCat(f.master.detach()));
+    if ((distributed_ && !moments.empty()) || f.any_half) {
+      VERL_ASSIGN_OR_RETURN(masters, FullMasters());  // collective
     }
   }
   auto slices = std::make_shared<std::map<std::string, ckpt::DistSlice>>();
@@ -549,14 +772,10 @@ MegatronTrainState::PrepareDistCheckpoint(
                              sl.offsets};
     };
     (*slices)[name] = box(f.params[i]);
+    if (!masters.empty()) (*slices)[kMaster + name] = box(masters[i]);
     if (moments.empty()) continue;
     (*slices)[kExpAvg + name] = box(moments[i].first);
     (*slices)[kExpAvgSq + name] = box(moments[i].second);
-    if (master.defined()) {
-      (*slices)[kMaster + name] =
-          box(master.narrow(0, f.offsets[i], f.params[i].numel())
-                  .view(f.params[i].sizes()));
-    }
   }
   nlohmann::json common = {{"optimizer_step", step},
                            {"has_optimizer", !moments.empty()}};
@@ -573,6 +792,8 @@ MegatronTrainState::PrepareDistCheckpoint(
     common["lr"] = counters.lr;
   }
   common["megatron"] = TransformerConfigJson(*model_, 1);
+  common["megatron"]["params_dtype"] =
+      TorchDtypeName(f.params.empty() ? at::kFloat : f.gather_dtype);
   const int rank = world.rank(), size = world.size();
   return DistCheckpointWriter(
       [slices, common, rank, size](const std::string& role_dir) {
@@ -614,7 +835,8 @@ MegatronTrainState::LoadDistCheckpoint(const std::string& role_dir,
     }
     VERL_ASSIGN_OR_RETURN(at::Tensor box,
                           reader->ReadBox(key, sl.offsets, sl.BoxSizes()));
-    at::Tensor out = at::zeros_like(f.params[i]);
+    // In the saved dtype (fp32 moments and masters of half parameters).
+    at::Tensor out = at::zeros(f.params[i].sizes(), box.options());
     sl.Box(out).copy_(box);
     return out;
   };
@@ -626,31 +848,30 @@ MegatronTrainState::LoadDistCheckpoint(const std::string& role_dir,
     }
   }
   if (parts.optimizer) {
-    std::vector<at::Tensor> avg, avg_sq, master;
+    std::vector<at::Tensor> avg, avg_sq;
     if (common.value("has_optimizer", false)) {
       for (size_t i = 0; i < f.params.size(); ++i) {
         VERL_ASSIGN_OR_RETURN(avg.emplace_back(),
                               local(kExpAvg + f.names[i], i));
         VERL_ASSIGN_OR_RETURN(avg_sq.emplace_back(),
                               local(kExpAvgSq + f.names[i], i));
-        if (distributed_ && reader->Has(kMaster + f.names[i])) {
-          VERL_ASSIGN_OR_RETURN(master.emplace_back(),
-                                local(kMaster + f.names[i], i));
-        }
       }
     }
     SetLocalMoments(common.value("optimizer_step", int64_t{0}), avg, avg_sq);
-    if (distributed_) {
-      // The fp32 master range: saved (distributed optimizer) or the
-      // parameters (a checkpoint of a run without it).
-      const std::vector<at::Tensor>& from =
-          master.size() == f.params.size() ? master : f.params;
-      f.master.detach().copy_(
-          Flatten(from, f.padded).narrow(0, f.begin, f.length));
+  }
+  if ((distributed_ || f.any_half) && (parts.model || parts.optimizer)) {
+    // The fp32 masters: saved (distributed optimizer, half parameters) or
+    // the parameters (a checkpoint of an fp32 run without them).
+    std::vector<at::Tensor> master;
+    for (size_t i = 0; i < f.params.size(); ++i) {
+      if (!reader->Has(kMaster + f.names[i])) {
+        master.clear();
+        break;
+      }
+      VERL_ASSIGN_OR_RETURN(master.emplace_back(),
+                            local(kMaster + f.names[i], i));
     }
-  } else if (parts.model && distributed_) {
-    f.master.detach().copy_(
-        Flatten(f.params, f.padded).narrow(0, f.begin, f.length));
+    SetMasters(master);
   }
   std::map<std::string, at::Tensor> rng;
   if (!parts.counters) return rng;

@@ -21,6 +21,29 @@
 //      get_grad_norm_fp32), so it equals the single-process norm. Then
 //      verl's clip-or-skip rule (AdamWTrainState::ClipAndStep).
 //
+// Half precision (megatron.dtype bfloat16 / float16, Megatron's
+// Float16Module + mixed-precision optimizer): the model's parameters are
+// half (CastMegatronParameters) and the forward / backward compute in it;
+// each half parameter's gradient is an fp32 buffer set up front (Megatron's
+// main_grad), which autograd accumulates the micro-batches into, so
+// gradients are accumulated, reduced (dp all-reduce / reduce-scatter) and
+// clipped in fp32 (Megatron forces accumulate_allreduce_grads_in_fp32 for
+// bf16). AdamW steps fp32 master copies (one per parameter, or the
+// distributed optimizer's fp32 range), and the updated masters are rounded
+// into the half parameters (the distributed optimizer all-gathers them in
+// the half dtype, as Megatron's param all-gather). Checkpoints keep the fp32
+// masters ("optimizer.state.fp32_param.<name>" in dist_ckpt; the model
+// tensors of the HF-layout shards).
+//
+// Offload (megatron.param_offload / grad_offload / optimizer_offload, as
+// verl's offload_megatron_model_to_cpu / offload_megatron_optimizer): the
+// flagged buffers rest in host memory (pinned with CUDA; on CPU a separate
+// host copy) between uses. OffloadToHost() / LoadToDevice() move the
+// parameters (param_offload) and gradient buffers (grad_offload) around a
+// pass; Step() brings the optimizer's state (AdamW moments, fp32 masters)
+// to the device for the step only (optimizer_offload). Tensors keep their
+// identity (storage moves), so the model and the optimizer state stay valid.
+//
 // Checkpoints: the trainer saves Megatron's dist_ckpt/ (SaveDistCheckpoint
 // / LoadDistCheckpoint below: Megatron names, each rank's box of the global
 // tensors, resharding on load). SaveShard / LoadShard still write and read
@@ -40,20 +63,52 @@
 
 #include "absl/status/statusor.h"
 #include "verl/models/megatron/megatron_gpt.h"
+#include "verl/parallel/fsdp.h"
 #include "verl/parallel/megatron/parallel_state.h"
 #include "verl/rl/workers/train_state.h"
 
 namespace verl::rl {
 
+// Casts `model`'s floating-point parameters (not its buffers: RoPE's
+// inverse frequencies stay fp32) to `dtype` in place (identity kept):
+// megatron.dtype bfloat16 / float16 after the weights are loaded.
+void CastMegatronParameters(torch::nn::Module& model, at::ScalarType dtype);
+
+// What the state does beyond AdamW (verl's <role>.megatron.* keys).
+struct MegatronStateOptions {
+  bool distributed_optimizer = true;  // use_distributed_optimizer
+  bool param_offload = false;
+  bool grad_offload = false;
+  bool optimizer_offload = false;
+};
+
 class MegatronTrainState : public AdamWTrainState {
  public:
   // AdamW over `model`'s parameters on the groups of `mpu` (the one the
-  // model was built with). Collective over the mpu's world.
+  // model was built with). Collective over the mpu's world. Offloaded
+  // buffers start in host memory.
+  static absl::StatusOr<std::unique_ptr<MegatronTrainState>> Create(
+      std::shared_ptr<models::MegatronGPTModel> model,
+      std::shared_ptr<parallel::megatron::ParallelState> mpu,
+      const OptimizerOptions& options, const MegatronStateOptions& state);
   static absl::StatusOr<std::unique_ptr<MegatronTrainState>> Create(
       std::shared_ptr<models::MegatronGPTModel> model,
       std::shared_ptr<parallel::megatron::ParallelState> mpu,
       const OptimizerOptions& options, bool distributed_optimizer);
   ~MegatronTrainState() override;
+
+  // param_offload / grad_offload: the parameters / gradient buffers to the
+  // device before a forward (and backward) pass, and back to host memory
+  // after it. No-ops for the buffers not offloaded.
+  absl::Status LoadToDevice();
+  absl::Status OffloadToHost();
+  // This rank's bytes by location: param_shard_bytes (the model's
+  // parameters), grad_shard_bytes (their gradient buffers), host_bytes /
+  // device_bytes of those plus the optimizer state (moments and masters).
+  parallel::FsdpMemory Memory() const;
+  // The fp32 tensors AdamW steps: one per parameter (the parameter itself
+  // when it is fp32), or the distributed optimizer's range.
+  std::vector<at::Tensor> MasterParams() const;
 
   void ZeroGrad() override;
   absl::StatusOr<double> Step() override;
@@ -104,11 +159,27 @@ class MegatronTrainState : public AdamWTrainState {
   // range of them.
   void SetLocalMoments(int64_t step, const std::vector<at::Tensor>& avg,
                        const std::vector<at::Tensor>& avg_sq);
+  absl::StatusOr<double> StepOnDevice();
+  // The fp32 master of every parameter, tp-local and full (the distributed
+  // optimizer's ranges all-gathered over dp: collective).
+  absl::StatusOr<std::vector<at::Tensor>> FullMasters();
+  // Sets the fp32 masters from full (tp-local) fp32 tensors per parameter
+  // (empty: from the parameters themselves).
+  void SetMasters(const std::vector<at::Tensor>& full);
+  // Moves the flagged buffers (params, grads, optimizer) to `to`.
+  void Move(bool params, bool grads, bool optimizer,
+            parallel::MemoryLocation to);
 
   std::shared_ptr<models::MegatronGPTModel> model_;
   std::shared_ptr<parallel::megatron::ParallelState> mpu_;
   std::unique_ptr<Flat> flat_;
   bool distributed_ = false;
+  MegatronStateOptions state_options_;
+  parallel::MemoryLocation param_location_ = parallel::MemoryLocation::kDevice;
+  parallel::MemoryLocation grad_location_ = parallel::MemoryLocation::kDevice;
+  parallel::MemoryLocation optimizer_location_ =
+      parallel::MemoryLocation::kDevice;
+  c10::Device device_ = c10::kCPU;  // where the parameters were built
 };
 
 }  // namespace verl::rl

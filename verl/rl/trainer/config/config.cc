@@ -568,6 +568,21 @@ absl::Status CheckMegatron(absl::string_view role, Strategy::Value strategy,
   absl::Status settings =
       models::MegatronSettingsFromConfig(megatron, prefix).status();
   if (!settings.ok()) return Invalid(settings.message());
+  // Offload lives in the train states (actor, critic); the forward-only
+  // reference has none.
+  if (role == "actor_rollout_ref.ref") {
+    const std::pair<const char*, bool> offload[] = {
+        {"param_offload", megatron.param_offload()},
+        {"grad_offload", megatron.grad_offload()},
+        {"optimizer_offload", megatron.optimizer_offload()}};
+    for (const auto& [key, on] : offload) {
+      if (!on) continue;
+      return Invalid(absl::StrCat(
+          prefix, ".", key,
+          "=true: Megatron offload is built for the actor's and the critic's "
+          "train states; the forward-only reference has none"));
+    }
+  }
   const int64_t tp = megatron.tensor_model_parallel_size();
   if (n_gpus > 0 && n_gpus % tp != 0) {
     return Invalid(absl::StrCat(

@@ -619,8 +619,9 @@ TEST(ValidatePpoTrainerConfigTest, ExampleIsValidAndViolationsNameKeys) {
 }
 
 // strategy: megatron validates its megatron.* section: tp must divide the
-// ranks, what is not built (vpp, bf16 parameters, offload) and what the
-// Megatron path lacks (Ulysses, LoRA) are one line each; the sections parse.
+// ranks, what is not built (vpp, the reference's offload) and what the
+// Megatron path lacks (Ulysses, LoRA) are one line each; the sections parse;
+// bf16 parameters and the actor's offload keys are served.
 TEST(ValidatePpoTrainerConfigTest, MegatronStrategyChecksItsKeys) {
   const std::string example = "examples/grpo_tiny.textproto";
   EXPECT_TRUE(
@@ -628,14 +629,19 @@ TEST(ValidatePpoTrainerConfigTest, MegatronStrategyChecksItsKeys) {
           Load({"trainer.n_gpus_per_node=2",
                 "actor_rollout_ref.actor.strategy=megatron",
                 "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2",
-                "actor_rollout_ref.ref.strategy=megatron"},
+                "actor_rollout_ref.actor.megatron.dtype=bfloat16",
+                "actor_rollout_ref.actor.megatron.param_offload=true",
+                "actor_rollout_ref.actor.megatron.grad_offload=true",
+                "actor_rollout_ref.actor.megatron.optimizer_offload=true",
+                "actor_rollout_ref.ref.strategy=megatron",
+                "actor_rollout_ref.ref.megatron.dtype=bfloat16"},
                example))
           .ok());
   absl::Status s = ValidatePpoTrainerConfig(Load(
       {"trainer.n_gpus_per_node=2", "actor_rollout_ref.actor.strategy=megatron",
        "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=4",
        "actor_rollout_ref.ref.strategy=megatron",
-       "actor_rollout_ref.ref.megatron.dtype=bfloat16",
+       "actor_rollout_ref.ref.megatron.param_offload=true",
        "actor_rollout_ref.model.lora_rank=8", "critic.enable=true",
        "critic.strategy=megatron", "critic.ppo_micro_batch_size_per_gpu=2",
        "critic.ulysses_sequence_parallel_size=2",
@@ -645,8 +651,8 @@ TEST(ValidatePpoTrainerConfigTest, MegatronStrategyChecksItsKeys) {
   const std::string m(s.message());
   EXPECT_THAT(m, HasSubstr("'actor_rollout_ref.actor.megatron.tensor_model_"
                            "parallel_size' (4) must divide the 2 ranks"));
-  EXPECT_THAT(m, HasSubstr("actor_rollout_ref.ref.megatron.dtype=bfloat16: "
-                           "half-precision parameters"));
+  EXPECT_THAT(m, HasSubstr("actor_rollout_ref.ref.megatron.param_offload="
+                           "true: Megatron offload is built for the actor's"));
   EXPECT_THAT(m, HasSubstr("'actor_rollout_ref.model.lora_rank=8' is not "
                            "available with actor_rollout_ref.actor.strategy="
                            "megatron"));

@@ -16,6 +16,17 @@
 //   * exact resume: the shard saved after step 2 loaded into a fresh state
 //     (model from the initial weights) gives, after step 3, the same
 //     parameters bit for bit as the uninterrupted state.
+// --mode=half (megatron.dtype bfloat16): 3 steps of the bf16 state track
+// the fp32 state's losses and grad norms within kHalfTol; the masters are
+// fp32 and hold values bf16 cannot (not re-rounded each step), the gradient
+// buffers fp32, the parameters bf16 at half the bytes; a dist_ckpt saved
+// after step 2 and loaded into a fresh bf16 state gives step 3 bit for bit
+// (the fp32 masters are kept).
+// --mode=offload (--dtype float32 or bfloat16): with param_offload,
+// grad_offload and optimizer_offload each, 3 steps (LoadToDevice, forward,
+// backward, Step, OffloadToHost) give the no-offload run's norms and
+// parameters bit for bit, and between steps the device-resident bytes
+// (Memory()) drop by the offloaded buffers' bytes, which sit in host memory.
 // Prints "rank R: OK ..." or "rank R FAILED: ..." and exits non-zero on a
 // failure.
 #include <ATen/ATen.h>
@@ -26,6 +37,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -62,6 +74,8 @@ ABSL_FLAG(std::string, dist_ckpt_dir, "",
           "dist_ckpt mode: the folder the save phase writes and the resume "
           "phase reads");
 ABSL_FLAG(std::string, dist_ckpt_phase, "", "save | resume");
+ABSL_FLAG(std::string, mode, "", "half | offload (see the file comment)");
+ABSL_FLAG(std::string, dtype, "float32", "offload mode: parameter dtype");
 ABSL_FLAG(bool, exact, false,
           "resume: steps 3 and 4 must equal the saving run's bit for bit "
           "(same tp, dp and optimizer); else within 1e-6");
@@ -334,6 +348,224 @@ absl::Status MergeEquals(const std::string& role_dir,
   return absl::OkStatus();
 }
 
+// ---- megatron.dtype bfloat16 and offload ------------------------------
+
+// bf16 parameters vs fp32 over 3 steps: relative tolerance of the losses
+// and grad norms (bf16 keeps 8 bits of mantissa: ~4e-3 per rounding; the
+// measured worst is printed).
+constexpr double kHalfTol = 2e-2;
+
+struct Built {
+  std::shared_ptr<models::MegatronGPTModel> model;
+  std::unique_ptr<MegatronTrainState> state;
+};
+
+absl::StatusOr<Built> BuildState(const std::shared_ptr<mg::ParallelState>& mpu,
+                                 const std::map<std::string, at::Tensor>& init,
+                                 at::ScalarType dtype,
+                                 const MegatronStateOptions& so) {
+  models::MegatronModelOptions options;
+  options.sequence_parallel = mpu->tp_size() > 1;
+  options.make_vocab_size_divisible_by = 4;
+  Built b;
+  b.model =
+      std::make_shared<models::MegatronGPTModel>(TinyConfig(), options, mpu);
+  VERL_RETURN_IF_ERROR(
+      models::LoadMegatronFromHf(models::HfSourceFromMap(init), b.model.get()));
+  if (dtype != at::kFloat) CastMegatronParameters(*b.model, dtype);
+  VERL_ASSIGN_OR_RETURN(b.state,
+                        MegatronTrainState::Create(b.model, mpu, Adam(), so));
+  return b;
+}
+
+absl::Status RunHalf(const std::shared_ptr<mg::ParallelState>& mpu,
+                     bool distributed) {
+  const models::ModelConfig config = TinyConfig();
+  const std::map<std::string, at::Tensor> initial =
+      Params(*models::CreateModel(config, /*seed=*/1, 0.1));
+  const int dp = mpu->dp()->size();
+  const Packed mine = Sequences(mpu->dp_rank(), dp, config);
+  MegatronStateOptions so;
+  so.distributed_optimizer = distributed;
+  VERL_ASSIGN_OR_RETURN(Built fp32, BuildState(mpu, initial, at::kFloat, so));
+  VERL_ASSIGN_OR_RETURN(Built bf16,
+                        BuildState(mpu, initial, at::kBFloat16, so));
+  if (bf16.state->ParameterBytes() * 2 != fp32.state->ParameterBytes()) {
+    return absl::InternalError(
+        absl::StrCat("bf16 parameter bytes ", bf16.state->ParameterBytes(),
+                     " are not half of fp32's ", fp32.state->ParameterBytes()));
+  }
+  const std::string dir = absl::GetFlag(FLAGS_dist_ckpt_dir);
+  double worst = 0;
+  for (int s = 0; s < kSteps; ++s) {
+    double loss32 = 0, loss16 = 0;
+    VERL_ASSIGN_OR_RETURN(
+        double n32, MegatronStep(*fp32.model, *fp32.state, mine, dp, &loss32));
+    VERL_ASSIGN_OR_RETURN(
+        double n16, MegatronStep(*bf16.model, *bf16.state, mine, dp, &loss16));
+    for (const auto& [what, got, want] :
+         {std::tuple<const char*, double, double>{"loss", loss16, loss32},
+          {"grad norm", n16, n32}}) {
+      const double rel = std::abs(got - want) / std::abs(want);
+      worst = std::max(worst, rel);
+      std::cout << "rank " << mpu->world()->rank() << ": step " << s + 1
+                << " bf16 " << what << " " << absl::StrFormat("%.6f", got)
+                << " vs fp32 " << absl::StrFormat("%.6f", want) << " (rel "
+                << absl::StrFormat("%.2e", rel) << ")" << std::endl;
+      if (!(rel <= kHalfTol)) {
+        return absl::InternalError(
+            absl::StrCat("step ", s + 1, " bf16 ", what, " ", got, " vs fp32 ",
+                         want, ": rel ", rel, " > ", kHalfTol));
+      }
+    }
+    if (s == 1 && !dir.empty()) {
+      VERL_RETURN_IF_ERROR(SaveDist(*bf16.state, *mpu, dir + "/actor", config));
+    }
+  }
+  // The masters are fp32 and keep what bf16 cannot hold; the parameters
+  // are bf16 and their gradient buffers fp32.
+  bool finer = false;
+  for (const at::Tensor& m : bf16.state->MasterParams()) {
+    if (m.scalar_type() != at::kFloat) {
+      return absl::InternalError("a master weight is not fp32");
+    }
+    finer = finer || !at::equal(m, m.to(at::kBFloat16).to(at::kFloat));
+  }
+  if (!finer) {
+    return absl::InternalError(
+        "every master weight is bf16-representable: masters are rounded");
+  }
+  for (const at::Tensor& p : bf16.model->parameters()) {
+    if (p.scalar_type() != at::kBFloat16 || !p.grad().defined() ||
+        p.grad().scalar_type() != at::kFloat) {
+      return absl::InternalError(
+          "a bf16 parameter is not bf16 or its gradient buffer not fp32");
+    }
+  }
+  if (!dir.empty()) {
+    // Resume from the step-2 dist_ckpt: step 3 bit for bit.
+    VERL_ASSIGN_OR_RETURN(Built resumed,
+                          BuildState(mpu, initial, at::kBFloat16, so));
+    VERL_RETURN_IF_ERROR(
+        resumed.state->LoadDistCheckpoint(dir + "/actor", TrainStateLoadParts{})
+            .status());
+    VERL_RETURN_IF_ERROR(
+        MegatronStep(*resumed.model, *resumed.state, mine, dp).status());
+    auto want = bf16.model->named_parameters();
+    for (const auto& item : resumed.model->named_parameters()) {
+      if (!at::equal(item.value(), want[item.key()])) {
+        return absl::InternalError(absl::StrCat(
+            "bf16 resumed from dist_ckpt differs at ", item.key()));
+      }
+    }
+    const std::vector<at::Tensor> a = resumed.state->MasterParams();
+    const std::vector<at::Tensor> b = bf16.state->MasterParams();
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!at::equal(a[i], b[i])) {
+        return absl::InternalError("bf16 resumed fp32 masters differ");
+      }
+    }
+  }
+  std::cout << "rank " << mpu->world()->rank()
+            << ": bf16 vs fp32 worst rel diff over " << kSteps
+            << " steps (loss, grad norm) " << absl::StrFormat("%.2e", worst)
+            << std::endl;
+  return absl::OkStatus();
+}
+
+absl::Status RunOffload(const std::shared_ptr<mg::ParallelState>& mpu,
+                        bool distributed) {
+  const models::ModelConfig config = TinyConfig();
+  const std::map<std::string, at::Tensor> initial =
+      Params(*models::CreateModel(config, /*seed=*/1, 0.1));
+  const at::ScalarType dtype =
+      absl::GetFlag(FLAGS_dtype) == "bfloat16" ? at::kBFloat16 : at::kFloat;
+  const int dp = mpu->dp()->size();
+  const Packed mine = Sequences(mpu->dp_rank(), dp, config);
+  struct Run {
+    std::vector<double> norms;
+    std::vector<std::map<std::string, at::Tensor>> params;
+    std::vector<parallel::FsdpMemory> between;  // after each step
+    bool params_moved = true;  // a separate host buffer after each pass
+    int64_t param_bytes = 0, optimizer_bytes = 0;
+  };
+  auto run = [&](const MegatronStateOptions& so) -> absl::StatusOr<Run> {
+    VERL_ASSIGN_OR_RETURN(Built b, BuildState(mpu, initial, dtype, so));
+    Run r;
+    for (int s = 0; s < kSteps; ++s) {
+      VERL_RETURN_IF_ERROR(b.state->LoadToDevice());
+      const void* used = b.model->parameters()[0].data_ptr();
+      VERL_ASSIGN_OR_RETURN(double norm,
+                            MegatronStep(*b.model, *b.state, mine, dp));
+      VERL_RETURN_IF_ERROR(b.state->OffloadToHost());
+      r.params_moved =
+          r.params_moved && b.model->parameters()[0].data_ptr() != used;
+      r.norms.push_back(norm);
+      r.params.push_back(Params(*b.model));
+      r.between.push_back(b.state->Memory());
+    }
+    r.param_bytes = b.state->ParameterBytes();
+    r.optimizer_bytes = b.state->OptimizerStateBytes();
+    return r;
+  };
+  MegatronStateOptions none;
+  none.distributed_optimizer = distributed;
+  VERL_ASSIGN_OR_RETURN(Run base, run(none));
+  const parallel::FsdpMemory& m0 = base.between.back();
+  if (m0.host_bytes != 0 ||
+      m0.device_bytes !=
+          base.param_bytes + m0.grad_shard_bytes + base.optimizer_bytes ||
+      m0.grad_shard_bytes <= 0 || base.optimizer_bytes <= 0) {
+    return absl::InternalError(
+        absl::StrCat("no-offload memory: device ", m0.device_bytes, " host ",
+                     m0.host_bytes, " params ", base.param_bytes, " grads ",
+                     m0.grad_shard_bytes, " optimizer ", base.optimizer_bytes));
+  }
+  const char* names[] = {"param_offload", "grad_offload", "optimizer_offload"};
+  const int64_t moved[] = {base.param_bytes, m0.grad_shard_bytes,
+                           base.optimizer_bytes};
+  for (int k = 0; k < 3; ++k) {
+    MegatronStateOptions so = none;
+    (k == 0   ? so.param_offload
+     : k == 1 ? so.grad_offload
+              : so.optimizer_offload) = true;
+    VERL_ASSIGN_OR_RETURN(Run got, run(so));
+    if (got.params_moved != (k == 0)) {
+      return absl::InternalError(absl::StrCat(
+          names[k], ": the parameters ", got.params_moved ? "" : "not ",
+          "moved to a separate host buffer after each pass"));
+    }
+    for (int s = 0; s < kSteps; ++s) {
+      if (got.norms[s] != base.norms[s]) {
+        return absl::InternalError(
+            absl::StrCat(names[k], ": step ", s + 1, " grad norm ",
+                         got.norms[s], " != no-offload ", base.norms[s]));
+      }
+      for (const auto& [name, t] : got.params[s]) {
+        if (!at::equal(t, base.params[s].at(name))) {
+          return absl::InternalError(absl::StrCat(
+              names[k], ": step ", s + 1, " parameter ", name, " differs"));
+        }
+      }
+      const parallel::FsdpMemory& m = got.between[s];
+      const parallel::FsdpMemory& b = base.between[s];
+      if (m.device_bytes != b.device_bytes - moved[k] ||
+          m.host_bytes != moved[k]) {
+        return absl::InternalError(absl::StrCat(
+            names[k], ": step ", s + 1, " device bytes ", m.device_bytes,
+            " (no offload ", b.device_bytes, "), host ", m.host_bytes,
+            ", expected ", moved[k], " moved"));
+      }
+    }
+    std::cout << "rank " << mpu->world()->rank() << ": " << names[k]
+              << " bit-identical over " << kSteps << " steps; device bytes "
+              << "between steps " << got.between.back().device_bytes << " vs "
+              << m0.device_bytes << " (" << moved[k] << " in host memory)"
+              << std::endl;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunDistCkpt(const std::shared_ptr<mg::ParallelState>& mpu,
                          bool distributed, mg::Comparer& cmp) {
   const std::string dir = absl::GetFlag(FLAGS_dist_ckpt_dir);
@@ -453,10 +685,13 @@ int Main(int argc, char** argv) {
     return 1;
   }
   mg::Comparer cmp(kTol);
-  absl::Status s =
-      absl::GetFlag(FLAGS_dist_ckpt_phase).empty()
-          ? Run(*mpu, absl::GetFlag(FLAGS_distributed), cmp)
-          : RunDistCkpt(*mpu, absl::GetFlag(FLAGS_distributed), cmp);
+  const std::string mode = absl::GetFlag(FLAGS_mode);
+  const bool distributed = absl::GetFlag(FLAGS_distributed);
+  absl::Status s = mode == "half"      ? RunHalf(*mpu, distributed)
+                   : mode == "offload" ? RunOffload(*mpu, distributed)
+                   : absl::GetFlag(FLAGS_dist_ckpt_phase).empty()
+                       ? Run(*mpu, distributed, cmp)
+                       : RunDistCkpt(*mpu, distributed, cmp);
   if (!s.ok()) {
     std::cout << "rank " << rank << " FAILED: " << s << std::endl;
     return 1;

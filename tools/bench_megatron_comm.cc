@@ -1,0 +1,385 @@
+// File: tools/bench_megatron_comm.cc
+//
+// Megatron training steps on a preset (tiny-qwen2 by default) at each tp in
+// --tps, one job of tp x dp processes per tp in one run, printing per step
+// the bytes each Megatron group (tp, dp, cp, pp; "world" for the grad-norm
+// sum) communicated by collective, against Megatron's analytic count, and
+// the training throughput (tokens/s) of every tp.
+//
+// Bytes are counted where every collective goes through: the Communicator
+// (process_group.cc) records each collective as a timeline span with its
+// bytes and group; the workers read the spans back per step. The figure
+// per collective is its full (unsharded) size, as nccl-tests report it: an
+// all-reduce's tensor, an all-gather's gathered output, a reduce-scatter's
+// input. A ring moves (n-1)/n of that per rank for the all-gather and the
+// reduce-scatter and 2(n-1)/n for the all-reduce.
+//
+// The analytic Megatron count per step (T = tokens per dp rank, h hidden,
+// L layers, e the parameters' element size, Pp the rank's parameters
+// padded to a multiple of dp):
+//   tp, sequence parallel: per layer an all-gather of [T, h] before
+//     linear_qkv and linear_fc1 and a reduce-scatter of [T, h] after
+//     linear_proj and linear_fc2 in forward, the conjugates (reduce-scatter
+//     / all-gather) in backward; the embedding's reduce-scatter and the LM
+//     head's all-gather of [T, h] and their conjugates: (4L + 2) [T, h] of
+//     each kind. The vocab-parallel log-prob's all-reduces of [T] fp32: the
+//     max, and the sum of exp, the target logit and the entropy's sum of
+//     p*z stacked ([T, 3]; Megatron's cross-entropy has 3 of [T], the
+//     entropy term rides along). The gradients of the sequence-parallel
+//     norms (2L + 1 of [h]) and of q/k norms (2L of [head_dim]) summed over
+//     tp, fp32.
+//     Megatron-LM also re-gathers the sequence-parallel input of linear_qkv
+//     and linear_fc1 in backward for their weight gradients (2L more
+//     all-gathers of [T, h]); here autograd keeps the gathered input (more
+//     activation memory, fewer bytes). The tool prints that count too.
+//   tp without sequence parallel: an all-reduce of [T, h] after
+//     linear_proj, linear_fc2 and the embedding in forward and after
+//     linear_qkv, linear_fc1 and the LM head's input in backward, plus the
+//     log-prob's and the q/k norms' all-reduces.
+//   dp, distributed optimizer: a reduce-scatter of the fp32 gradients
+//     (Pp x 4 bytes) and an all-gather of the updated parameters (Pp x e).
+//   world: the grad norm's one fp64 sum.
+// Reductions of bf16 run in fp32 (Gloo has no bf16 sum): with bf16 the
+// all-gathers of [T, h] are 2 bytes an element, the reductions 4.
+//
+//   bazel run -c opt //tools:bench_megatron_comm -- --tps=1,2 --dp=2
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "verl/core/status.h"
+#include "verl/models/decoder.h"
+#include "verl/models/megatron/megatron_gpt.h"
+#include "verl/models/megatron/megatron_weights.h"
+#include "verl/models/presets.h"
+#include "verl/parallel/distributed.h"
+#include "verl/parallel/launcher.h"
+#include "verl/parallel/megatron/parallel_state.h"
+#include "verl/parallel/megatron/vocab_parallel.h"
+#include "verl/profiler/timeline.h"
+#include "verl/rl/workers/megatron_train_state.h"
+
+ABSL_FLAG(std::string, tps, "1,2", "tensor-parallel sizes to run");
+ABSL_FLAG(int, dp, 2, "data-parallel size of every job");
+ABSL_FLAG(std::string, model, "tiny-qwen2", "model preset");
+ABSL_FLAG(int64_t, seqs, 4, "sequences per dp rank per step");
+ABSL_FLAG(int64_t, seq_len, 128, "tokens per sequence");
+ABSL_FLAG(int, steps, 3, "training steps (the first one warms up)");
+ABSL_FLAG(bool, sequence_parallel, true, "megatron.sequence_parallel");
+ABSL_FLAG(std::string, dtype, "float32", "megatron.dtype");
+ABSL_FLAG(int, worker_tp, 0, "internal: run as a worker of this tp job");
+ABSL_FLAG(std::string, out, "", "internal: worker result file prefix");
+
+namespace verl {
+namespace {
+
+namespace mg = parallel::megatron;
+
+struct Shape {
+  int64_t tokens = 0, hidden = 0, layers = 0, qk_norm = 0;  // head_dim or 0
+  int64_t params = 0, params_padded = 0, param_bytes = 4;
+  int tp = 1, dp = 1;
+  bool sp = true;
+};
+
+// Megatron's expected per-step bytes per (group, op); see the file comment.
+std::map<std::pair<std::string, std::string>, double> Expected(const Shape& s) {
+  std::map<std::pair<std::string, std::string>, double> e;
+  const double th = static_cast<double>(s.tokens) * s.hidden;
+  const double logprob = 4.0 * s.tokens * 4;
+  const double qk_norms = 2.0 * s.layers * s.qk_norm * 4;
+  if (s.tp > 1) {
+    // fwd: 2 per layer + the embedding / LM head; bwd: the conjugates.
+    const double per_kind = 4.0 * s.layers + 2;
+    if (s.sp) {
+      e[{"tp", "all_gather"}] = per_kind * th * s.param_bytes;
+      e[{"tp", "reduce_scatter"}] = per_kind * th * 4;
+      e[{"tp", "all_reduce"}] =
+          logprob + (2.0 * s.layers + 1) * s.hidden * 4 + qk_norms;
+    } else {
+      e[{"tp", "all_reduce"}] = per_kind * th * 4 + logprob + qk_norms;
+    }
+  }
+  if (s.dp > 1) {
+    e[{"dp", "reduce_scatter"}] = s.params_padded * 4.0;
+    e[{"dp", "all_gather"}] =
+        static_cast<double>(s.params_padded) * s.param_bytes;
+  }
+  if (s.tp * s.dp > 1) e[{"world", "all_reduce"}] = 8;
+  return e;
+}
+
+absl::Status Worker(int tp) {
+  parallel::DistributedOptions dist_options;
+  dist_options.intra_op_threads = 1;
+  VERL_ASSIGN_OR_RETURN(parallel::DistributedContext dist,
+                        parallel::InitDistributed(dist_options));
+  mg::ModelParallelSizes sizes;
+  sizes.tp = tp;
+  VERL_ASSIGN_OR_RETURN(auto mpu,
+                        mg::ParallelState::Initialize(dist.world, sizes));
+  VERL_ASSIGN_OR_RETURN(models::ModelConfig c,
+                        models::MakePreset(absl::GetFlag(FLAGS_model)));
+  models::MegatronModelOptions options;
+  options.sequence_parallel = tp > 1 && absl::GetFlag(FLAGS_sequence_parallel);
+  VERL_RETURN_IF_ERROR(models::ValidateMegatronModel(c, options, sizes));
+  auto model = std::make_shared<models::MegatronGPTModel>(c, options, mpu);
+  {
+    std::shared_ptr<models::CausalLM> hf = models::CreateModel(c, 1, 0.02);
+    std::map<std::string, at::Tensor> weights;
+    for (const auto& item : hf->named_parameters()) {
+      weights[item.key()] = item.value().detach();
+    }
+    VERL_RETURN_IF_ERROR(models::LoadMegatronFromHf(
+        models::HfSourceFromMap(weights), model.get()));
+  }
+  const std::string dtype = absl::GetFlag(FLAGS_dtype);
+  if (dtype == "bfloat16") rl::CastMegatronParameters(*model, at::kBFloat16);
+  rl::OptimizerOptions adam;
+  adam.lr = 1e-4;
+  VERL_ASSIGN_OR_RETURN(auto state,
+                        rl::MegatronTrainState::Create(model, mpu, adam,
+                                                       /*distributed=*/true));
+  const int64_t n = absl::GetFlag(FLAGS_seqs),
+                len = absl::GetFlag(FLAGS_seq_len);
+  at::Generator gen =
+      at::make_generator<at::CPUGeneratorImpl>(7 + mpu->dp_rank());
+  at::Tensor ids = at::randint(c.vocab_size, {n * len}, gen, at::kLong);
+  at::Tensor labels = at::roll(ids, -1);
+  at::Tensor pos = at::arange(len, at::kLong).repeat({n});
+  std::vector<int64_t> cu;
+  for (int64_t i = 0; i <= n; ++i) cu.push_back(i * len);
+
+  // Which Megatron group a communicator name is.
+  std::map<std::string, std::string> role;
+  const std::pair<mg::MpuGroup, const char*> groups[] = {
+      {mg::MpuGroup::kTp, "tp"},
+      {mg::MpuGroup::kDp, "dp"},
+      {mg::MpuGroup::kCp, "cp"},
+      {mg::MpuGroup::kPp, "pp"}};
+  for (const auto& [g, r] : groups) role[mpu->group(g)->name()] = r;
+  role[mpu->world()->name()] = "world";
+
+  std::ofstream out(
+      absl::StrFormat("%s.%d", absl::GetFlag(FLAGS_out), dist.world->rank()));
+  int64_t params = 0;
+  for (const at::Tensor& p : model->parameters()) params += p.numel();
+  const int dp = mpu->dp()->size();
+  out << "shape " << n * len << " " << c.hidden_size << " "
+      << c.num_hidden_layers << " " << params << " "
+      << (params + dp - 1) / dp * dp << " "
+      << model->parameters()[0].element_size() << " "
+      << (c.qk_norm ? model->layers[0]->self_attention->heads.head_dim : 0)
+      << "\n";
+  profiler::Timeline& timeline = profiler::Timeline::Global();
+  timeline.Enable(dist.world->rank());
+  for (int step = 0; step < absl::GetFlag(FLAGS_steps); ++step) {
+    VERL_RETURN_IF_ERROR(dist.world->Barrier());
+    timeline.Clear();
+    const auto t0 = std::chrono::steady_clock::now();
+    state->ZeroGrad();
+    at::Tensor logits = model->Forward(ids, pos, cu);
+    (-mg::VocabParallelLogProbsAndEntropy(logits, labels, c.vocab_size,
+                                          model->tp(), 1.0, false)
+          .log_probs.mean())
+        .backward();
+    VERL_RETURN_IF_ERROR(state->Step().status());
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
+    std::map<std::pair<std::string, std::string>, double> bytes;
+    for (const profiler::TraceEvent& ev : timeline.Events()) {
+      if (ev.category != "collective" || !ev.args.is_object()) continue;
+      const std::string group = ev.args.value("group", "");
+      auto r = role.find(group);
+      double b = ev.args.value("bytes", 0.0);
+      if (ev.name == "all_gather") b *= ev.args.value("group_size", 1);
+      bytes[{r == role.end() ? group : r->second, ev.name}] += b;
+    }
+    out << "step " << step << " " << secs << "\n";
+    for (const auto& [key, b] : bytes) {
+      out << "bytes " << step << " " << key.first << " " << key.second << " "
+          << absl::StrFormat("%.0f", b) << "\n";
+    }
+  }
+  timeline.Disable();
+  return absl::OkStatus();
+}
+
+struct JobResult {
+  Shape shape;
+  std::vector<double> secs;  // per step, the slowest rank
+  // step -> (group, op) -> bytes on rank 0
+  std::map<int, std::map<std::pair<std::string, std::string>, double>> bytes;
+};
+
+absl::StatusOr<JobResult> RunJob(int tp) {
+  const int dp = absl::GetFlag(FLAGS_dp);
+  const std::string out =
+      absl::StrFormat("/tmp/bench_megatron_comm_%d_%d", getpid(), tp);
+  parallel::LaunchOptions launch;
+  launch.nproc_per_node = tp * dp;
+  launch.master_port = 0;
+  const std::vector<std::string> args = {
+      absl::StrFormat("--worker_tp=%d", tp),
+      "--out=" + out,
+      "--model=" + absl::GetFlag(FLAGS_model),
+      absl::StrFormat("--seqs=%d", absl::GetFlag(FLAGS_seqs)),
+      absl::StrFormat("--seq_len=%d", absl::GetFlag(FLAGS_seq_len)),
+      absl::StrFormat("--steps=%d", absl::GetFlag(FLAGS_steps)),
+      absl::StrFormat(
+          "--sequence_parallel=%s",
+          absl::GetFlag(FLAGS_sequence_parallel) ? "true" : "false"),
+      "--dtype=" + absl::GetFlag(FLAGS_dtype)};
+  VERL_ASSIGN_OR_RETURN(int code,
+                        parallel::RunWorkers("/proc/self/exe", args, launch));
+  if (code != 0) {
+    return absl::InternalError(absl::StrFormat("tp=%d job failed", tp));
+  }
+  JobResult r;
+  r.shape.tp = tp;
+  r.shape.dp = dp;
+  r.shape.sp = tp > 1 && absl::GetFlag(FLAGS_sequence_parallel);
+  r.secs.assign(absl::GetFlag(FLAGS_steps), 0);
+  for (int rank = 0; rank < tp * dp; ++rank) {
+    const std::string file = absl::StrFormat("%s.%d", out, rank);
+    std::ifstream in(file);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream f(line);
+      std::string kind;
+      f >> kind;
+      if (kind == "shape" && rank == 0) {
+        f >> r.shape.tokens >> r.shape.hidden >> r.shape.layers >>
+            r.shape.params >> r.shape.params_padded >> r.shape.param_bytes >>
+            r.shape.qk_norm;
+      } else if (kind == "step") {
+        int step = 0;
+        double secs = 0;
+        f >> step >> secs;
+        r.secs[step] = std::max(r.secs[step], secs);
+      } else if (kind == "bytes" && rank == 0) {
+        int step = 0;
+        std::string group, op;
+        double b = 0;
+        f >> step >> group >> op >> b;
+        r.bytes[step][{group, op}] = b;
+      }
+    }
+    std::remove(file.c_str());
+  }
+  return r;
+}
+
+int Main() {
+  std::vector<int> tps;
+  for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_tps), ',')) {
+    int tp = 0;
+    if (!absl::SimpleAtoi(s, &tp) || tp < 1) {
+      std::cerr << "--tps: bad size '" << s << "'\n";
+      return 1;
+    }
+    tps.push_back(tp);
+  }
+  const int dp = absl::GetFlag(FLAGS_dp);
+  std::printf(
+      "%s, dp %d, %ld sequences x %ld tokens per dp rank, %s, distributed "
+      "optimizer, sequence_parallel %s, 1 thread per rank\n",
+      absl::GetFlag(FLAGS_model).c_str(), dp, absl::GetFlag(FLAGS_seqs),
+      absl::GetFlag(FLAGS_seq_len), absl::GetFlag(FLAGS_dtype).c_str(),
+      absl::GetFlag(FLAGS_sequence_parallel) ? "true" : "false");
+  std::vector<std::pair<int, double>> throughput;
+  bool all_match = true;
+  for (int tp : tps) {
+    absl::StatusOr<JobResult> r = RunJob(tp);
+    if (!r.ok()) {
+      std::cerr << r.status() << "\n";
+      return 1;
+    }
+    const auto expected = Expected(r->shape);
+    std::printf(
+        "\ntp=%d (world %d): bytes per step on rank 0 (full collective "
+        "size), measured vs Megatron's count\n",
+        tp, tp * dp);
+    std::printf("%5s %6s %-15s %14s %14s %8s\n", "step", "group", "op",
+                "measured", "expected", "ratio");
+    for (const auto& [step, bytes] : r->bytes) {
+      auto keys = bytes;
+      for (const auto& [k, v] : expected) keys.emplace(k, 0.0);
+      for (const auto& [key, unused] : keys) {
+        auto m = bytes.find(key);
+        auto e = expected.find(key);
+        const double got = m == bytes.end() ? 0 : m->second;
+        const double want = e == expected.end() ? 0 : e->second;
+        all_match = all_match && got == want;
+        std::printf(
+            "%5d %6s %-15s %14.0f %14.0f %8s\n", step + 1, key.first.c_str(),
+            key.second.c_str(), got, want,
+            want > 0 ? absl::StrFormat("%.3f", got / want).c_str() : "-");
+      }
+    }
+    for (const char* g : {"cp", "pp"}) {
+      double b = 0;
+      for (const auto& [step, bytes] : r->bytes) {
+        for (const auto& [key, v] : bytes) {
+          if (key.first == g) b += v;
+        }
+      }
+      all_match = all_match && b == 0;
+      std::printf("%12s size 1: %.0f bytes measured, 0 expected\n", g, b);
+    }
+    if (r->shape.sp) {
+      std::printf(
+          "      Megatron-LM's tp all_gather adds the backward re-gather of "
+          "linear_qkv / linear_fc1 inputs: %.0f (kept by autograd here)\n",
+          expected.at({"tp", "all_gather"}) +
+              2.0 * r->shape.layers * r->shape.tokens * r->shape.hidden *
+                  r->shape.param_bytes);
+    }
+    double secs = 0;
+    for (size_t s = 1; s < r->secs.size(); ++s) secs += r->secs[s];
+    const int timed = std::max<int>(1, static_cast<int>(r->secs.size()) - 1);
+    if (r->secs.size() == 1) secs = r->secs[0];
+    const double tokens = static_cast<double>(r->shape.tokens) * dp * timed;
+    throughput.emplace_back(tp, tokens / secs);
+  }
+  std::printf("\n%4s %8s %14s %10s\n", "tp", "world", "tokens/s", "vs first");
+  for (const auto& [tp, tps_] : throughput) {
+    std::printf("%4d %8d %14.1f %10.3f\n", tp, tp * dp, tps_,
+                tps_ / throughput.front().second);
+  }
+  std::printf("\nmeasured bytes %s Megatron's count\n",
+              all_match ? "equal" : "DIFFER from");
+  return all_match ? 0 : 2;
+}
+
+}  // namespace
+}  // namespace verl
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  const int tp = absl::GetFlag(FLAGS_worker_tp);
+  if (tp == 0) return verl::Main();
+  absl::Status s = verl::Worker(tp);
+  if (!s.ok()) {
+    std::cerr << "bench_megatron_comm worker: " << s << std::endl;
+    return 1;
+  }
+  return 0;
+}
