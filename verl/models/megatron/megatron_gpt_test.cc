@@ -31,7 +31,8 @@ int RunWorker(int nproc, const std::vector<std::string>& args) {
 
 TEST(MegatronGptTest, Tp2MatchesSingleProcess) {
   EXPECT_EQ(RunWorker(2, {"--cases=qwen2,qwen3_sp_full_uniform_tied,"
-                          "llama_kv1_sp_selective,qwen2_value_sp_selective"}),
+                          "llama_kv1_sp_selective,qwen2_value_sp_selective,"
+                          "hf_mmap"}),
             0);
 }
 

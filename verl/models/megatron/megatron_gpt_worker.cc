@@ -19,11 +19,29 @@
 // layer by layer and checks they equal the reference's exactly. Prints "rank R:
 // CASE OK (max rel err E at NAME)" per case or "rank R FAILED: ..." and exits
 // non-zero on failure.
+//
+// Case "hf_mmap" (HF folder in): rank 0 saves a mid-sized Llama (hidden
+// 256, vocab 4096: 16 MiB of tensors from 256 KiB to 4 MiB) as an HF
+// folder; every rank maps it (LoadHfCheckpoint) and copies its shards out
+// of the mapping (LoadMegatronFromHf: what LoadMegatronFromHfFolder does).
+// Asserted per rank: the peak resident growth of the load (VmHWM, reset
+// through /proc/self/clear_refs; large allocations unmapped when freed)
+// stays below the file plus 4 MiB of temporaries — mapped file pages count
+// at most once and no full copy of the model is made (a loader that
+// materialised the HF model first would add the whole file again); after
+// the mapping is released nothing of the file stays mapped and the rank
+// holds exactly its shards (1/tp of every split tensor, the norms whole).
+// Printed, not asserted: the file bytes this rank's page tables map after
+// the load (smaps Rss), which depends on the kernel's fault-around and
+// page-cache folio sizes.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <malloc.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <string>
@@ -32,7 +50,10 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "verl/core/status.h"
 #include "verl/models/decoder.h"
@@ -210,6 +231,119 @@ absl::Status CheckFolderLoad(const CausalLM& ref, const MegatronGPTModel& got,
       return absl::InternalError(
           absl::StrCat("HF folder load differs at ", item.key()));
     }
+  }
+  return mpu->world()->Barrier();
+}
+
+// A "VmRSS" / "VmHWM" line of /proc/self/status, in bytes (-1: absent).
+int64_t StatusBytes(const std::string& key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!absl::StartsWith(line, key + ":")) continue;
+    std::vector<std::string> f =
+        absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    int64_t kb = 0;
+    if (f.size() >= 2 && absl::SimpleAtoi(f[1], &kb)) return kb * 1024;
+  }
+  return -1;
+}
+
+// Resident bytes (smaps Rss) of this process's mappings of files under
+// `dir`.
+int64_t MappedRssBytes(const std::string& dir) {
+  std::ifstream in("/proc/self/smaps");
+  std::string line;
+  bool ours = false;
+  int64_t kb = 0;
+  while (std::getline(in, line)) {
+    if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) &&
+        line.find('-') != std::string::npos &&
+        line.find(':') > line.find(' ')) {  // a mapping's header line
+      ours = absl::StrContains(line, dir + "/");
+      continue;
+    }
+    if (ours && absl::StartsWith(line, "Rss:")) {
+      int64_t v = 0;
+      std::vector<std::string> f =
+          absl::StrSplit(line, ' ', absl::SkipWhitespace());
+      if (f.size() >= 2 && absl::SimpleAtoi(f[1], &v)) kb += v;
+    }
+  }
+  return kb * 1024;
+}
+
+absl::Status RunHfMmapCase(const std::shared_ptr<mg::ParallelState>& mpu) {
+  ModelConfig c;
+  c.architecture = "LlamaForCausalLM";
+  c.model_type = "llama";
+  c.vocab_size = 4096;
+  c.hidden_size = 256;
+  c.intermediate_size = 1024;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 8;
+  c.num_key_value_heads = 8;
+  c.head_dim = 32;
+  c.rope_theta = 10000.0;
+  const int tp = mpu->tp_size();
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir =
+      absl::StrCat(tmp ? tmp : "/tmp", "/megatron_hf_mmap_", getppid());
+  if (mpu->world()->rank() == 0) {
+    std::shared_ptr<CausalLM> ref = CreateModel(c, /*seed=*/5, 0.02);
+    HfCheckpoint ckpt;
+    ckpt.config = c;
+    for (const auto& item : ref->named_parameters()) {
+      ckpt.tensors[item.key()] = item.value().detach();
+    }
+    VERL_RETURN_IF_ERROR(SaveHfCheckpoint(dir, ckpt));
+  }
+  VERL_RETURN_IF_ERROR(mpu->world()->Barrier());
+  MegatronModelOptions options;
+  options.sequence_parallel = true;
+  MegatronGPTModel model(c, options, mpu);
+  int64_t file = 0, held_want = 0, before = 0, touched = 0;
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);  // freed temporaries leave the RSS
+  std::ofstream clear_refs("/proc/self/clear_refs");
+  clear_refs << "5" << std::flush;  // VmHWM := VmRSS
+  const bool peak_reset = clear_refs.good();
+  const int64_t rss0 = StatusBytes("VmRSS");
+  {
+    VERL_ASSIGN_OR_RETURN(HfCheckpoint ckpt, LoadHfCheckpoint(dir));
+    before = MappedRssBytes(dir);
+    VERL_RETURN_IF_ERROR(
+        LoadMegatronFromHf(HfSourceFromMap(ckpt.tensors), &model));
+    touched = MappedRssBytes(dir) - before;
+    for (const auto& [name, t] : ckpt.tensors) {
+      const int64_t bytes = t.numel() * t.element_size();
+      file += bytes;
+      held_want += t.dim() == 1 ? bytes : bytes / tp;  // norms replicated
+    }
+  }
+  const int64_t peak_rise = StatusBytes("VmHWM") - rss0;
+  const int64_t after_release = MappedRssBytes(dir);
+  int64_t held = 0;
+  for (const at::Tensor& p : model.parameters()) {
+    held += p.numel() * p.element_size();
+  }
+  std::cout << "rank " << mpu->world()->rank() << ": hf_mmap tp " << tp
+            << ": file tensors " << file << " B, mapped before the load "
+            << before << " B, mapped by the load " << touched << " B ("
+            << absl::StrFormat("%.3f", static_cast<double>(touched) / file)
+            << " of the file), peak resident rise " << peak_rise
+            << " B, held after " << held << " B (file / tp " << file / tp << ")"
+            << std::endl;
+  constexpr int64_t kTemporaries = 4 << 20;
+  if (peak_reset && peak_rise > file + kTemporaries) {
+    return absl::InternalError(
+        absl::StrCat("loading the shards raised the peak resident set by ",
+                     peak_rise, " bytes: more than the ", file, "-byte file + ",
+                     kTemporaries, " (a full copy of the model?)"));
+  }
+  if (after_release != 0 || held != held_want) {
+    return absl::InternalError(absl::StrCat(
+        "after the load: ", after_release, " bytes still mapped, ", held,
+        " bytes of parameters held (its shards: ", held_want, ")"));
   }
   return mpu->world()->Barrier();
 }
@@ -657,6 +791,14 @@ int Main(int argc, char** argv) {
   bool first = true;
   for (absl::string_view name :
        absl::StrSplit(absl::GetFlag(FLAGS_cases), ',', absl::SkipEmpty())) {
+    if (name == "hf_mmap") {
+      absl::Status s = RunHfMmapCase(*mpu);
+      if (!s.ok()) {
+        std::cout << "rank " << rank << " FAILED: " << s << std::endl;
+        return 1;
+      }
+      continue;
+    }
     const Case* found = nullptr;
     for (const Case& c : Cases()) {
       if (name == c.name) found = &c;
