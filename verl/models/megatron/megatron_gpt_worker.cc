@@ -22,21 +22,22 @@
 //
 // Case "hf_mmap" (HF folder in): rank 0 saves a mid-sized Llama (hidden
 // 256, vocab 4096: 16 MiB of tensors from 256 KiB to 4 MiB) as an HF
-// folder; every rank maps it (LoadHfCheckpoint) and copies its shards out
-// of the mapping (LoadMegatronFromHf: what LoadMegatronFromHfFolder does).
-// Asserted per rank: the peak resident growth of the load (VmHWM, reset
-// through /proc/self/clear_refs; large allocations unmapped when freed)
-// stays below the file plus 4 MiB of temporaries — mapped file pages count
-// at most once and no full copy of the model is made (a loader that
-// materialised the HF model first would add the whole file again); after
-// the mapping is released nothing of the file stays mapped and the rank
-// holds exactly its shards (1/tp of every split tensor, the norms whole).
-// Printed, not asserted: the file bytes this rank's page tables map after
-// the load (smaps Rss), which depends on the kernel's fault-around and
-// page-cache folio sizes.
+// folder; the ranks in turn map it (LoadHfCheckpoint) and copy their shards
+// out of the mapping (LoadMegatronFromHf: what LoadMegatronFromHfFolder
+// does). Asserted per rank: the file pages its load touched (readahead off
+// on the mapping, the file dropped from the page cache before its turn,
+// then the mapping's resident pages: smaps Rss) equal what its slices need
+// within a page at each end of a slice — 1/tp of the row-split tensors,
+// the column-split linear_proj / linear_fc2 whole (their 1 KiB rows are
+// shorter than a page), the norms whole (skipped where the page cache
+// cannot be dropped, e.g. tmpfs); the load's peak resident growth (VmHWM)
+// stays below the file + 4 MiB (no full copy of the model); afterwards
+// nothing of the file stays mapped and the rank holds exactly its shards.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <fcntl.h>
 #include <malloc.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -273,6 +274,42 @@ int64_t MappedRssBytes(const std::string& dir) {
   return kb * 1024;
 }
 
+// This process's mappings of files under `dir` (from /proc/self/maps).
+struct FileMapping {
+  uintptr_t start = 0, end = 0;
+  std::string path;
+};
+std::vector<FileMapping> MappingsUnder(const std::string& dir) {
+  std::vector<FileMapping> out;
+  std::ifstream in("/proc/self/maps");
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t at = line.find(dir + "/");
+    if (at == std::string::npos) continue;
+    FileMapping m;
+    m.start = std::stoull(line.substr(0, line.find('-')), nullptr, 16);
+    m.end = std::stoull(line.substr(line.find('-') + 1), nullptr, 16);
+    m.path = line.substr(at);
+    out.push_back(m);
+  }
+  return out;
+}
+
+// Bytes of `maps` whose file pages are in the page cache (mincore).
+int64_t CachedBytes(const std::vector<FileMapping>& maps) {
+  const int64_t page = sysconf(_SC_PAGESIZE);
+  int64_t n = 0;
+  for (const FileMapping& m : maps) {
+    std::vector<unsigned char> vec((m.end - m.start + page - 1) / page);
+    if (mincore(reinterpret_cast<void*>(m.start), m.end - m.start,
+                vec.data()) != 0) {
+      return -1;
+    }
+    for (unsigned char v : vec) n += (v & 1) ? page : 0;
+  }
+  return n;
+}
+
 absl::Status RunHfMmapCase(const std::shared_ptr<mg::ParallelState>& mpu) {
   ModelConfig c;
   c.architecture = "LlamaForCausalLM";
@@ -302,15 +339,33 @@ absl::Status RunHfMmapCase(const std::shared_ptr<mg::ParallelState>& mpu) {
   MegatronModelOptions options;
   options.sequence_parallel = true;
   MegatronGPTModel model(c, options, mpu);
-  int64_t file = 0, held_want = 0, before = 0, touched = 0;
+  int64_t file = 0, held_want = 0, need = 0, slack = 0, before = 0, touched = 0,
+          cached = 0;
   mallopt(M_MMAP_THRESHOLD, 1 << 20);  // freed temporaries leave the RSS
   std::ofstream clear_refs("/proc/self/clear_refs");
   clear_refs << "5" << std::flush;  // VmHWM := VmRSS
   const bool peak_reset = clear_refs.good();
   const int64_t rss0 = StatusBytes("VmRSS");
-  {
+  // Exact page count: each rank in turn maps the folder, turns readahead
+  // off on the mapping and drops the file's clean pages from the page cache
+  // (no other rank has them mapped then), so the pages its page tables map
+  // after the load are the pages its copies touched (fault-around maps only
+  // pages already cached), then releases the mapping.
+  for (int turn = 0; turn < mpu->world()->size(); ++turn) {
+    VERL_RETURN_IF_ERROR(mpu->world()->Barrier());
+    if (turn != mpu->world()->rank()) continue;
     VERL_ASSIGN_OR_RETURN(HfCheckpoint ckpt, LoadHfCheckpoint(dir));
+    const std::vector<FileMapping> maps = MappingsUnder(dir);
+    for (const FileMapping& m : maps) {
+      madvise(reinterpret_cast<void*>(m.start), m.end - m.start, MADV_RANDOM);
+      const int fd = open(m.path.c_str(), O_RDONLY);
+      if (fd >= 0) {
+        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        close(fd);
+      }
+    }
     before = MappedRssBytes(dir);
+    cached = CachedBytes(maps);
     VERL_RETURN_IF_ERROR(
         LoadMegatronFromHf(HfSourceFromMap(ckpt.tensors), &model));
     touched = MappedRssBytes(dir) - before;
@@ -318,8 +373,17 @@ absl::Status RunHfMmapCase(const std::shared_ptr<mg::ParallelState>& mpu) {
       const int64_t bytes = t.numel() * t.element_size();
       file += bytes;
       held_want += t.dim() == 1 ? bytes : bytes / tp;  // norms replicated
+      // Rows split over tp: 1/tp of the tensor. Columns split (o_proj,
+      // down_proj): 1 KiB rows, shorter than a page: every page. Norms:
+      // whole. Up to a page more at each end of a slice.
+      const bool whole = t.dim() == 1 ||
+                         absl::EndsWith(name, "o_proj.weight") ||
+                         absl::EndsWith(name, "down_proj.weight");
+      need += whole ? bytes : bytes / tp;
+      slack += 2 * sysconf(_SC_PAGESIZE);
     }
   }
+  VERL_RETURN_IF_ERROR(mpu->world()->Barrier());
   const int64_t peak_rise = StatusBytes("VmHWM") - rss0;
   const int64_t after_release = MappedRssBytes(dir);
   int64_t held = 0;
@@ -332,7 +396,17 @@ absl::Status RunHfMmapCase(const std::shared_ptr<mg::ParallelState>& mpu) {
             << absl::StrFormat("%.3f", static_cast<double>(touched) / file)
             << " of the file), peak resident rise " << peak_rise
             << " B, held after " << held << " B (file / tp " << file / tp << ")"
-            << std::endl;
+            << "; its slices need " << need << " B; cached before its turn "
+            << cached << " B" << std::endl;
+  // The page cache dropped (not on tmpfs): the exact count.
+  if (cached >= 0 && cached <= before + (64 << 10) &&
+      std::abs(touched - need) > slack) {
+    return absl::InternalError(
+        absl::StrCat("the load touched ", touched,
+                     " bytes of the mapped file; its slices "
+                     "need ",
+                     need, " (+-", slack, "), the file has ", file));
+  }
   constexpr int64_t kTemporaries = 4 << 20;
   if (peak_reset && peak_rise > file + kTemporaries) {
     return absl::InternalError(
