@@ -60,11 +60,16 @@ absl::StatusOr<MegatronSettings> MegatronSettingsFromConfig(
     return NotBuilt(prefix, "override_mcore_model_config", "{...}",
                     "overriding the mcore model config");
   }
-  if (c.dtype() != "float32" && c.dtype() != "bfloat16" &&
-      c.dtype() != "float16") {
+  if (c.dtype() == "float16") {
+    return NotBuilt(prefix, "dtype", "float16",
+                    "fp16 training (it needs Megatron's dynamic loss "
+                    "scaling; bfloat16 is built)");
+  }
+  if (c.dtype() != "float32" && c.dtype() != "bfloat16") {
     return absl::InvalidArgumentError(
         absl::StrCat(prefix, ".dtype='", c.dtype(),
-                     "': expected 'float32', 'bfloat16' or 'float16'"));
+                     "': expected 'float32' or 'bfloat16' ('float16' is not "
+                     "built)"));
   }
   const auto& o = c.override_transformer_config();
   const std::string otc = prefix + ".override_transformer_config";

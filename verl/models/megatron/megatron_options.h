@@ -26,8 +26,8 @@ struct MegatronSettings {
   MegatronModelOptions model;
   int64_t seed = 42;
   bool forward_only = false;
-  // Parameters: "float32", or "bfloat16" / "float16" with fp32 gradients
-  // and master weights (rl::MegatronTrainState).
+  // Parameters: "float32", or "bfloat16" with fp32 gradients and master
+  // weights (rl::MegatronTrainState).
   std::string dtype = "float32";
   bool distributed_optimizer = true;  // use_distributed_optimizer
   // Buffers resting in host memory between uses (rl::MegatronTrainState).

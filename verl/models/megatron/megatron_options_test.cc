@@ -117,6 +117,10 @@ TEST(MegatronOptionsTest, UnservedKeysFailNamingTheKey) {
       {[](MegatronConfig* c) { c->set_tensor_model_parallel_size(0); },
        absl::StatusCode::kInvalidArgument,
        "megatron.tensor_model_parallel_size=0: must be >= 1"},
+      {[](MegatronConfig* c) { c->set_dtype("float16"); },
+       absl::StatusCode::kUnimplemented,
+       "megatron.dtype=float16: fp16 training (it needs Megatron's dynamic "
+       "loss scaling"},
       {[](MegatronConfig* c) { c->set_dtype("fp8"); },
        absl::StatusCode::kInvalidArgument, "megatron.dtype='fp8'"},
       {[](MegatronConfig* c) {

@@ -285,8 +285,6 @@ absl::StatusOr<std::shared_ptr<models::MegatronGPTModel>> MakeMegatronModel(
   // megatron.dtype: half parameters (the train state keeps fp32 masters).
   if (settings.dtype == "bfloat16") {
     CastMegatronParameters(*model, at::kBFloat16);
-  } else if (settings.dtype == "float16") {
-    CastMegatronParameters(*model, at::kHalf);
   }
   return model;
 }

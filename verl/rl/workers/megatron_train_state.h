@@ -21,8 +21,9 @@
 //      get_grad_norm_fp32), so it equals the single-process norm. Then
 //      verl's clip-or-skip rule (AdamWTrainState::ClipAndStep).
 //
-// Half precision (megatron.dtype bfloat16 / float16, Megatron's
-// Float16Module + mixed-precision optimizer): the model's parameters are
+// Half precision (Megatron's Float16Module + mixed-precision optimizer;
+// megatron.dtype bfloat16 — fp16 parameters work alike here, but the
+// trainer refuses them, having no loss scaling): the model's parameters are
 // half (CastMegatronParameters) and the forward / backward compute in it;
 // each half parameter's gradient is an fp32 buffer set up front (Megatron's
 // main_grad), which autograd accumulates the micro-batches into, so

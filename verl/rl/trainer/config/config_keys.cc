@@ -276,7 +276,8 @@ constexpr KeyRule kKeyRules[] = {
     {"**.megatron.sequence_parallel", kServed, ""},
     {"**.megatron.use_distributed_optimizer", kServed, ""},
     {"**.megatron.dtype", kServed,
-     "float32, bfloat16 or float16 (fp32 gradients and master weights)"},
+     "float32 or bfloat16 (fp32 gradients and master weights); float16 is "
+     "refused (no loss scaling)"},
     {"**.megatron.param_offload", kServed,
      "actor and critic (host memory between passes); refused for the ref"},
     {"**.megatron.grad_offload", kServed,
