@@ -14,7 +14,8 @@
 // CPUs, and the rollout-vs-actor log-prob check covers the later syncs); with
 // GAE, the critic runs under strategy=megatron as well; with FlowRL, the
 // log-Z head reads the tp decoder's hidden states and is checkpointed and
-// resumed; with context_parallel_size=2 (cp 2, tp 1) the same; a tiny
+// resumed; with context_parallel_size=2 (cp 2, tp 1) the same; pipeline
+// stages with 1F1B and the interleaved schedule (pp 2, vpp 2); a tiny
 // Qwen3-MoE with expert_model_parallel_size=2 against one process.
 #include <cstdlib>
 #include <fstream>
@@ -154,6 +155,32 @@ TEST(TrainMegatronTest, Pp2ReproducesOneProcess) {
                  /*min_same_steps=*/1);
 }
 
+// Virtual pipeline stages: the same run with
+// virtual_pipeline_model_parallel_size=2 (the 4 layers as 4 virtual stages,
+// stage 0 holding layers 0 and 2), the mini-batch updates (4 micro-batches)
+// and the old/ref log-probs (2 micro-batches of 16) through the interleaved
+// schedule; step 1 matches the same 1-process baseline (the log-prob
+// micro-batch size changes only the packing).
+TEST(TrainMegatronTest, Pp2Vpp2ReproducesOneProcess) {
+  const std::string micro =
+      "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4";
+  const auto one = RunTrain("one_pp", Quickstart(1, {micro}));
+  std::vector<std::string> vpp = {
+      micro, "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16",
+      "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=16"};
+  for (const std::string role : {"actor", "ref"}) {
+    const std::string m = "actor_rollout_ref." + role + ".megatron.";
+    vpp.push_back("actor_rollout_ref." + role + ".strategy=megatron");
+    vpp.push_back(m + "pipeline_model_parallel_size=2");
+    vpp.push_back(m + "virtual_pipeline_model_parallel_size=2");
+  }
+  const auto pp2 = RunTrain("pp2_vpp2", Quickstart(2, vpp));
+  ExpectSameRuns(one, "one_pp", pp2, "pp2_vpp2", "megatron pp=2 vpp=2", 3,
+                 {"actor/pg_loss", "actor/grad_norm", "actor/kl_loss",
+                  "actor/entropy", "critic/score/mean"},
+                 /*min_same_steps=*/1);
+}
+
 // GAE: the critic (a value model) under strategy=megatron too, with the
 // replicated-gradient optimizer (use_distributed_optimizer=false) and
 // without sequence parallelism.
@@ -178,6 +205,32 @@ TEST(TrainMegatronTest, CriticTp2ReproducesOneProcess) {
                  "megatron tp=2 with a critic", 3,
                  {"actor/pg_loss", "critic/vf_loss", "critic/grad_norm",
                   "critic/values/mean"});
+}
+
+// The critic at pp 2: GAE with actor, reference and critic under
+// strategy=megatron with pipeline_model_parallel_size=2 (the value head on
+// the last stage, values through the forward-only schedule and broadcast,
+// the critic update through 1F1B) against the same 1-process baseline.
+TEST(TrainMegatronTest, CriticPp2ReproducesOneProcess) {
+  const std::vector<std::string> gae = {
+      "algorithm.adv_estimator=gae", "critic.ppo_micro_batch_size_per_gpu=16",
+      "critic.model.fsdp_config.dtype=float32", "trainer.test_freq=-1"};
+  std::vector<std::string> pp2 = gae;
+  for (const char* key :
+       {"actor_rollout_ref.actor.strategy=megatron",
+        "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=2",
+        "actor_rollout_ref.ref.strategy=megatron",
+        "actor_rollout_ref.ref.megatron.pipeline_model_parallel_size=2",
+        "critic.strategy=megatron",
+        "critic.megatron.pipeline_model_parallel_size=2"}) {
+    pp2.push_back(key);
+  }
+  ExpectSameRuns(RunTrain("gae_one", Quickstart(1, gae)), "gae_one",
+                 RunTrain("gae_pp2", Quickstart(2, pp2)), "gae_pp2",
+                 "megatron pp=2 with a critic", 3,
+                 {"actor/pg_loss", "critic/vf_loss", "critic/grad_norm",
+                  "critic/values/mean"},
+                 /*min_same_steps=*/1);
 }
 
 // FlowRL (verl's recipe): the log-Z head takes the prompt's mean final

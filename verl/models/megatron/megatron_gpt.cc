@@ -126,13 +126,8 @@ absl::Status ValidateMegatronModel(const ModelConfig& c,
   const std::string kTp = "megatron.tensor_model_parallel_size";
   const int64_t tp = sizes.tp;
   if (tp < 1) return Bad(kTp, tp, "must be >= 1");
-  if (sizes.vpp > 1) {
-    return absl::UnimplementedError(absl::StrCat(
-        "megatron.virtual_pipeline_model_parallel_size=", sizes.vpp,
-        ": the interleaved pipeline schedule is not built yet"));
-  }
   VERL_RETURN_IF_ERROR(
-      PipelineStageLayers(c.num_hidden_layers, sizes.pp, o).status());
+      VirtualStageLayers(c.num_hidden_layers, sizes.pp, sizes.vpp, o).status());
   if (sizes.cp < 1) {
     return Bad("megatron.context_parallel_size", sizes.cp, "must be >= 1");
   }
@@ -221,6 +216,29 @@ absl::StatusOr<std::vector<int64_t>> PipelineStageLayers(
     counts.back() = o.num_layers_in_last_pipeline_stage;
   }
   return counts;
+}
+
+absl::StatusOr<std::vector<int64_t>> VirtualStageLayers(
+    int64_t num_layers, int64_t pp, int64_t vpp,
+    const MegatronModelOptions& o) {
+  if (vpp <= 1) return PipelineStageLayers(num_layers, pp, o);
+  const std::string kVpp = "megatron.virtual_pipeline_model_parallel_size";
+  if (pp < 2) return Bad(kVpp, vpp, "needs pipeline_model_parallel_size > 1");
+  if (o.num_layers_in_first_pipeline_stage >= 0 ||
+      o.num_layers_in_last_pipeline_stage >= 0) {
+    return absl::UnimplementedError(absl::StrCat(
+        kVpp, "=", vpp,
+        ": uneven first/last pipeline stages "
+        "(override_transformer_config.num_layers_in_first/last_pipeline_"
+        "stage) with virtual stages are not built"));
+  }
+  if (num_layers % (pp * vpp) != 0) {
+    return Bad(kVpp, vpp,
+               absl::StrCat("pipeline_model_parallel_size ", pp, " x ", vpp,
+                            " virtual stages cannot split num_hidden_layers ",
+                            num_layers, " evenly"));
+  }
+  return std::vector<int64_t>(pp * vpp, num_layers / (pp * vpp));
 }
 
 absl::Status ValidateRecomputeOptions(const MegatronModelOptions& o,
@@ -398,11 +416,22 @@ MegatronGPTModel::MegatronGPTModel(
       config_.vocab_size, options_.make_vocab_size_divisible_by, tp);
   const CommPtr& group = mpu_->tp();
   const int pp = mpu_->pp_size(), stage = mpu_->pp_rank();
+  const int vpp = std::max(1, mpu_->layout().sizes().vpp);
   first_stage_ = stage == 0;
   last_stage_ = stage == pp - 1;
-  std::vector<int64_t> counts =
-      *PipelineStageLayers(config_.num_hidden_layers, pp, options_);
-  for (int s = 0; s < stage; ++s) first_layer_ += counts[s];
+  // Virtual stage v = c * pp + s holds counts[v] layers, in model order.
+  const std::vector<int64_t> counts = *VirtualStageLayers(
+      config_.num_hidden_layers, pp, mpu_->layout().sizes().vpp, options_);
+  local_index_.assign(config_.num_hidden_layers, -1);
+  layer_stage_.assign(config_.num_hidden_layers, 0);
+  std::vector<std::pair<int64_t, int64_t>> mine;  // (first layer, count)
+  for (int64_t v = 0, first = 0; v < pp * vpp; first += counts[v++]) {
+    for (int64_t l = first; l < first + counts[v]; ++l) {
+      layer_stage_[l] = static_cast<int>(v % pp);
+    }
+    if (v % pp == stage) mine.emplace_back(first, counts[v]);
+  }
+  first_layer_ = mine.front().first;
   const bool lm_head = !config_.is_value_model;
   if (first_stage_ || (last_stage_ && lm_head && config_.tie_word_embeddings)) {
     auto embedding =
@@ -413,10 +442,15 @@ MegatronGPTModel::MegatronGPTModel(
   }
   auto decoder = register_module("decoder", std::make_shared<Container>());
   auto list = decoder->register_module("layers", std::make_shared<Container>());
-  for (int64_t l = first_layer_; l < first_layer_ + counts[stage]; ++l) {
-    layers.push_back(std::make_shared<TpTransformerLayer>(config_, l, options_,
-                                                          group, ep()));
-    list->register_module(std::to_string(l), layers.back());
+  chunk_begin_ = {0};
+  for (const auto& [first, count] : mine) {
+    for (int64_t l = first; l < first + count; ++l) {
+      local_index_[l] = static_cast<int64_t>(layers.size());
+      layers.push_back(std::make_shared<TpTransformerLayer>(
+          config_, l, options_, group, ep()));
+      list->register_module(std::to_string(l), layers.back());
+    }
+    chunk_begin_.push_back(static_cast<int64_t>(layers.size()));
   }
   if (last_stage_) {
     final_layernorm = Norm(decoder.get(), "final_layernorm",
@@ -437,8 +471,9 @@ MegatronGPTModel::MegatronGPTModel(
 
 at::Tensor MegatronGPTModel::RunLayers(
     at::Tensor h, const at::Tensor& cos, const at::Tensor& sin,
-    const std::shared_ptr<AttentionBackend>& backend) {
-  const int64_t n = static_cast<int64_t>(layers.size());
+    const std::shared_ptr<AttentionBackend>& backend, int64_t begin,
+    int64_t end) {
+  const int64_t n = end - begin;
   const bool full = options_.recompute_granularity == "full";
   const bool block = options_.recompute_method == "block";
   const int64_t step = full && !block ? options_.recompute_num_layers : 1;
@@ -447,7 +482,7 @@ at::Tensor MegatronGPTModel::RunLayers(
     const bool recompute =
         full && (!block || first < options_.recompute_num_layers);
     std::vector<std::shared_ptr<TpTransformerLayer>> chunk(
-        layers.begin() + first, layers.begin() + last);
+        layers.begin() + begin + first, layers.begin() + begin + last);
     RecomputeFn fn = [chunk, cos, sin, backend](const TensorList& in) {
       at::Tensor x = in[0];
       for (const auto& layer : chunk) x = layer->Forward(x, cos, sin, backend);
@@ -528,9 +563,17 @@ std::vector<int64_t> MegatronGPTModel::StageHiddenShape(
 
 std::shared_ptr<TpTransformerLayer> MegatronGPTModel::LocalLayer(
     int64_t layer) const {
-  const int64_t i = layer - first_layer_;
-  if (i < 0 || i >= static_cast<int64_t>(layers.size())) return nullptr;
-  return layers[i];
+  if (layer < 0 || layer >= static_cast<int64_t>(local_index_.size()) ||
+      local_index_[layer] < 0) {
+    return nullptr;
+  }
+  return layers[local_index_[layer]];
+}
+
+int MegatronGPTModel::StageOfLayer(int64_t layer) const {
+  CHECK(layer >= 0 && layer < static_cast<int64_t>(layer_stage_.size()))
+      << "decoder layer " << layer << " out of range";
+  return layer_stage_[layer];
 }
 
 at::Tensor MegatronGPTModel::Forward(const at::Tensor& input_ids,
@@ -546,20 +589,24 @@ at::Tensor MegatronGPTModel::Forward(const at::Tensor& input_ids,
 at::Tensor MegatronGPTModel::StageForward(
     const at::Tensor& input_ids, const at::Tensor& position_ids,
     const std::vector<int64_t>& cu_seqlens, const at::Tensor& input,
-    at::Tensor* final_hidden) {
+    at::Tensor* final_hidden, int64_t chunk) {
+  CHECK(chunk >= 0 && chunk < num_chunks())
+      << "model chunk " << chunk << " of " << num_chunks();
   const bool sp = options_.sequence_parallel;
   Tokens k = Prepare(input_ids, position_ids, cu_seqlens);
   at::Tensor h;
-  if (first_stage_) {
+  if (first_stage_ && chunk == 0) {
     h = word_embeddings->Forward(k.ids);
   } else {
-    CHECK(input.defined()) << "pipeline stage " << mpu_->pp_rank()
+    CHECK(input.defined()) << "pipeline stage " << mpu_->pp_rank() << " chunk "
+                           << chunk
                            << " needs the previous stage's hidden states";
     h = input;
   }
   auto [cos, sin] = RopeCosSin(inv_freq_, k.pos, h.scalar_type());
-  h = RunLayers(h, cos, sin, k.backend);
-  if (!last_stage_) return h;
+  h = RunLayers(h, cos, sin, k.backend, chunk_begin_[chunk],
+                chunk_begin_[chunk + 1]);
+  if (!last_stage_ || chunk != num_chunks() - 1) return h;
   // Back to every token of the unpadded stream, on every rank.
   auto whole = [&](const at::Tensor& x) {
     if (k.cp_layout) return k.cp_layout->Gather(x, cp());

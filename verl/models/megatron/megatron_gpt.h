@@ -43,6 +43,15 @@
 // runs one stage (pipeline schedules: verl/parallel/megatron/
 // pipeline_schedule.h); Forward is the pp = 1 special case.
 //
+// Virtual pipeline stages (mpu vpp = v > 1, the interleaved schedule): the
+// model is cut into p*v virtual stages of num_layers/(p*v) layers and this
+// rank holds v chunks, chunk c running virtual stage c*p + s (Megatron's
+// layer assignment: with p = 2, v = 2 and 8 layers, stage 0 holds layers
+// 0-1 and 4-5, stage 1 layers 2-3 and 6-7). Parameters keep their global
+// layer index, so checkpoints and merges do not depend on v. The
+// embedding belongs to chunk 0 of stage 0, the final norm and head to
+// chunk v-1 of the last stage; StageForward(..., chunk) runs one chunk.
+//
 // Context parallelism (mpu cp > 1, verl/parallel/megatron/context_parallel.h):
 // Forward keeps the same contract — whole packed stream in, every token's
 // output on every rank out — but each cp rank embeds and runs the layers on
@@ -106,6 +115,14 @@ struct MegatronModelOptions {
 // key when they do not divide.
 absl::StatusOr<std::vector<int64_t>> PipelineStageLayers(
     int64_t num_layers, int64_t pp, const MegatronModelOptions& options);
+
+// Decoder layers of each virtual stage c*pp + s (chunk c of stage s), in
+// model order; vpp <= 1 is PipelineStageLayers. With vpp > 1 the layers
+// split evenly over pp*vpp (one line naming the key otherwise); the
+// first/last-stage overrides are refused with vpp > 1.
+absl::StatusOr<std::vector<int64_t>> VirtualStageLayers(
+    int64_t num_layers, int64_t pp, int64_t vpp,
+    const MegatronModelOptions& options);
 
 // One line naming the key when the model cannot be split over `sizes.tp`
 // or uses what this backend does not serve yet (pipeline parallelism, MoE,
@@ -210,20 +227,33 @@ class MegatronGPTModel : public torch::nn::Module {
   // Forward returns; on the others the hidden states to send on, shaped
   // StageHiddenShape (this rank's tokens: its cp share, its sequence shard
   // under sequence parallelism). `final_hidden`: last stage only.
+  // `chunk`: which of this rank's num_chunks() model chunks runs (virtual
+  // pipeline stages); the model's output comes from chunk
+  // num_chunks() - 1 of the last stage.
   at::Tensor StageForward(const at::Tensor& input_ids,
                           const at::Tensor& position_ids,
                           const std::vector<int64_t>& cu_seqlens,
                           const at::Tensor& input,
-                          at::Tensor* final_hidden = nullptr);
+                          at::Tensor* final_hidden = nullptr,
+                          int64_t chunk = 0);
   std::vector<int64_t> StageHiddenShape(
       const std::vector<int64_t>& cu_seqlens) const;
 
+  // This rank's pipeline stage holds the embedding (chunk 0) / the model's
+  // output (its last chunk).
   bool is_first_stage() const { return first_stage_; }
   bool is_last_stage() const { return last_stage_; }
   int64_t first_layer() const { return first_layer_; }
+  // Model chunks of this rank (virtual_pipeline_model_parallel_size, 1
+  // without virtual stages).
+  int64_t num_chunks() const {
+    return static_cast<int64_t>(chunk_begin_.size()) - 1;
+  }
   // The decoder layer with global index `layer`, or null when another
   // pipeline stage holds it.
   std::shared_ptr<TpTransformerLayer> LocalLayer(int64_t layer) const;
+  // The pipeline stage (pp rank) holding decoder layer `layer`.
+  int StageOfLayer(int64_t layer) const;
 
   // Sums over tp the gradients of replicated parameters that got partial
   // ones: every norm weight and the value head under sequence parallelism,
@@ -262,7 +292,8 @@ class MegatronGPTModel : public torch::nn::Module {
 
   // First stage (and, for a tied LM head, the last stage's copy); else null.
   std::shared_ptr<parallel::megatron::VocabParallelEmbedding> word_embeddings;
-  // This stage's layers, in order (global index first_layer() + i).
+  // This stage's layers, in order (chunk by chunk; global indices from
+  // first_layer() on, each chunk's a run of consecutive ones).
   std::vector<std::shared_ptr<TpTransformerLayer>> layers;
   std::shared_ptr<RMSNorm> final_layernorm;  // last stage only
   // Null when tie_word_embeddings (the embedding table is used) or for a
@@ -277,9 +308,12 @@ class MegatronGPTModel : public torch::nn::Module {
   struct Tokens;
   Tokens Prepare(const at::Tensor& input_ids, const at::Tensor& position_ids,
                  const std::vector<int64_t>& cu_seqlens) const;
+  // Layers [begin, end) of `layers` (one chunk), recompute applied
+  // within it.
   at::Tensor RunLayers(at::Tensor h, const at::Tensor& cos,
                        const at::Tensor& sin,
-                       const std::shared_ptr<AttentionBackend>& backend);
+                       const std::shared_ptr<AttentionBackend>& backend,
+                       int64_t begin, int64_t end);
 
   // Sums the gradients of `params` over `group` in place (undefined ones
   // become zeros first); nothing for a group of one.
@@ -301,6 +335,11 @@ class MegatronGPTModel : public torch::nn::Module {
   std::map<int64_t, at::Tensor> expert_load_;  // layer -> [E] double
   bool first_stage_ = true, last_stage_ = true;
   int64_t first_layer_ = 0;
+  // Chunk c's layers are layers[chunk_begin_[c], chunk_begin_[c + 1]).
+  std::vector<int64_t> chunk_begin_ = {0, 0};
+  // Global layer -> index in `layers` (-1: another stage), and its stage.
+  std::vector<int64_t> local_index_;
+  std::vector<int> layer_stage_;
 };
 
 }  // namespace verl::models

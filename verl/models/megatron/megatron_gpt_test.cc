@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "verl/core/test_util.h"
+#include "verl/parallel/megatron/pipeline_schedule.h"
 #include "verl/parallel/test_worker.h"
 
 namespace verl::models {
@@ -80,6 +81,24 @@ TEST(MegatronGptTest, Tp2Pp2MatchesSingleProcess) {
   EXPECT_EQ(RunWorker(4, {"--pp=2", "--microbatches=3", "--layers=4",
                           "--cases=qwen3_sp_full_uniform_tied,"
                           "llama_kv1_sp_selective,qwen2_value_sp_selective"}),
+            0);
+}
+
+// Virtual pipeline stages: 4 layers over pp 2 x vpp 2 (stage 0 holds
+// layers 0 and 2, stage 1 layers 1 and 3), 4 micro-batches through the
+// interleaved schedule (warm-up, steady 1F1B, cool-down) and 3 SGD steps:
+// outputs, gradients and the updated parameters (the tied head's copy
+// included) equal the single-process model after every step, and the
+// interleaved forward-only schedule its log-probs / values. Then tp 2 x
+// pp 2 x vpp 2 with m = pp (Megatron's all-forwards-first case).
+TEST(MegatronGptTest, Pp2Vpp2MatchesSingleProcess) {
+  EXPECT_EQ(RunWorker(2, {"--pp=2", "--vpp=2", "--layers=4", "--microbatches=4",
+                          "--steps=3",
+                          "--cases=qwen3_sp_full_uniform_tied,"
+                          "llama_kv2_value_full"}),
+            0);
+  EXPECT_EQ(RunWorker(4, {"--pp=2", "--vpp=2", "--layers=4", "--microbatches=2",
+                          "--steps=1", "--cases=qwen2_kv2_sp_core_attn"}),
             0);
 }
 
@@ -193,8 +212,19 @@ TEST(MegatronGptTest, ValidationNamesTheKey) {
   parallel::megatron::ModelParallelSizes vpp = Tp(1, 2);
   vpp.vpp = 2;
   EXPECT_THAT(ValidateMegatronModel(Config(), o, vpp),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "megatron.virtual_pipeline_model_parallel_size=2: "
+                       "pipeline_model_parallel_size 2 x 2 virtual stages "
+                       "cannot split num_hidden_layers 1 evenly"));
+  ModelConfig four = Config();
+  four.num_hidden_layers = 4;
+  EXPECT_TRUE(ValidateMegatronModel(four, o, vpp).ok());
+  MegatronModelOptions first = o;
+  first.num_layers_in_first_pipeline_stage = 2;
+  EXPECT_THAT(ValidateMegatronModel(four, first, vpp),
               StatusIs(absl::StatusCode::kUnimplemented,
-                       "megatron.virtual_pipeline_model_parallel_size=2"));
+                       "num_layers_in_first/last_pipeline_stage) with "
+                       "virtual stages are not built"));
   EXPECT_TRUE(ValidateMegatronModel(Config(), o, Tp(2, 1, 2)).ok());
   EXPECT_THAT(ValidateMegatronModel(Config(), o, Tp(2, 1, 0)),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -207,6 +237,18 @@ TEST(MegatronGptTest, ValidationNamesTheKey) {
   o.recompute_modules = {"moe_act"};
   EXPECT_THAT(ValidateMegatronModel(Config(), o, Tp(2)),
               StatusIs(absl::StatusCode::kUnimplemented, "moe_act"));
+}
+
+// The interleaved schedule needs a multiple of pp micro-batches
+// (Megatron's requirement); 1F1B and one stage take any count.
+TEST(MegatronGptTest, InterleavedMicrobatchCount) {
+  EXPECT_TRUE(parallel::megatron::CheckPipelineMicrobatches(4, 2, 2).ok());
+  EXPECT_TRUE(parallel::megatron::CheckPipelineMicrobatches(3, 2, 1).ok());
+  EXPECT_THAT(parallel::megatron::CheckPipelineMicrobatches(3, 2, 2),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "virtual_pipeline_model_parallel_size=2) needs the "
+                       "number of micro-batches to be a multiple of "
+                       "pipeline_model_parallel_size=2, got 3"));
 }
 
 // Megatron's get_num_layers_to_build: uniform, or the first / last stage's
@@ -234,6 +276,14 @@ TEST(MegatronGptTest, PipelineStageLayers) {
   EXPECT_THAT(PipelineStageLayers(8, 1, o),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "needs pipeline_model_parallel_size > 1"));
+  // Virtual stages: an even split over pp x vpp.
+  MegatronModelOptions plain;
+  EXPECT_THAT(*VirtualStageLayers(8, 2, 2, plain),
+              testing::ElementsAre(2, 2, 2, 2));
+  EXPECT_THAT(*VirtualStageLayers(8, 2, 0, plain), testing::ElementsAre(4, 4));
+  EXPECT_THAT(VirtualStageLayers(6, 2, 2, plain),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "cannot split num_hidden_layers 6 evenly"));
 }
 
 // tp = 4 over 4 heads and 2 KV groups: one query head per rank, each pair

@@ -33,10 +33,15 @@ absl::StatusOr<MegatronSettings> MegatronSettingsFromConfig(
     }
   }
   const int64_t tp = c.tensor_model_parallel_size();
-  if (c.has_virtual_pipeline_model_parallel_size()) {
-    return NotBuilt(prefix, "virtual_pipeline_model_parallel_size",
-                    absl::StrCat(c.virtual_pipeline_model_parallel_size()),
-                    "virtual pipeline parallelism");
+  // Virtual pipeline stages (the interleaved schedule): null or 1 is none.
+  const int64_t vpp = c.has_virtual_pipeline_model_parallel_size()
+                          ? c.virtual_pipeline_model_parallel_size()
+                          : 0;
+  if (c.has_virtual_pipeline_model_parallel_size() &&
+      (vpp < 1 || (vpp > 1 && c.pipeline_model_parallel_size() == 1))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, ".virtual_pipeline_model_parallel_size=", vpp,
+        ": must be >= 1, and > 1 only with pipeline_model_parallel_size > 1"));
   }
   // Expert parallelism: MoE layers over ep (ValidateMegatronModel checks
   // the model's experts); experts are not tensor-parallel, so etp must be 1
@@ -76,6 +81,7 @@ absl::StatusOr<MegatronSettings> MegatronSettingsFromConfig(
   MegatronSettings s;
   s.sizes.tp = static_cast<int>(tp);
   s.sizes.pp = static_cast<int>(c.pipeline_model_parallel_size());
+  s.sizes.vpp = vpp > 1 ? static_cast<int>(vpp) : 0;
   s.model.num_layers_in_first_pipeline_stage =
       o.has_num_layers_in_first_pipeline_stage()
           ? o.num_layers_in_first_pipeline_stage()

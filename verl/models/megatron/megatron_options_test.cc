@@ -66,6 +66,11 @@ TEST(MegatronOptionsTest, ServedKeysMap) {
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->sizes.ep, 2);
   EXPECT_EQ(s->sizes.etp, 1);
+  EXPECT_EQ(s->sizes.vpp, 0);
+  c.set_virtual_pipeline_model_parallel_size(2);  // pp 2: served
+  s = MegatronSettingsFromConfig(c, kPrefix);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->sizes.vpp, 2);
   EXPECT_FALSE(s->model.sequence_parallel);
   EXPECT_EQ(s->model.recompute_granularity, "full");
   EXPECT_EQ(s->model.recompute_method, "block");
@@ -98,8 +103,9 @@ TEST(MegatronOptionsTest, UnservedKeysFailNamingTheKey) {
       {[](MegatronConfig* c) {
          c->set_virtual_pipeline_model_parallel_size(2);
        },
-       absl::StatusCode::kUnimplemented,
-       "virtual_pipeline_model_parallel_size=2"},
+       absl::StatusCode::kInvalidArgument,
+       "actor_rollout_ref.actor.megatron.virtual_pipeline_model_parallel_size"
+       "=2: must be >= 1, and > 1 only with pipeline_model_parallel_size > 1"},
       {[](MegatronConfig* c) { c->set_context_parallel_size(0); },
        absl::StatusCode::kInvalidArgument,
        "megatron.context_parallel_size=0: must be >= 1"},

@@ -407,14 +407,7 @@ std::map<std::string, at::Tensor> GatherHfTensorsAllStages(
       *model.mpu()->group(parallel::megatron::MpuGroup::kPp);
   if (pp.size() == 1) return GatherHfTensors(model, layer);
   std::vector<int> owners = {0, pp.size() - 1};  // root: first and last
-  if (layer != kMegatronRootStage) {
-    std::vector<int64_t> counts = *PipelineStageLayers(
-        model.config().num_hidden_layers, pp.size(), model.options());
-    int64_t first = 0;
-    int owner = 0;
-    while (layer >= first + counts[owner]) first += counts[owner++];
-    owners = {owner};
-  }
+  if (layer != kMegatronRootStage) owners = {model.StageOfLayer(layer)};
   std::map<std::string, at::Tensor> out;
   for (int owner : owners) {
     std::map<std::string, at::Tensor> part;

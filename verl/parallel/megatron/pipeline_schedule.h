@@ -23,6 +23,21 @@
 // schedule completes for every p and m (checked for p <= 6, m <= 11 by
 // simulating rendezvous semantics). With pp = 1 both schedules are a plain
 // loop over the micro-batches.
+//
+// Interleaved 1F1B (forward_backward_pipelining_with_interleaving, set
+// fns.num_chunks = virtual_pipeline_model_parallel_size v > 1 and
+// fns.chunk_forward): stage s holds v model chunks, chunk c running virtual
+// stage c*p + s, so a micro-batch goes round the ring of stages v times
+// (the last stage's chunk c sends to the first stage's chunk c+1). The
+// order is Megatron's: forwards and backwards walk the chunks in groups of
+// p micro-batches (forward k runs chunk (k mod pv) / p, backwards the
+// reverse), stage s warms up with 2(p-1-s) + (v-1)p forwards (all of them
+// when m == p), then alternates; m must be a multiple of p. Each step's
+// p2p (send/receive forward, send/receive backward) is posted at once, the
+// sends and receives on their own threads, and joined before the next
+// step: batch_isend_irecv, so a ring of blocking Gloo send/recv cannot
+// deadlock. Megatron's bubble shrinks from (p-1)/m of the ideal time to
+// (p-1)/(vm), at v times the p2p messages.
 #ifndef VERL_PARALLEL_MEGATRON_PIPELINE_SCHEDULE_H_
 #define VERL_PARALLEL_MEGATRON_PIPELINE_SCHEDULE_H_
 
@@ -32,6 +47,7 @@
 #include <functional>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "verl/parallel/process_group.h"
 
 namespace verl::parallel::megatron {
@@ -48,6 +64,13 @@ struct PipelineStageFns {
   // Last stage, forward-backward only: micro-batch m's loss (a scalar that
   // backward starts from; scale it as the caller's normalisation needs).
   std::function<at::Tensor(int64_t mb, const at::Tensor& output)> loss;
+  // Interleaved schedule: this stage's model chunks (v) and chunk c's
+  // forward of micro-batch m (used instead of `forward` when v > 1; the
+  // model's first stage is chunk 0 of stage 0, its last chunk v-1 of the
+  // last stage, where `loss` applies).
+  int64_t num_chunks = 1;
+  std::function<at::Tensor(int64_t mb, int64_t chunk, const at::Tensor& input)>
+      chunk_forward;
 };
 
 // One timed operation of a schedule on this rank, for timelines and the
@@ -58,6 +81,7 @@ struct PipelineEvent {
   char kind;
   int64_t mb;
   double start, end;
+  int64_t chunk = 0;  // model chunk (interleaved schedule)
 };
 
 struct PipelineOptions {
@@ -65,7 +89,14 @@ struct PipelineOptions {
   std::vector<PipelineEvent>* events = nullptr;
 };
 
-// Forward and backward of `num_microbatches` micro-batches, 1F1B.
+// OK unless the interleaved schedule (num_chunks > 1 over pp > 1 stages)
+// cannot run `num_microbatches`: Megatron's requirement that they be a
+// multiple of pipeline_model_parallel_size. One line naming both.
+absl::Status CheckPipelineMicrobatches(int64_t num_microbatches, int pp,
+                                       int64_t num_chunks);
+
+// Forward and backward of `num_microbatches` micro-batches, 1F1B
+// (interleaved when fns.num_chunks > 1; CHECKs CheckPipelineMicrobatches).
 // Collective over `pp` (every stage calls it with the same count).
 // Gradients accumulate in the parameters; returns the last stage's losses
 // (detached, one per micro-batch; empty elsewhere).

@@ -144,8 +144,8 @@ absl::Status PpoTrainer::MakeRoleGroups() {
   VERL_ASSIGN_OR_RETURN(critic_par_, groups(c.ulysses_sequence_parallel_size(),
                                             c.model().fsdp_config()));
   // Megatron roles: pp x dp x cp x tp groups, one layout per (tp, pp, cp,
-  // ep, etp); the tp, cp and pp ranks of a dp group take the same rows.
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>,
+  // ep, etp, vpp); the tp, cp and pp ranks of a dp group take the same rows.
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>,
            std::shared_ptr<parallel::megatron::ParallelState>>
       mpus;
   auto megatron = [&](Strategy::Value strategy,
@@ -161,7 +161,11 @@ absl::Status PpoTrainer::MakeRoleGroups() {
     const int64_t etp = m.has_expert_tensor_parallel_size()
                             ? m.expert_tensor_parallel_size()
                             : 0;
-    const auto key = std::make_tuple(tp, pp, cp, ep, etp);
+    // Virtual pipeline stages (the interleaved schedule; null or 1: none).
+    const int64_t vpp = m.virtual_pipeline_model_parallel_size() > 1
+                            ? m.virtual_pipeline_model_parallel_size()
+                            : 0;
+    const auto key = std::make_tuple(tp, pp, cp, ep, etp, vpp);
     auto it = mpus.find(key);
     if (it == mpus.end()) {
       parallel::megatron::ModelParallelSizes sizes;
@@ -170,9 +174,11 @@ absl::Status PpoTrainer::MakeRoleGroups() {
       sizes.pp = static_cast<int>(pp);
       sizes.ep = static_cast<int>(ep);
       sizes.etp = static_cast<int>(etp);
+      sizes.vpp = static_cast<int>(vpp);
       std::string name = absl::StrCat("mpu_tp", tp);
       if (cp > 1) absl::StrAppend(&name, "_cp", cp);
       if (pp > 1) absl::StrAppend(&name, "_pp", pp);
+      if (vpp > 1) absl::StrAppend(&name, "_vpp", vpp);
       if (ep > 1 || etp > 0) absl::StrAppend(&name, "_ep", ep, "_etp", etp);
       VERL_ASSIGN_OR_RETURN(
           auto built,

@@ -58,7 +58,7 @@ TEST(MegatronTrainStateTest, OffloadIsBitExactAndMovesBytesToHost) {
 // the gathered state dict bit for bit), resumed at tp 2 (steps 3 and 4
 // bit for bit), at tp 1, tp 4 (2 KV heads < tp) and at dp 2 x tp 2 with the
 // distributed optimizer (the same losses and norms within 1e-6); with
-// pipeline stages as below.
+// pipeline stages and virtual stages as below.
 TEST(MegatronTrainStateTest, DistCkptResumesExactlyAndReshards) {
   const std::string dir = core::testing::FreshTestDir("megatron_dist_ckpt");
   const std::string ckpt = "--dist_ckpt_dir=" + dir;
@@ -95,6 +95,25 @@ TEST(MegatronTrainStateTest, DistCkptResumesExactlyAndReshards) {
   EXPECT_EQ(RunWorker(2, {"--tp=2", "--distributed=false", pp_ckpt,
                           "--dist_ckpt_phase=resume"}),
             0);
+  // Virtual stages (4 layers over pp 2 x vpp 2: stage 0 holds layers 0 and
+  // 2, the batch in 2 micro-batches through the interleaved schedule):
+  // saved under the global layer names (the merges equal the input / the
+  // gathered state dict), resumed at vpp 2 bit for bit and resharded to
+  // vpp 1 (stage 0 then holds layers 0-1) within 1e-6.
+  const std::string vpp_ckpt =
+      "--dist_ckpt_dir=" + core::testing::FreshTestDir("megatron_dist_vpp");
+  ASSERT_EQ(
+      RunWorker(2, {"--tp=1", "--pp=2", "--vpp=2", "--layers=4",
+                    "--distributed=true", vpp_ckpt, "--dist_ckpt_phase=save"}),
+      0);
+  EXPECT_EQ(RunWorker(2, {"--tp=1", "--pp=2", "--vpp=2", "--layers=4",
+                          "--distributed=true", vpp_ckpt,
+                          "--dist_ckpt_phase=resume", "--exact"}),
+            0);
+  EXPECT_EQ(
+      RunWorker(2, {"--tp=1", "--pp=2", "--layers=4", "--distributed=true",
+                    vpp_ckpt, "--dist_ckpt_phase=resume"}),
+      0);
 }
 
 }  // namespace

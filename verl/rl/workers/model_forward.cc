@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
 #include "verl/models/attention.h"
 #include "verl/models/logprob.h"
@@ -368,7 +369,29 @@ mg::PipelineStageFns StageFns(models::MegatronGPTModel& model,
     const PackedResponses& p = packed[m];
     return model.StageForward(p.ids, p.pos, p.info.cu_seqlens, in);
   };
+  // Virtual pipeline stages: the interleaved schedule runs each chunk.
+  fns.num_chunks = model.num_chunks();
+  fns.chunk_forward = [&model, &packed](int64_t m, int64_t chunk,
+                                        const at::Tensor& in) {
+    const PackedResponses& p = packed[m];
+    return model.StageForward(p.ids, p.pos, p.info.cu_seqlens, in, nullptr,
+                              chunk);
+  };
   return fns;
+}
+
+// The interleaved schedule's micro-batch count requirement, naming the
+// batch keys that set it.
+absl::Status CheckMicroBatchCount(const models::MegatronGPTModel& model,
+                                  size_t count) {
+  absl::Status s = mg::CheckPipelineMicrobatches(
+      static_cast<int64_t>(count), model.mpu()->pp_size(), model.num_chunks());
+  if (s.ok()) return s;
+  return absl::InvalidArgumentError(absl::StrCat(
+      s.message(),
+      " (micro-batches come from ppo_mini_batch_size / "
+      "ppo_micro_batch_size_per_gpu, log_prob_micro_batch_size_per_gpu, or "
+      "use_dynamic_bsz's token budget)"));
 }
 
 parallel::Communicator& PipelineGroup(const models::MegatronGPTModel& model) {
@@ -395,6 +418,7 @@ absl::StatusOr<ResponseForward> PipelineForwardBatch(
     packed.push_back(PackResponses(take("input_ids"), take("attention_mask"),
                                    take("position_ids"), R));
   }
+  VERL_RETURN_IF_ERROR(CheckMicroBatchCount(model, packed.size()));
   parallel::Communicator& pp = PipelineGroup(model);
   const int64_t n = static_cast<int64_t>(packed.size());
   std::vector<at::Tensor> outs =
@@ -441,6 +465,7 @@ MicroBatchRunner MegatronPipelineRunner(models::MegatronGPTModel& model,
           PackResponses(mb.tensor("input_ids"), mb.tensor("attention_mask"),
                         mb.tensor("position_ids"), responses.size(1)));
     }
+    VERL_RETURN_IF_ERROR(CheckMicroBatchCount(model, packed.size()));
     mg::PipelineStageFns fns = StageFns(model, packed);
     fns.loss = [&](int64_t m, const at::Tensor& out) {
       *stage_output = out;

@@ -265,8 +265,11 @@ constexpr KeyRule kKeyRules[] = {
      "MoE models; with use_distributed_optimizer=false"},
     {"**.megatron.expert_tensor_parallel_size", kServed,
      "1 for MoE models (null = tp); other values refused"},
+    {"**.megatron.virtual_pipeline_model_parallel_size", kServed,
+     "the interleaved 1F1B schedule; layers split evenly over pp x vpp, "
+     "micro-batches a multiple of pp"},
     {"**.megatron.pipeline_model_parallel_size", kServed,
-     "1F1B; no interleaved schedule"},
+     "1F1B; interleaved with virtual_pipeline_model_parallel_size"},
     {"**.megatron.override_transformer_config.num_layers_in_first_pipeline_"
      "stage",
      kServed, ""},
@@ -618,8 +621,6 @@ constexpr KeyRule kKeyRules[] = {
     {"reward_model.model.external_lib", kNotServed, kPython},
     {"reward_model.sandbox_fusion", kNotServed,
      "the sandbox-fusion code executor needs a network service"},
-    {"**.megatron.virtual_pipeline_model_parallel_size", kNotServed,
-     "the interleaved pipeline schedule is not built yet (#15)"},
     {"**.megatron.use_dist_checkpointing", kNotServed,
      "loading the initial weights from an mcore dist checkpoint is not "
      "built (the model loads from the HF folder; the trainer's checkpoints "

@@ -658,7 +658,8 @@ TEST(ValidatePpoTrainerConfigTest, MegatronStrategyChecksItsKeys) {
                            "megatron"));
   EXPECT_THAT(m,
               HasSubstr("critic.megatron.virtual_pipeline_model_parallel_size"
-                        "=2: virtual pipeline parallelism is not built yet"));
+                        "=2: must be >= 1, and > 1 only with "
+                        "pipeline_model_parallel_size > 1"));
   // Pipeline stages: served; the rank count must be a multiple of
   // tp x cp x pp.
   EXPECT_TRUE(ValidatePpoTrainerConfig(

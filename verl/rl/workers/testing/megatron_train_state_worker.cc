@@ -69,6 +69,10 @@
 
 ABSL_FLAG(int, tp, 2, "tensor-parallel size");
 ABSL_FLAG(int, pp, 1, "pipeline stages (dist_ckpt mode)");
+ABSL_FLAG(int, vpp, 0,
+          "virtual pipeline stages (dist_ckpt mode; the batch then goes "
+          "through the interleaved schedule as 2 micro-batches)");
+ABSL_FLAG(int, layers, 2, "num_hidden_layers");
 ABSL_FLAG(bool, distributed, true, "use_distributed_optimizer");
 ABSL_FLAG(std::string, dist_ckpt_dir, "",
           "dist_ckpt mode: the folder the save phase writes and the resume "
@@ -95,7 +99,7 @@ models::ModelConfig TinyConfig() {
   c.vocab_size = 37;
   c.hidden_size = 32;
   c.intermediate_size = 48;
-  c.num_hidden_layers = 2;
+  c.num_hidden_layers = absl::GetFlag(FLAGS_layers);
   c.num_attention_heads = 4;
   c.num_key_value_heads = 2;
   c.head_dim = 8;
@@ -155,6 +159,23 @@ std::map<std::string, at::Tensor> Params(const torch::nn::Module& m) {
   return out;
 }
 
+// This dp rank's rows as `parts` micro-batches of whole sequences.
+std::vector<Packed> MicroBatches(const Packed& data, int parts) {
+  const int64_t n = static_cast<int64_t>(data.cu.size()) - 1;
+  std::vector<Packed> out;
+  for (int i = 0; i < parts; ++i) {
+    const int64_t s0 = n * i / parts, s1 = n * (i + 1) / parts;
+    const int64_t t0 = data.cu[s0], t1 = data.cu[s1];
+    Packed p;
+    p.ids = data.ids.narrow(0, t0, t1 - t0);
+    p.pos = data.pos.narrow(0, t0, t1 - t0);
+    p.labels = data.labels.narrow(0, t0, t1 - t0);
+    for (int64_t s = s0; s <= s1; ++s) p.cu.push_back(data.cu[s] - t0);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
 // One training step of the megatron model on this dp rank's rows: the
 // loss is the global token mean (x dp, as gradients are dp-averaged).
 // `loss` (optional) gets the global mean loss (summed over dp).
@@ -163,27 +184,38 @@ absl::StatusOr<double> MegatronStep(models::MegatronGPTModel& model,
                                     const Packed& data, int dp,
                                     double* loss = nullptr) {
   state.ZeroGrad();
-  // One micro-batch through the 1F1B schedule (a plain forward-backward at
-  // pp = 1); the loss on the last stage, broadcast over pp.
-  at::Tensor log_probs = at::zeros({data.ids.size(0)});
+  // The rows through the 1F1B schedule (a plain forward-backward at pp =
+  // 1) as one micro-batch, or two through the interleaved one; the loss on
+  // the last stage, broadcast over pp.
+  const std::vector<Packed> mbs =
+      MicroBatches(data, model.num_chunks() > 1 ? 2 : 1);
+  std::vector<at::Tensor> log_probs;
+  for (const Packed& mb : mbs) log_probs.push_back(at::zeros({mb.ids.size(0)}));
   mg::PipelineStageFns fns;
-  fns.input_shape = [&](int64_t) { return model.StageHiddenShape(data.cu); };
-  fns.forward = [&](int64_t, const at::Tensor& in) {
-    return model.StageForward(data.ids, data.pos, data.cu, in);
+  fns.input_shape = [&](int64_t m) {
+    return model.StageHiddenShape(mbs[m].cu);
   };
-  fns.loss = [&](int64_t, const at::Tensor& logits) {
+  fns.forward = [&](int64_t m, const at::Tensor& in) {
+    return model.StageForward(mbs[m].ids, mbs[m].pos, mbs[m].cu, in);
+  };
+  fns.num_chunks = model.num_chunks();
+  fns.chunk_forward = [&](int64_t m, int64_t chunk, const at::Tensor& in) {
+    return model.StageForward(mbs[m].ids, mbs[m].pos, mbs[m].cu, in, nullptr,
+                              chunk);
+  };
+  fns.loss = [&](int64_t m, const at::Tensor& logits) {
     mg::VocabParallelOutput out = mg::VocabParallelLogProbsAndEntropy(
-        logits, data.labels, model.config().vocab_size, model.tp(), 1.0,
+        logits, mbs[m].labels, model.config().vocab_size, model.tp(), 1.0,
         /*with_entropy=*/false);
-    log_probs = out.log_probs.detach();
+    log_probs[m] = out.log_probs.detach();
     return -out.log_probs.sum() * dp / kTotalTokens;
   };
   parallel::Communicator& pp = *model.mpu()->group(mg::MpuGroup::kPp);
-  mg::PipelineForwardBackward(fns, 1, pp);
-  mg::BroadcastFromLastStage(log_probs, pp);
+  mg::PipelineForwardBackward(fns, static_cast<int64_t>(mbs.size()), pp);
+  at::Tensor all = at::cat(log_probs);
+  mg::BroadcastFromLastStage(all, pp);
   if (loss != nullptr) {
-    at::Tensor l =
-        (-log_probs.sum() / kTotalTokens).to(at::kDouble).reshape({1});
+    at::Tensor l = (-all.sum() / kTotalTokens).to(at::kDouble).reshape({1});
     VERL_RETURN_IF_ERROR(
         model.mpu()->dp()->AllReduce(l, parallel::ReduceOp::kSum));
     *loss = l.item<double>();
@@ -678,6 +710,7 @@ int Main(int argc, char** argv) {
   mg::ModelParallelSizes sizes;
   sizes.tp = absl::GetFlag(FLAGS_tp);
   sizes.pp = absl::GetFlag(FLAGS_pp);
+  sizes.vpp = absl::GetFlag(FLAGS_vpp);
   absl::StatusOr<std::shared_ptr<mg::ParallelState>> mpu =
       mg::ParallelState::Initialize(dist->world, sizes);
   if (!mpu.ok()) {
