@@ -13,6 +13,10 @@
 // counts, matched for the per-layer collectives) and Ulysses sp=2 for actor,
 // reference and critic (dp = 1: both ranks hold every row, each runs half of
 // every sequence), also on 4 ranks as dp=2 x sp=2 with dynamic batch sizes.
+// The rollout engine runs fp32; the plain 2-rank run shards it with
+// rollout.tensor_model_parallel_size=2 (one engine replica over both ranks,
+// synced from the FSDP units layer by layer), the 4-rank run as 2 replicas
+// of tp=2, each generating its half of the prompts.
 #include <string>
 #include <vector>
 
@@ -44,6 +48,7 @@ std::vector<nlohmann::json> Train(int nproc, const std::string& tag,
           // default, as verl).
           "actor_rollout_ref.ref.fsdp_config.dtype=float32",
           "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
+          "actor_rollout_ref.rollout.dtype=float32",
           "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4",
           "critic.strategy=fsdp2",
           "critic.model.fsdp_config.dtype=float32",
@@ -83,8 +88,11 @@ TEST(TrainFsdpTest, TwoRanksReproduceOneRank) {
   }
   ExpectSameMetrics(one_greedy, Train(2, "dynamic", dynamic),
                     "dynamic batch sizes");
-  ExpectSameMetrics(one_greedy, Train(2, "greedy", greedy),
-                    "balance_batch per mini-batch");
+  std::vector<std::string> rollout_tp2 = greedy;
+  rollout_tp2.push_back(
+      "actor_rollout_ref.rollout.tensor_model_parallel_size=2");
+  ExpectSameMetrics(one_greedy, Train(2, "greedy", rollout_tp2),
+                    "balance_batch per mini-batch, rollout tp=2");
   std::vector<std::string> ulysses = greedy;
   ulysses.push_back("actor_rollout_ref.actor.ulysses_sequence_parallel_size=2");
   ulysses.push_back("critic.ulysses_sequence_parallel_size=2");
@@ -93,8 +101,10 @@ TEST(TrainFsdpTest, TwoRanksReproduceOneRank) {
   ulysses.push_back("actor_rollout_ref.actor.use_dynamic_bsz=true");
   ulysses.push_back("actor_rollout_ref.actor.ppo_max_token_len_per_gpu=48");
   ulysses.push_back("critic.ppo_max_token_len_per_gpu=48");
+  ulysses.push_back("actor_rollout_ref.rollout.tensor_model_parallel_size=2");
   ExpectSameMetrics(one_greedy, Train(4, "ulysses", ulysses),
-                    "dp=2 x Ulysses sp=2, dynamic batch sizes");
+                    "dp=2 x Ulysses sp=2, dynamic batch sizes, 2 rollout "
+                    "replicas of tp=2");
 }
 
 }  // namespace

@@ -5,9 +5,10 @@
 // loss, so the actor and the reference policy run), shortened to 3 steps
 // with a small batch, on 2 processes where the actor and the reference are
 // Megatron models with tensor_model_parallel_size=2 (dp = 1, sequence
-// parallel, distributed optimizer; the rollout engine gets the weights
-// gathered layer by layer), logs the same metrics as the single-process run
-// (relative 1e-4; timing, throughput and per-rank global_seqlen/* excluded;
+// parallel, distributed optimizer; the rollout engine, tensor-parallel too
+// (rollout.tensor_model_parallel_size=2), gets the weights gathered layer
+// by layer and keeps its shard), logs the same metrics as the single-process
+// run (relative 1e-4; timing, throughput and per-rank global_seqlen/* excluded;
 // validation score included) for every step whose rollout sampled the same
 // responses, at least steps 1 and 2 (ExpectSameRuns; step 1 alone for plain
 // tp=2 and cp=2, where fp32 rounding flips a sampled token at step 2 on some
@@ -63,8 +64,10 @@ TEST(TrainMegatronTest, Tp2ReproducesOneProcess) {
                             "tensor_model_parallel_size=2",
                             "actor_rollout_ref.ref.strategy=megatron",
                             "actor_rollout_ref.ref.megatron."
+                            "tensor_model_parallel_size=2",
+                            "actor_rollout_ref.rollout."
                             "tensor_model_parallel_size=2"}));
-  ExpectSameRuns(one, "one", tp2, "tp2", "megatron tp=2", 3,
+  ExpectSameRuns(one, "one", tp2, "tp2", "megatron tp=2, rollout tp=2", 3,
                  {"actor/pg_loss", "actor/grad_norm", "actor/kl_loss",
                   "actor/entropy", "critic/score/mean"},
                  /*min_same_steps=*/1);

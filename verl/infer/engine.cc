@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
 #include "verl/infer/mla_paged_attention.h"
+#include "verl/infer/tensor_parallel.h"
 #include "verl/models/vlm/qwen2_vl.h"
 
 namespace verl::infer {
@@ -90,20 +91,38 @@ absl::StatusOr<std::unique_ptr<LLMEngine>> LLMEngine::Create(
   if (opt.num_threads > 0) SetIntraOpThreads(opt.num_threads);
   VERL_ASSIGN_OR_RETURN(std::optional<c10::ScalarType> dtype,
                         ParseEngineDtype(opt.dtype));
+  const models::ModelConfig full_config = cfg;
+  const int tp = opt.tp_group != nullptr ? opt.tp_group->size() : 1;
+  if (tp > 1) {
+    VERL_RETURN_IF_ERROR(ValidateTensorParallel(full_config, tp));
+    const at::Tensor w = model->parameters().front();
+    if (!opt.fused_forward || !w.device().is_cpu() ||
+        dtype.value_or(w.scalar_type()) != at::kFloat) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          kRolloutTpKey, "=", tp,
+          " needs actor_rollout_ref.rollout.dtype=float32 on CPU (the "
+          "engine's fused fp32 path)"));
+    }
+    // Only this rank's shard is kept; `model` (the whole) is dropped here.
+    model = ShardModel(*model, opt.tp_group->rank(), tp);
+  } else {
+    opt.tp_group.reset();
+  }
   if (dtype.has_value() &&
       model->parameters().front().scalar_type() != *dtype) {
     model->to(*dtype);
   }
+  const models::ModelConfig& local = model->config();
 
   KvCacheSpec spec;
-  spec.num_layers = cfg.num_hidden_layers;
-  spec.num_kv_heads = cfg.num_key_value_heads;
-  spec.head_dim = cfg.HeadDim();
+  spec.num_layers = local.num_hidden_layers;
+  spec.num_kv_heads = local.num_key_value_heads;
+  spec.head_dim = local.HeadDim();
   spec.block_size = opt.block_size;
   spec.dtype = model->parameters().front().scalar_type();
-  if (cfg.IsMla()) {  // one latent + rope key per token and layer
+  if (local.IsMla()) {  // one latent + rope key per token and layer
     spec.num_kv_heads = 1;
-    spec.head_dim = cfg.kv_lora_rank + cfg.qk_rope_head_dim;
+    spec.head_dim = local.kv_lora_rank + local.qk_rope_head_dim;
     spec.latent = true;
   }
 
@@ -127,6 +146,12 @@ absl::StatusOr<std::unique_ptr<LLMEngine>> LLMEngine::Create(
     // More than every seat at full length (+1 for copy-on-write) is waste.
     num_blocks = std::min(num_blocks, opt.max_num_seqs * blocks_per_seq + 1);
   }
+  if (opt.tp_group != nullptr) {
+    // Same block count on every rank: same scheduling, same preemptions.
+    at::Tensor n = at::tensor({num_blocks}, at::kLong);
+    VERL_RETURN_IF_ERROR(opt.tp_group->AllReduce(n, parallel::ReduceOp::kMin));
+    num_blocks = n.item<int64_t>();
+  }
   if (num_blocks < blocks_per_seq + 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("KV cache too small: ", num_blocks, " blocks of ",
@@ -136,14 +161,17 @@ absl::StatusOr<std::unique_ptr<LLMEngine>> LLMEngine::Create(
                      opt.max_model_len, " needs ", blocks_per_seq + 1));
   }
   return std::unique_ptr<LLMEngine>(
-      new LLMEngine(std::move(model), opt, spec, num_blocks));
+      new LLMEngine(std::move(model), full_config, opt, spec, num_blocks));
 }
 
 LLMEngine::LLMEngine(std::shared_ptr<models::CausalLM> model,
-                     EngineOptions options, KvCacheSpec spec,
-                     int64_t num_blocks)
-    : model_(std::move(model)), options_(options) {
-  eos_ids_ = model_->config().eos_token_ids;
+                     models::ModelConfig config, EngineOptions options,
+                     KvCacheSpec spec, int64_t num_blocks)
+    : model_(std::move(model)),
+      config_(std::move(config)),
+      tp_(options.tp_group),
+      options_(options) {
+  eos_ids_ = config_.eos_token_ids;
   kv_cache_ = std::make_unique<KvCache>(spec, num_blocks);
   kv_cache_->Allocate();
   blocks_ = std::make_unique<BlockManager>(num_blocks, spec.block_size,
@@ -161,6 +189,7 @@ LLMEngine::LLMEngine(std::shared_ptr<models::CausalLM> model,
   }
   forward_ =
       std::make_unique<FusedForward>(model_.get(), options_.max_model_len);
+  if (tp_ != nullptr) forward_->set_tensor_parallel(tp_);
   model_->eval();
 }
 
@@ -600,8 +629,18 @@ void LLMEngine::ResetPrefixCache() { blocks_->mutable_cache().Reset(); }
 absl::Status LLMEngine::UpdateWeights(
     const std::vector<std::pair<std::string, at::Tensor>>& named_tensors) {
   auto params = model_->named_parameters(/*recurse=*/true);
-  // Check everything first so a bad tensor leaves the model untouched.
+  // Under tensor parallelism: this rank's slice of each full tensor.
+  std::vector<at::Tensor> slices;
+  slices.reserve(named_tensors.size());
   for (const auto& [name, t] : named_tensors) {
+    slices.push_back(tp_ == nullptr
+                         ? t
+                         : ShardOf(name, t, config_, tp_->rank(), tp_->size()));
+  }
+  // Check everything first so a bad tensor leaves the model untouched.
+  for (size_t i = 0; i < named_tensors.size(); ++i) {
+    const std::string& name = named_tensors[i].first;
+    const at::Tensor& t = slices[i];
     const at::Tensor* p = params.find(name);
     if (p == nullptr) {
       return absl::NotFoundError(
@@ -615,7 +654,9 @@ absl::Status LLMEngine::UpdateWeights(
   }
   {
     at::NoGradGuard no_grad;
-    for (const auto& [name, t] : named_tensors) params[name].copy_(t);
+    for (size_t i = 0; i < named_tensors.size(); ++i) {
+      params[named_tensors[i].first].copy_(slices[i]);
+    }
   }
   ResetPrefixCache();
   return absl::OkStatus();

@@ -20,6 +20,16 @@
 // image pads by the image's content, so samples and requests with the same
 // image share its KV blocks and different images never do.
 //
+// Tensor parallelism (EngineOptions::tp_group of size tp > 1, verl's
+// rollout.tensor_model_parallel_size; tensor_parallel.h): every rank of the
+// group runs its own LLMEngine over this rank's shard of the model — heads
+// and MLP columns split, one all-reduce per attention and per MLP block,
+// the KV cache holding only the local KV heads, the LM head vocab-parallel
+// and all-gathered — and must be given the same requests in the same order:
+// all ranks then schedule, sample and return the same tokens. fp32 on CPU
+// (the fused path) only; dense decoders only (MoE, MLA and vision-language
+// models are refused).
+//
 // Lifecycle for RL (verl's hybrid engine): Sleep() frees the KV cache
 // during training, WakeUp() re-allocates it, UpdateWeights() copies the
 // trainer's tensors into the model's parameters by HF name, in place.
@@ -46,6 +56,7 @@
 #include "verl/infer/sampling_params.h"
 #include "verl/infer/scheduler.h"
 #include "verl/models/decoder.h"
+#include "verl/parallel/process_group.h"
 
 namespace verl::infer {
 
@@ -73,6 +84,11 @@ struct EngineOptions {
   // fp32 models: run the FusedForward decode path (false: the model's own
   // Forward, e.g. to compare).
   bool fused_forward = true;
+  // Tensor-parallel group (null or size 1: the whole model on this rank).
+  // Create() then keeps only this rank's shard of the (full) model it is
+  // given; needs fused_forward and fp32 weights; the group's ranks agree on
+  // the KV block count (the smallest of their budgets).
+  std::shared_ptr<parallel::Communicator> tp_group;
 };
 
 // A multimodal request's images, in the order of their <|image_pad|> runs
@@ -181,18 +197,22 @@ class LLMEngine {
   bool sleeping() const { return !kv_cache_->allocated(); }
 
   // Copies tensors into the parameters of the same HF name (shape must
-  // match; dtype is converted). Clears the prefix cache (stale K/V).
+  // match; dtype is converted). Clears the prefix cache (stale K/V). Under
+  // tensor parallelism the tensors are the full HF ones; each rank copies
+  // its slice.
   absl::Status UpdateWeights(
       const std::vector<std::pair<std::string, at::Tensor>>& named_tensors);
   // Forgets cached prefix blocks (vLLM reset_prefix_cache).
   void ResetPrefixCache();
 
   EngineStats stats() const;
-  const models::ModelConfig& model_config() const { return model_->config(); }
+  // The whole model's config (also under tensor parallelism).
+  const models::ModelConfig& model_config() const { return config_; }
+  int tensor_parallel_size() const { return tp_ ? tp_->size() : 1; }
   const EngineOptions& options() const { return options_; }
   int64_t num_kv_blocks() const { return kv_cache_->num_blocks(); }
   int64_t kv_cache_bytes() const { return kv_cache_->AllocatedBytes(); }
-  models::CausalLM& model() { return *model_; }
+  models::CausalLM& model() { return *model_; }  // this rank's shard
 
  private:
   struct SeqState {
@@ -222,8 +242,8 @@ class LLMEngine {
     int64_t num_finished = 0;
   };
 
-  LLMEngine(std::shared_ptr<models::CausalLM> model, EngineOptions options,
-            KvCacheSpec spec, int64_t num_blocks);
+  LLMEngine(std::shared_ptr<models::CausalLM> model, models::ModelConfig config,
+            EngineOptions options, KvCacheSpec spec, int64_t num_blocks);
   SeqState* NewSequence(RequestState& req, int64_t sample_index);
   // Appends a sampled token; returns true if the sequence finished.
   bool AppendToken(SeqState& s, const RequestState& req, int64_t token,
@@ -238,6 +258,8 @@ class LLMEngine {
   void EncodeImages(RequestState& req);
 
   std::shared_ptr<models::CausalLM> model_;
+  models::ModelConfig config_;                  // the whole model's
+  std::shared_ptr<parallel::Communicator> tp_;  // null: tp = 1
   EngineOptions options_;
   std::vector<int64_t> eos_ids_;
   std::unique_ptr<KvCache> kv_cache_;

@@ -19,7 +19,9 @@
 #include <set>
 
 #include "verl/core/test_util.h"
+#include "verl/infer/tensor_parallel.h"
 #include "verl/models/presets.h"
+#include "verl/parallel/test_worker.h"
 
 namespace verl::infer {
 namespace {
@@ -466,6 +468,39 @@ TEST(EngineTest, Bf16DtypeConvertsWeightsAndKvCache) {
   auto out = (*engine)->Generate({Shared().prompts[0]}, p);
   ASSERT_TRUE(out[0].ok());
   EXPECT_EQ(out[0]->outputs[0].token_ids.size(), 6u);
+}
+
+// Tensor-parallel rollout over 2 processes (tp_engine_worker: greedy tokens
+// of tp=2 equal tp=1's, also with kv_heads=1 < tp and for Qwen3; sampled
+// tokens equal on both ranks; KV bytes per block halved; weight sync).
+TEST(EngineTest, TensorParallelMatchesOneProcess) {
+  EXPECT_EQ(parallel::RunTestWorker("verl/infer/tp_engine_worker", 2, {}), 0);
+}
+
+// tp that does not split the model: one line naming the key.
+TEST(EngineTest, TensorParallelRefusesModelsItCannotSplit) {
+  models::ModelConfig c = Shared().model->config();  // 4 heads, 2 KV heads
+  EXPECT_TRUE(ValidateTensorParallel(c, 4).ok());
+  EXPECT_THAT(ValidateTensorParallel(c, 3),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "actor_rollout_ref.rollout.tensor_model_parallel_size="
+                       "3: does not divide num_attention_heads (4)"));
+  c.num_attention_heads = 6;
+  c.num_key_value_heads = 3;
+  EXPECT_THAT(ValidateTensorParallel(c, 2),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "num_key_value_heads (3) must divide one another"));
+  c = Shared().model->config();
+  c.num_experts = 4;
+  EXPECT_THAT(ValidateTensorParallel(c, 2),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "MoE models are not served"));
+  // The sharded config keeps head_dim and splits heads and the MLP.
+  const models::ModelConfig s = ShardConfig(Shared().model->config(), 2);
+  EXPECT_EQ(s.num_attention_heads, 2);
+  EXPECT_EQ(s.num_key_value_heads, 1);
+  EXPECT_EQ(s.intermediate_size, 176);
+  EXPECT_EQ(s.HeadDim(), 32);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "verl/infer/kernels.h"
+#include "verl/infer/tensor_parallel.h"
 #include "verl/models/layers.h"
 
 namespace verl::infer {
@@ -265,13 +266,29 @@ void FusedForward::Attention(int64_t l, const at::Tensor& x, const int64_t* pos,
   at::Tensor k = qkv.narrow(1, nq * d, nkv * d).view({t, nkv, d});
   at::Tensor v = qkv.narrow(1, (nq + nkv) * d, nkv * d).view({t, nkv, d});
   at::Tensor o = attention.Attend(l, q, k, v).reshape({t, nq * d});
-  Gemm(h, o, L.o.value, at::Tensor(), /*accumulate=*/true);
+  RowParallelGemm(h, o, L.o.value);
+}
+
+void FusedForward::RowParallelGemm(at::Tensor& h, const at::Tensor& x,
+                                   const at::Tensor& w) {
+  if (tp_ == nullptr) {
+    Gemm(h, x, w, at::Tensor(), /*accumulate=*/true);
+    return;
+  }
+  at::Tensor part = Rows(partial_, h.size(0), h.size(1));
+  Gemm(part, x, w, at::Tensor(), /*accumulate=*/false);
+  AllReduceSum(part, *tp_);
+  h.add_(part);
 }
 
 at::Tensor FusedForward::Forward(const at::Tensor& input_ids,
                                  const at::Tensor& position_ids,
                                  models::AttentionBackend& attention) {
-  if (!Applies()) return model_->Forward(input_ids, position_ids, attention);
+  if (!Applies()) {
+    CHECK(tp_ == nullptr) << "tensor-parallel rollout needs the fused fp32 "
+                             "CPU path";
+    return model_->Forward(input_ids, position_ids, attention);
+  }
   CHECK_EQ(input_ids.dim(), 1);
   CHECK_EQ(position_ids.numel(), input_ids.numel());
   SyncAll();
@@ -312,7 +329,7 @@ at::Tensor FusedForward::Forward(const at::Tensor& input_ids,
     at::silu_out(act, gate_up.narrow(1, 0, inter));
     act.mul_(gate_up.narrow(1, inter, inter));
     stats_.other_s += Since(t0);
-    Gemm(h, act, L.down.value, at::Tensor(), /*accumulate=*/true);
+    RowParallelGemm(h, act, L.down.value);
   }
   t0 = Clock::now();
   at::Tensor out = at::empty({t, hidden}, at::kFloat);
@@ -330,6 +347,26 @@ at::Tensor FusedForward::Logits(const at::Tensor& hidden) {
       (head == nullptr ||
        (!head->bias.defined() &&
         !(head->lora.lora_A && head->lora.enabled && !head->lora.merged)));
+  if (tp_ != nullptr) {
+    // Vocabulary-parallel head: this rank's rows of the (replicated) head
+    // weight, the shards all-gathered.
+    CHECK(plain_head) << "tensor-parallel rollout: the LM head must be a "
+                         "plain fp32 matrix";
+    const at::Tensor w =
+        (head != nullptr ? head->weight : model_->model->embed_tokens->weight)
+            .detach();
+    const auto [b, e] = ShardRange(w.size(0), tp_->rank(), tp_->size());
+    const at::Tensor ws = w.narrow(0, b, e - b);
+    const at::Tensor x = hidden.contiguous();
+    at::Tensor local = at::empty({x.size(0), e - b}, at::kFloat);
+    if (!ws.is_contiguous() ||
+        !SmallGemm(local, x, ws, at::Tensor(), false, /*w_transposed=*/true)) {
+      at::mm_out(local, x, ws.t());
+    }
+    stats_.gemm_s += Since(t0);
+    stats_.gemm_flops += 2.0 * x.size(0) * x.size(1) * (e - b);
+    return GatherVocabShards(local, *tp_);
+  }
   if (plain_head && hidden.size(0) <= kMaxSmallGemmRows) {
     const at::Tensor w =
         (head != nullptr ? head->weight : model_->model->embed_tokens->weight)

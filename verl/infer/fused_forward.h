@@ -17,16 +17,25 @@
 // without multi-head latent attention; otherwise Forward() is the model's
 // own. MoE layers run the model's MoE
 // block on the fused path's normed activations.
+//
+// Tensor-parallel rollout (tensor_parallel.h): with a tp group set, the
+// model is this rank's shard; o_proj and down_proj then write a partial
+// product that is all-reduced before the residual add (one all-reduce per
+// attention and per MLP block), and Logits computes this rank's vocabulary
+// rows and all-gathers them. Without a group (tp = 1) nothing changes.
 #ifndef VERL_INFER_FUSED_FORWARD_H_
 #define VERL_INFER_FUSED_FORWARD_H_
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "verl/models/attention.h"
 #include "verl/models/decoder.h"
+#include "verl/parallel/process_group.h"
 
 namespace verl::infer {
 
@@ -44,6 +53,12 @@ class FusedForward {
 
   // Whether the fused path runs for the model as it is now.
   bool Applies() const;
+
+  // Sets the tensor-parallel group (size > 1; the model must be its shard,
+  // and the fused path must apply: CHECKed at Forward).
+  void set_tensor_parallel(std::shared_ptr<parallel::Communicator> group) {
+    tp_ = std::move(group);
+  }
 
   // Packed ids/positions [T] -> final-normed hidden [T, H] (fp32 on the
   // fused path).
@@ -80,6 +95,9 @@ class FusedForward {
   // out = x w (+ bias), or out += x w when `accumulate`; timed.
   void Gemm(at::Tensor& out, const at::Tensor& x, const at::Tensor& w,
             const at::Tensor& bias, bool accumulate);
+  // h += x w (the residual folded in); with tp > 1 through an all-reduced
+  // partial product.
+  void RowParallelGemm(at::Tensor& h, const at::Tensor& x, const at::Tensor& w);
   void Attention(int64_t l, const at::Tensor& x, const int64_t* pos,
                  models::AttentionBackend& attention, at::Tensor& h);
 
@@ -92,6 +110,8 @@ class FusedForward {
   at::Tensor cos_, sin_;                        // [max_positions, head_dim]
   // Step buffers, grown on demand and reused.
   at::Tensor normed_, qkv_, gate_up_, act_;
+  std::shared_ptr<parallel::Communicator> tp_;  // null: tp = 1
+  at::Tensor partial_;  // tp > 1: a row-parallel GEMM's partial product
   FusedForwardStats stats_;
 };
 

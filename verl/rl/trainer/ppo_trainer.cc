@@ -143,6 +143,9 @@ absl::Status PpoTrainer::MakeRoleGroups() {
   const CriticConfig& c = config_.critic();
   VERL_ASSIGN_OR_RETURN(critic_par_, groups(c.ulysses_sequence_parallel_size(),
                                             c.model().fsdp_config()));
+  VERL_ASSIGN_OR_RETURN(rollout_par_,
+                        groups(rollout_cfg().tensor_model_parallel_size(),
+                               parallel::FsdpConfig()));
   // Megatron roles: pp x dp x cp x tp groups, one layout per (tp, pp, cp,
   // ep, etp, vpp); the tp, cp and pp ranks of a dp group take the same rows.
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>,
@@ -319,8 +322,37 @@ absl::Status PpoTrainer::InitRoles() {
       OptimizerOptions aopt,
       OptimizerOptionsFromConfig(actor_cfg().optim(), actor_cfg().grad_clip(),
                                  total_steps_));
-  // The engine's copy first: under FSDP the policy's own tensors are sharded.
-  auto engine_model = CloneModel(*policy.model, false, seed_);
+  // The rollout engine with its own copy of the weights (synced after
+  // updates). Its copy is taken first: under FSDP the policy's own tensors
+  // are sharded. Under rollout tensor parallelism the engine is built here
+  // and cuts its shard straight from the policy (no whole copy).
+  auto make_rollout =
+      [&](std::shared_ptr<models::CausalLM> engine_model) -> absl::Status {
+    VERL_ASSIGN_OR_RETURN(
+        RolloutOptions ro,
+        RolloutOptionsFromConfig(config_, tokenizer_->pad_token_id(), seed_));
+    VERL_ASSIGN_OR_RETURN(ro.agent_loop,
+                          AgentLoopFromConfig(config_, tokenizer_.get()));
+    VERL_ASSIGN_OR_RETURN(infer::EngineOptions eo,
+                          EngineOptionsFromConfig(config_, seed_));
+    eo.tp_group = rollout_par_.sp;
+    VERL_ASSIGN_OR_RETURN(rollout_,
+                          Rollout::Create(std::move(engine_model), eo, ro));
+    if (eo.tp_group->size() > 1) {
+      LOG(INFO) << "rollout: " << rollout_par_.dp->size()
+                << " engine replica(s) of tensor_model_parallel_size "
+                << eo.tp_group->size() << "; this rank's KV cache "
+                << rollout_->engine().kv_cache_bytes() << " bytes in "
+                << rollout_->engine().num_kv_blocks() << " blocks";
+    }
+    return absl::OkStatus();
+  };
+  std::shared_ptr<models::CausalLM> engine_model;
+  if (rollout_par_.sp->size() > 1) {
+    VERL_RETURN_IF_ERROR(make_rollout(policy.model));
+  } else {
+    engine_model = CloneModel(*policy.model, false, seed_);
+  }
   std::unique_ptr<TrainState> actor_state;
   if (lora_) {
     // Only the adapters train; they are small, so every rank keeps them all
@@ -342,17 +374,9 @@ absl::Status PpoTrainer::InitRoles() {
   ao.flowrl_log_z_seed = seed_ + 7;
   actor_ = std::make_unique<Actor>(policy.model, std::move(actor_state), ao,
                                    actor_par_.dp);
-
-  // Rollout engine with its own copy of the weights (synced after updates).
-  VERL_ASSIGN_OR_RETURN(
-      RolloutOptions ro,
-      RolloutOptionsFromConfig(config_, tokenizer_->pad_token_id(), seed_));
-  VERL_ASSIGN_OR_RETURN(ro.agent_loop,
-                        AgentLoopFromConfig(config_, tokenizer_.get()));
-  VERL_ASSIGN_OR_RETURN(infer::EngineOptions eo,
-                        EngineOptionsFromConfig(config_, seed_));
-  VERL_ASSIGN_OR_RETURN(rollout_,
-                        Rollout::Create(std::move(engine_model), eo, ro));
+  if (engine_model != nullptr) {
+    VERL_RETURN_IF_ERROR(make_rollout(std::move(engine_model)));
+  }
   return absl::OkStatus();
 }
 

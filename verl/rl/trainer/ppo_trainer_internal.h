@@ -167,6 +167,11 @@ class PpoTrainer {
   std::shared_ptr<parallel::FsdpModule> ref_sharding_;
   std::unique_ptr<Critic> critic_;
   std::unique_ptr<Rollout> rollout_;
+  // Rollout tensor parallelism (rollout.tensor_model_parallel_size): sp is
+  // this rank's engine replica (consecutive ranks, verl's layout), dp the
+  // ranks holding the same shard in every replica (each replica serves its
+  // dp share of the prompts; results are gathered over dp).
+  parallel::UlyssesGroups rollout_par_;
   std::unique_ptr<RewardManager> reward_, val_reward_;
   // reward_model.enable: the model-based reward (rm_scores), which replaces
   // the rule reward as verl's reward managers do when rm_scores exist.

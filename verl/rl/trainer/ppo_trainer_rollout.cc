@@ -48,27 +48,31 @@ absl::StatusOr<std::vector<double>> GroupFilterMetric(
 absl::StatusOr<Batch> PpoTrainer::GenerateSequences(const Batch& prompts,
                                                     int64_t step,
                                                     bool validate) {
-  // Each rank generates its chunk of prompts; seeds use global row indices.
+  // Each engine replica (a rollout tp group; one rank without rollout tp)
+  // generates its chunk of prompts; seeds use global row indices. The ranks
+  // of a replica generate the same tokens; the chunks are gathered over the
+  // ranks holding the same shard in every replica.
+  parallel::Communicator& replicas = *rollout_par_.dp;
   if (progress_out_ != nullptr && !validate) {
-    const int64_t ranks = world_->size();
-    const int64_t local = (prompts.size() + ranks - 1) / ranks;
+    const int64_t local =
+        (prompts.size() + replicas.size() - 1) / replicas.size();
     gen_bar_ = std::make_unique<profiler::ProgressBar>("gen", local, "prompts",
                                                        progress_out_);
   }
-  if (world_->size() == 1) {
+  if (replicas.size() == 1) {
     auto out = rollout_->Generate(prompts, 0, step, validate);
     gen_bar_.reset();
     return out;
   }
-  VERL_ASSIGN_OR_RETURN(auto padded, prompts.PadToDivisor(world_->size()));
-  const int64_t per_rank = padded.first.size() / world_->size();
+  VERL_ASSIGN_OR_RETURN(auto padded, prompts.PadToDivisor(replicas.size()));
+  const int64_t per_replica = padded.first.size() / replicas.size();
   VERL_ASSIGN_OR_RETURN(Batch local,
-                        parallel::LocalChunk(*world_, padded.first));
+                        parallel::LocalChunk(replicas, padded.first));
   VERL_ASSIGN_OR_RETURN(
       Batch out,
-      rollout_->Generate(local, per_rank * world_->rank(), step, validate));
+      rollout_->Generate(local, per_replica * replicas.rank(), step, validate));
   gen_bar_.reset();
-  VERL_ASSIGN_OR_RETURN(Batch all, parallel::GatherBatch(*world_, out));
+  VERL_ASSIGN_OR_RETURN(Batch all, parallel::GatherBatch(replicas, out));
   const int64_t samples = validate ? rollout_->options().val_params.n : n();
   return all.Unpad(padded.second * samples);
 }

@@ -556,6 +556,40 @@ absl::Status CheckMicroBatch(absl::string_view role, absl::string_view name,
   return absl::OkStatus();
 }
 
+// rollout.tensor_model_parallel_size > 1: consecutive ranks form one engine
+// replica, so tp must divide the ranks; the sharded engine runs the fused
+// fp32 path, one request stream per replica (the agent loop is per rank).
+// The model's own limits (heads, KV heads, MoE) are checked when the engine
+// is built (verl/infer/tensor_parallel.h).
+absl::Status CheckRolloutTensorParallel(const infer::RolloutConfig& rollout,
+                                        int64_t n_gpus) {
+  const int64_t tp = rollout.tensor_model_parallel_size();
+  if (tp <= 1) return absl::OkStatus();
+  const std::string key = absl::StrCat(
+      "'actor_rollout_ref.rollout.tensor_model_parallel_size' (", tp, ")");
+  if (n_gpus > 0 && n_gpus % tp != 0) {
+    return Invalid(absl::StrCat(key, " must divide the ", n_gpus,
+                                " ranks (trainer.nnodes x "
+                                "trainer.n_gpus_per_node)"));
+  }
+  if (rollout.dtype() != "float32" && rollout.dtype() != "fp32" &&
+      rollout.dtype() != "float") {
+    return Invalid(
+        absl::StrCat(key,
+                     " needs actor_rollout_ref.rollout.dtype=float32 (the "
+                     "tensor-parallel engine runs the fused fp32 path), got '",
+                     rollout.dtype(), "'"));
+  }
+  if (rollout.multi_turn().enable()) {
+    return Invalid(absl::StrCat(key,
+                                " is not available with "
+                                "actor_rollout_ref.rollout.multi_turn.enable="
+                                "true (the agent loop drives one engine per "
+                                "rank)"));
+  }
+  return absl::OkStatus();
+}
+
 // `<role>.strategy=megatron`: the role's megatron.* keys must map to what
 // is built (MegatronSettingsFromConfig names the key otherwise), tp must
 // divide the ranks, and Ulysses is replaced by Megatron's own sequence
@@ -838,6 +872,7 @@ absl::Status ValidatePpoTrainerConfig(const PpoTrainerConfig& config) {
                               "mode': only async is supported"));
   }
 
+  problems.Add(CheckRolloutTensorParallel(rollout, n_gpus));
   problems.Add(CheckMegatron("actor_rollout_ref.actor", actor.strategy(),
                              actor.megatron(),
                              actor.ulysses_sequence_parallel_size(), n_gpus));

@@ -585,11 +585,10 @@ constexpr KeyRule kKeyRules[] = {
      "set <role>.fsdp_config.dtype (the compute dtype); reductions are fp32"},
     {"actor_rollout_ref.rollout.logprobs_mode", kNotServed,
      "the engine returns processed_logprobs only"},
-    {"actor_rollout_ref.rollout.tensor_model_parallel_size", kNotServed,
-     "tensor-parallel rollout is not available: the engine runs one replica "
-     "per rank"},
+    {"actor_rollout_ref.rollout.tensor_model_parallel_size", kServed, ""},
     {"actor_rollout_ref.rollout.data_parallel_size", kNotServed,
-     "the engine runs one replica per rank"},
+     "the rollout's data parallelism is the ranks / "
+     "tensor_model_parallel_size (one engine replica per tp group)"},
     {"actor_rollout_ref.rollout.expert_parallel_size", kNotServed,
      "expert-parallel rollout is not available"},
     {"actor_rollout_ref.rollout.pipeline_model_parallel_size", kNotServed,

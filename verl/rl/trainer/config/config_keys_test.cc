@@ -121,15 +121,15 @@ TEST(ConfigKeysTest, NotServedKeysAreRefusedWithTheirReason) {
   EXPECT_TRUE(ValidatePpoTrainerConfig(Load({})).ok());
   absl::Status s = ValidatePpoTrainerConfig(
       Load({"actor_rollout_ref.rollout.agent.agent_loop_config_path=a.yaml",
-            "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+            "actor_rollout_ref.rollout.expert_parallel_size=2",
             "data.video_key=clips",
             "critic.model.override_config.num_hidden_layers=2"}));
   ASSERT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   const std::string m(s.message());
   EXPECT_THAT(m, HasSubstr("'actor_rollout_ref.rollout.agent.agent_loop_config_"
                            "path=a.yaml' is not available here: custom agent"));
-  EXPECT_THAT(m, HasSubstr("tensor_model_parallel_size=2' is not available "
-                           "here: tensor-parallel rollout"));
+  EXPECT_THAT(m, HasSubstr("expert_parallel_size=2' is not available "
+                           "here: expert-parallel rollout"));
   EXPECT_THAT(m, HasSubstr("'data.video_key=clips' is not available here: "
                            "vision-language"));
   EXPECT_THAT(

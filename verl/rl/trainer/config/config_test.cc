@@ -701,6 +701,35 @@ TEST(ValidatePpoTrainerConfigTest, MegatronStrategyChecksItsKeys) {
               HasSubstr("'actor_rollout_ref.actor.megatron.context_parallel_"
                         "size' (4) x tensor_model_parallel_size (1) must "
                         "divide the 2 ranks"));
+
+  // Rollout tensor parallelism: tp divides the ranks, fp32 engine, no agent
+  // loop; one line naming the key.
+  EXPECT_TRUE(
+      ValidatePpoTrainerConfig(
+          Load({"trainer.n_gpus_per_node=2",
+                "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+                "actor_rollout_ref.rollout.dtype=float32"},
+               example))
+          .ok());
+  EXPECT_THAT(
+      std::string(
+          ValidatePpoTrainerConfig(
+              Load({"trainer.n_gpus_per_node=2",
+                    "actor_rollout_ref.rollout.tensor_model_parallel_size=4",
+                    "actor_rollout_ref.rollout.dtype=float32"},
+                   example))
+              .message()),
+      HasSubstr("'actor_rollout_ref.rollout.tensor_model_parallel_size' (4) "
+                "must divide the 2 ranks"));
+  EXPECT_THAT(
+      std::string(
+          ValidatePpoTrainerConfig(
+              Load({"trainer.n_gpus_per_node=2",
+                    "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+                    "actor_rollout_ref.rollout.dtype=bfloat16"},
+                   example))
+              .message()),
+      HasSubstr("(2) needs actor_rollout_ref.rollout.dtype=float32"));
 }
 
 // Every bad size/count/probability key of a command line is reported in one

@@ -1,0 +1,137 @@
+// File: verl/infer/tensor_parallel.cc
+#include "verl/infer/tensor_parallel.h"
+
+#include <c10/core/InferenceMode.h>
+#include <glog/logging.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace verl::infer {
+namespace {
+
+int64_t KvHeads(const models::ModelConfig& c) {
+  return c.num_key_value_heads > 0 ? c.num_key_value_heads
+                                   : c.num_attention_heads;
+}
+
+absl::Status Refuse(int64_t tp, const std::string& why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(kRolloutTpKey, "=", tp, ": ", why));
+}
+
+}  // namespace
+
+absl::Status ValidateTensorParallel(const models::ModelConfig& c, int64_t tp) {
+  if (tp <= 0) return Refuse(tp, "must be >= 1");
+  if (tp == 1) return absl::OkStatus();
+  if (c.IsMoe()) {
+    return Refuse(tp,
+                  "MoE models are not served by the tensor-parallel "
+                  "rollout (set it to 1)");
+  }
+  if (c.IsMla()) {
+    return Refuse(tp,
+                  "multi-head latent attention (DeepSeek-V3) is not "
+                  "served by the tensor-parallel rollout (set it to 1)");
+  }
+  if (!c.mrope_section.empty()) {
+    return Refuse(tp,
+                  "vision-language models are not served by the "
+                  "tensor-parallel rollout (set it to 1)");
+  }
+  if (c.is_value_model) return Refuse(tp, "a value model cannot generate");
+  const int64_t nq = c.num_attention_heads, nkv = KvHeads(c);
+  if (nq % tp != 0) {
+    return Refuse(
+        tp, absl::StrCat("does not divide num_attention_heads (", nq, ")"));
+  }
+  if (nkv % tp != 0 && tp % nkv != 0) {
+    return Refuse(tp, absl::StrCat("and num_key_value_heads (", nkv,
+                                   ") must divide one another"));
+  }
+  if (c.intermediate_size % tp != 0) {
+    return Refuse(tp, absl::StrCat("does not divide intermediate_size (",
+                                   c.intermediate_size, ")"));
+  }
+  return absl::OkStatus();
+}
+
+models::ModelConfig ShardConfig(const models::ModelConfig& c, int64_t tp) {
+  models::ModelConfig s = c;
+  s.head_dim = c.HeadDim();
+  s.num_attention_heads = c.num_attention_heads / tp;
+  s.num_key_value_heads = std::max<int64_t>(KvHeads(c) / tp, 1);
+  s.intermediate_size = c.intermediate_size / tp;
+  return s;
+}
+
+std::pair<int64_t, int64_t> ShardRange(int64_t n, int rank, int tp) {
+  return {n * rank / tp, n * (rank + 1) / tp};
+}
+
+at::Tensor ShardOf(const std::string& name, const at::Tensor& full,
+                   const models::ModelConfig& c, int rank, int tp) {
+  if (tp == 1) return full;
+  const int64_t d = c.HeadDim(), nq = c.num_attention_heads, nkv = KvHeads(c);
+  auto rows = [&](int64_t dim, int64_t n, int64_t unit) {
+    const auto [b, e] = ShardRange(n, rank, tp);
+    return full.narrow(dim, b * unit, (e - b) * unit);
+  };
+  auto ends = [&](const char* suffix) { return absl::EndsWith(name, suffix); };
+  if (ends(".self_attn.q_proj.weight") || ends(".self_attn.q_proj.bias")) {
+    return rows(0, nq, d);
+  }
+  if (ends(".self_attn.k_proj.weight") || ends(".self_attn.k_proj.bias") ||
+      ends(".self_attn.v_proj.weight") || ends(".self_attn.v_proj.bias")) {
+    if (nkv >= tp) return rows(0, nkv, d);
+    return full.narrow(0, rank / (tp / nkv) * d, d);  // replicated KV head
+  }
+  if (ends(".self_attn.o_proj.weight")) return rows(1, nq, d);
+  if (ends(".mlp.gate_proj.weight") || ends(".mlp.up_proj.weight")) {
+    return rows(0, c.intermediate_size, 1);
+  }
+  if (ends(".mlp.down_proj.weight")) return rows(1, c.intermediate_size, 1);
+  return full;
+}
+
+std::shared_ptr<models::CausalLM> ShardModel(const models::CausalLM& full,
+                                             int rank, int tp) {
+  const models::ModelConfig& c = full.config();
+  auto shard = std::make_shared<models::CausalLM>(ShardConfig(c, tp));
+  const auto src = full.named_parameters(/*recurse=*/true);
+  torch::NoGradGuard no_grad;
+  shard->to(src.begin()->value().scalar_type());
+  for (auto& item : shard->named_parameters(/*recurse=*/true)) {
+    const at::Tensor* p = src.find(item.key());
+    CHECK(p != nullptr) << "ShardModel: no parameter '" << item.key() << "'";
+    item.value().copy_(ShardOf(item.key(), *p, c, rank, tp));
+  }
+  return shard;
+}
+
+void AllReduceSum(at::Tensor& x, parallel::Communicator& group) {
+  if (x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf) {
+    at::Tensor f = x.to(at::kFloat);
+    AllReduceSum(f, group);
+    x.copy_(f);
+    return;
+  }
+  const absl::Status s = group.AllReduce(x);
+  CHECK(s.ok()) << "tensor-parallel rollout, rank " << group.global_rank()
+                << " of group '" << group.name() << "': " << s;
+}
+
+at::Tensor GatherVocabShards(const at::Tensor& local,
+                             parallel::Communicator& group) {
+  // Gloo writes the gathered rows from its own thread, outside the caller's
+  // InferenceMode: normal (not inference) tensors in and out.
+  c10::InferenceMode normal(false);
+  absl::StatusOr<at::Tensor> all = group.AllGatherCat(local.t().contiguous());
+  CHECK(all.ok()) << "tensor-parallel rollout, rank " << group.global_rank()
+                  << " of group '" << group.name() << "': " << all.status();
+  return all->t().contiguous();
+}
+
+}  // namespace verl::infer
