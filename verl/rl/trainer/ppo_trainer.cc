@@ -274,6 +274,11 @@ absl::Status PpoTrainer::InitRoles() {
           MakeMegatronModel(*policy.model,
                             config_.actor_rollout_ref().ref().megatron(),
                             "actor_rollout_ref.ref.megatron", ref_mpu_));
+      // param_offload: the parameters rest in host memory between passes.
+      if (config_.actor_rollout_ref().ref().megatron().param_offload()) {
+        MoveModuleParameters(*ref_options.megatron,
+                             parallel::MemoryLocation::kHost, c10::kCPU);
+      }
       ref_ = std::make_unique<Actor>(policy.model, nullptr, ref_options,
                                      ref_par_.dp);
     } else {

@@ -150,6 +150,16 @@ absl::Status PpoTrainer::ComputeOldLogProbs(Batch& batch, MetricMap* metrics) {
 }
 
 absl::Status PpoTrainer::ComputeRefLogProbs(Batch& batch) {
+  // megatron.param_offload of the forward-only reference (no train state):
+  // its parameters come to the device for this pass only. Megatron runs on
+  // CPU here (the "device" is CPU memory, host a separate copy).
+  const bool offload =
+      ref_->options().megatron &&
+      config_.actor_rollout_ref().ref().megatron().param_offload();
+  if (offload) {
+    MoveModuleParameters(*ref_->options().megatron,
+                         parallel::MemoryLocation::kDevice, c10::kCPU);
+  }
   VERL_ASSIGN_OR_RETURN(
       Batch lp,
       ShardedCall(*ref_par_.dp, batch,
@@ -158,6 +168,10 @@ absl::Status PpoTrainer::ComputeRefLogProbs(Batch& batch) {
                                           ref_->ComputeLogProb(local, false));
                     return Batch::FromColumns({{"ref_log_prob", r.log_probs}});
                   }));
+  if (offload) {
+    MoveModuleParameters(*ref_->options().megatron,
+                         parallel::MemoryLocation::kHost, c10::kCPU);
+  }
   VERL_ASSIGN_OR_RETURN(at::Tensor ref_lp, lp.GetTensor("ref_log_prob"));
   return batch.SetTensor("ref_log_prob", ref_lp);
 }

@@ -152,6 +152,16 @@ void CastMegatronParameters(torch::nn::Module& model, at::ScalarType dtype) {
   }
 }
 
+void MoveModuleParameters(torch::nn::Module& model, parallel::MemoryLocation to,
+                          c10::Device device) {
+  at::NoGradGuard no_grad;
+  for (at::Tensor& p : model.parameters(/*recurse=*/true)) {
+    p.set_data(to == parallel::MemoryLocation::kHost
+                   ? parallel::HostCopy(p.detach())
+                   : parallel::DeviceCopy(p.detach(), device));
+  }
+}
+
 MegatronTrainState::MegatronTrainState(
     std::shared_ptr<models::MegatronGPTModel> model,
     std::shared_ptr<mg::ParallelState> mpu, const OptimizerOptions& options,

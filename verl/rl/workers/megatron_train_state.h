@@ -75,6 +75,13 @@ namespace verl::rl {
 // megatron.dtype bfloat16 / float16 after the weights are loaded.
 void CastMegatronParameters(torch::nn::Module& model, at::ScalarType dtype);
 
+// Moves every parameter of `model` to host memory (pinned with CUDA; on CPU
+// a separate host copy) or to `device`, keeping the tensors' identity (so
+// the model's references stay valid): param_offload of a forward-only
+// model (the reference), which has no train state.
+void MoveModuleParameters(torch::nn::Module& model, parallel::MemoryLocation to,
+                          c10::Device device);
+
 // What the state does beyond AdamW (verl's <role>.megatron.* keys).
 struct MegatronStateOptions {
   bool distributed_optimizer = true;  // use_distributed_optimizer

@@ -602,19 +602,18 @@ absl::Status CheckMegatron(absl::string_view role, Strategy::Value strategy,
   absl::Status settings =
       models::MegatronSettingsFromConfig(megatron, prefix).status();
   if (!settings.ok()) return Invalid(settings.message());
-  // Offload lives in the train states (actor, critic); the forward-only
-  // reference has none.
+  // The forward-only reference has parameters to offload but no gradients
+  // or optimizer state.
   if (role == "actor_rollout_ref.ref") {
     const std::pair<const char*, bool> offload[] = {
-        {"param_offload", megatron.param_offload()},
         {"grad_offload", megatron.grad_offload()},
         {"optimizer_offload", megatron.optimizer_offload()}};
     for (const auto& [key, on] : offload) {
       if (!on) continue;
       return Invalid(absl::StrCat(
           prefix, ".", key,
-          "=true: Megatron offload is built for the actor's and the critic's "
-          "train states; the forward-only reference has none"));
+          "=true: the forward-only reference has no gradients or optimizer "
+          "state (param_offload is served)"));
     }
   }
   const int64_t tp = megatron.tensor_model_parallel_size();

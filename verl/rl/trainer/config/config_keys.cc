@@ -282,9 +282,9 @@ constexpr KeyRule kKeyRules[] = {
      "float32 or bfloat16 (fp32 gradients and master weights); float16 is "
      "refused (no loss scaling)"},
     {"**.megatron.param_offload", kServed,
-     "actor and critic (host memory between passes); refused for the ref"},
+     "actor, critic and ref: host memory between passes"},
     {"**.megatron.grad_offload", kServed,
-     "actor and critic; refused for the ref"},
+     "actor and critic; refused for the ref (no gradients)"},
     {"**.megatron.optimizer_offload", kServed,
      "actor and critic (on the device for the step only); refused for the "
      "ref"},

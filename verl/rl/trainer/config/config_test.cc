@@ -634,14 +634,15 @@ TEST(ValidatePpoTrainerConfigTest, MegatronStrategyChecksItsKeys) {
                 "actor_rollout_ref.actor.megatron.grad_offload=true",
                 "actor_rollout_ref.actor.megatron.optimizer_offload=true",
                 "actor_rollout_ref.ref.strategy=megatron",
-                "actor_rollout_ref.ref.megatron.dtype=bfloat16"},
+                "actor_rollout_ref.ref.megatron.dtype=bfloat16",
+                "actor_rollout_ref.ref.megatron.param_offload=true"},
                example))
           .ok());
   absl::Status s = ValidatePpoTrainerConfig(Load(
       {"trainer.n_gpus_per_node=2", "actor_rollout_ref.actor.strategy=megatron",
        "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=4",
        "actor_rollout_ref.ref.strategy=megatron",
-       "actor_rollout_ref.ref.megatron.param_offload=true",
+       "actor_rollout_ref.ref.megatron.grad_offload=true",
        "actor_rollout_ref.model.lora_rank=8", "critic.enable=true",
        "critic.strategy=megatron", "critic.ppo_micro_batch_size_per_gpu=2",
        "critic.ulysses_sequence_parallel_size=2",
@@ -651,8 +652,9 @@ TEST(ValidatePpoTrainerConfigTest, MegatronStrategyChecksItsKeys) {
   const std::string m(s.message());
   EXPECT_THAT(m, HasSubstr("'actor_rollout_ref.actor.megatron.tensor_model_"
                            "parallel_size' (4) must divide the 2 ranks"));
-  EXPECT_THAT(m, HasSubstr("actor_rollout_ref.ref.megatron.param_offload="
-                           "true: Megatron offload is built for the actor's"));
+  EXPECT_THAT(m, HasSubstr("actor_rollout_ref.ref.megatron.grad_offload="
+                           "true: the forward-only reference has no "
+                           "gradients"));
   EXPECT_THAT(m, HasSubstr("'actor_rollout_ref.model.lora_rank=8' is not "
                            "available with actor_rollout_ref.actor.strategy="
                            "megatron"));

@@ -26,7 +26,9 @@
 // grad_offload and optimizer_offload each, 3 steps (LoadToDevice, forward,
 // backward, Step, OffloadToHost) give the no-offload run's norms and
 // parameters bit for bit, and between steps the device-resident bytes
-// (Memory()) drop by the offloaded buffers' bytes, which sit in host memory.
+// (Memory()) drop by the offloaded buffers' bytes, which sit in host memory;
+// a forward-only model's parameters (the reference's param_offload) moved to
+// host and back give the same log-probs bit for bit.
 // Prints "rank R: OK ..." or "rank R FAILED: ..." and exits non-zero on a
 // failure.
 #include <ATen/ATen.h>
@@ -594,6 +596,27 @@ absl::Status RunOffload(const std::shared_ptr<mg::ParallelState>& mpu,
               << "between steps " << got.between.back().device_bytes << " vs "
               << m0.device_bytes << " (" << moved[k] << " in host memory)"
               << std::endl;
+  }
+  // The forward-only reference (MoveModuleParameters, no train state): a
+  // pass after a host round trip gives the same log-probs bit for bit, and
+  // between passes the parameters live in a separate host buffer.
+  VERL_ASSIGN_OR_RETURN(Built ref, BuildState(mpu, initial, dtype, none));
+  auto log_probs = [&] {
+    at::NoGradGuard no_grad;
+    return mg::VocabParallelLogProbsAndEntropy(
+               ref.model->Forward(mine.ids, mine.pos, mine.cu), mine.labels,
+               config.vocab_size, ref.model->tp(), 1.0, false)
+        .log_probs;
+  };
+  const at::Tensor before = log_probs();
+  const void* on_device = ref.model->parameters()[0].data_ptr();
+  MoveModuleParameters(*ref.model, parallel::MemoryLocation::kHost, c10::kCPU);
+  const void* on_host = ref.model->parameters()[0].data_ptr();
+  MoveModuleParameters(*ref.model, parallel::MemoryLocation::kDevice,
+                       c10::kCPU);
+  if (on_host == on_device || !at::equal(log_probs(), before)) {
+    return absl::InternalError(
+        "reference param offload: not moved, or the log-probs changed");
   }
   return absl::OkStatus();
 }
