@@ -641,6 +641,12 @@ absl::Status LLMEngine::UpdateWeights(
   for (size_t i = 0; i < named_tensors.size(); ++i) {
     const std::string& name = named_tensors[i].first;
     const at::Tensor& t = slices[i];
+    if (!t.defined()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "UpdateWeights: '", name, "' has shape ",
+          c10::str(named_tensors[i].second.sizes()),
+          ", not the full tensor this tensor-parallel engine slices"));
+    }
     const at::Tensor* p = params.find(name);
     if (p == nullptr) {
       return absl::NotFoundError(

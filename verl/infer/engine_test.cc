@@ -501,6 +501,18 @@ TEST(EngineTest, TensorParallelRefusesModelsItCannotSplit) {
   EXPECT_EQ(s.num_key_value_heads, 1);
   EXPECT_EQ(s.intermediate_size, 176);
   EXPECT_EQ(s.HeadDim(), 32);
+  // ShardOf: rank 1's heads (rows) of q_proj, columns of o_proj; a tensor
+  // that is not the full one is undefined (UpdateWeights reports it).
+  const models::ModelConfig& full = Shared().model->config();
+  const at::Tensor q = at::arange(128 * 128, at::kFloat).view({128, 128});
+  EXPECT_TRUE(ShardOf("model.layers.0.self_attn.q_proj.weight", q, full, 1, 2)
+                  .equal(q.narrow(0, 64, 64)));
+  EXPECT_TRUE(ShardOf("model.layers.0.self_attn.o_proj.weight", q, full, 1, 2)
+                  .equal(q.narrow(1, 64, 64)));
+  EXPECT_FALSE(ShardOf("model.layers.0.self_attn.q_proj.weight",
+                       q.narrow(0, 0, 64), full, 1, 2)
+                   .defined());
+  EXPECT_TRUE(ShardOf("model.norm.weight", q, full, 1, 2).equal(q));
 }
 
 }  // namespace

@@ -75,7 +75,10 @@ at::Tensor ShardOf(const std::string& name, const at::Tensor& full,
                    const models::ModelConfig& c, int rank, int tp) {
   if (tp == 1) return full;
   const int64_t d = c.HeadDim(), nq = c.num_attention_heads, nkv = KvHeads(c);
+  // A tensor that is not the full one (wrong size along the split dim):
+  // undefined, for the caller to report.
   auto rows = [&](int64_t dim, int64_t n, int64_t unit) {
+    if (full.dim() <= dim || full.size(dim) != n * unit) return at::Tensor();
     const auto [b, e] = ShardRange(n, rank, tp);
     return full.narrow(dim, b * unit, (e - b) * unit);
   };
@@ -86,6 +89,7 @@ at::Tensor ShardOf(const std::string& name, const at::Tensor& full,
   if (ends(".self_attn.k_proj.weight") || ends(".self_attn.k_proj.bias") ||
       ends(".self_attn.v_proj.weight") || ends(".self_attn.v_proj.bias")) {
     if (nkv >= tp) return rows(0, nkv, d);
+    if (full.dim() < 1 || full.size(0) != nkv * d) return at::Tensor();
     return full.narrow(0, rank / (tp / nkv) * d, d);  // replicated KV head
   }
   if (ends(".self_attn.o_proj.weight")) return rows(1, nq, d);

@@ -58,7 +58,8 @@ models::ModelConfig ShardConfig(const models::ModelConfig& config, int64_t tp);
 std::pair<int64_t, int64_t> ShardRange(int64_t n, int rank, int tp);
 
 // This rank's slice of the full HF tensor `name` (a view; replicated
-// tensors are returned as they are).
+// tensors are returned as they are); undefined when a split tensor is not
+// the full one (its size along the split dim is not the model's).
 at::Tensor ShardOf(const std::string& name, const at::Tensor& full,
                    const models::ModelConfig& config, int rank, int tp);
 
