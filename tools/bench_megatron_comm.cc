@@ -1,7 +1,9 @@
 // File: tools/bench_megatron_comm.cc
 //
 // Megatron training steps on a preset (tiny-qwen2 by default) at each tp in
-// --tps, one job of tp x dp processes per tp in one run, printing per step
+// --tps, one job of tp x dp x pp processes per tp in one run (the
+// micro-batches, one sequence each, through the 1F1B schedule), printing
+// per step
 // the bytes each Megatron group (tp, dp, cp, pp; "world" for the grad-norm
 // sum) communicated by collective, against Megatron's analytic count, and
 // the training throughput (tokens/s) of every tp.
@@ -36,6 +38,11 @@
 //     linear_proj, linear_fc2 and the embedding in forward and after
 //     linear_qkv, linear_fc1 and the LM head's input in backward, plus the
 //     log-prob's and the q/k norms' all-reduces.
+//   With pp > 1 the figures are rank 0's, on the first stage: its layers
+//   only, no LM head or log-prob; pp: each micro-batch's activations
+//   [T_mb/tp, h] sent forward and their gradient received; a tied
+//   embedding's fp32 gradient summed with the last stage's copy (over the
+//   embedding group, which is the pp group at pp 2).
 //   dp, distributed optimizer: a reduce-scatter of the fp32 gradients
 //     (Pp x 4 bytes) and an all-gather of the updated parameters (Pp x e).
 //   world: the grad norm's one fp64 sum.
@@ -71,12 +78,15 @@
 #include "verl/parallel/distributed.h"
 #include "verl/parallel/launcher.h"
 #include "verl/parallel/megatron/parallel_state.h"
+#include "verl/parallel/megatron/pipeline_schedule.h"
 #include "verl/parallel/megatron/vocab_parallel.h"
 #include "verl/profiler/timeline.h"
 #include "verl/rl/workers/megatron_train_state.h"
 
 ABSL_FLAG(std::string, tps, "1,2", "tensor-parallel sizes to run");
 ABSL_FLAG(int, dp, 2, "data-parallel size of every job");
+ABSL_FLAG(int, pp, 1,
+          "pipeline stages of every job (1F1B, one sequence per micro-batch)");
 ABSL_FLAG(std::string, model, "tiny-qwen2", "model preset");
 ABSL_FLAG(int64_t, seqs, 4, "sequences per dp rank per step");
 ABSL_FLAG(int64_t, seq_len, 128, "tokens per sequence");
@@ -91,29 +101,47 @@ namespace {
 
 namespace mg = parallel::megatron;
 
+// What rank 0 (tp rank 0 of the first pipeline stage) holds and moves.
 struct Shape {
   int64_t tokens = 0, hidden = 0, layers = 0, qk_norm = 0;  // head_dim or 0
   int64_t params = 0, params_padded = 0, param_bytes = 4;
-  int tp = 1, dp = 1;
+  int64_t microbatches = 1, stage_input = 0;  // numel of one mb's [T/tp, h]
+  int64_t tied_embedding = 0;  // numel of the embedding shard when tied, pp>1
+  int64_t emb_is_pp = 0;       // the embedding group is the pp group (pp 2)
+  int tp = 1, dp = 1, pp = 1;
   bool sp = true;
 };
 
 // Megatron's expected per-step bytes per (group, op); see the file comment.
 std::map<std::pair<std::string, std::string>, double> Expected(const Shape& s) {
   std::map<std::pair<std::string, std::string>, double> e;
+  // Rank 0 is on the first stage; `layers` are its stage's, and the LM
+  // head, the final norm and the log-prob are there only without stages.
+  const bool last = s.pp == 1;
   const double th = static_cast<double>(s.tokens) * s.hidden;
-  const double logprob = 4.0 * s.tokens * 4;
+  const double logprob = last ? 4.0 * s.tokens * 4 : 0;
   const double qk_norms = 2.0 * s.layers * s.qk_norm * 4;
   if (s.tp > 1) {
     // fwd: 2 per layer + the embedding / LM head; bwd: the conjugates.
-    const double per_kind = 4.0 * s.layers + 2;
+    const double per_kind = 4.0 * s.layers + 1 + (last ? 1 : 0);
     if (s.sp) {
       e[{"tp", "all_gather"}] = per_kind * th * s.param_bytes;
       e[{"tp", "reduce_scatter"}] = per_kind * th * 4;
       e[{"tp", "all_reduce"}] =
-          logprob + (2.0 * s.layers + 1) * s.hidden * 4 + qk_norms;
+          logprob + (2.0 * s.layers + (last ? 1 : 0)) * s.hidden * 4 + qk_norms;
     } else {
       e[{"tp", "all_reduce"}] = per_kind * th * 4 + logprob + qk_norms;
+    }
+  }
+  if (s.pp > 1) {
+    // The first stage sends each micro-batch's activations forward and
+    // receives their gradient; the tied embedding's two copies (first and
+    // last stage) sum their fp32 gradients.
+    const double act = static_cast<double>(s.stage_input) * s.param_bytes;
+    e[{"pp", "send"}] = s.microbatches * act;
+    e[{"pp", "recv"}] = s.microbatches * act;
+    if (s.tied_embedding > 0) {
+      e[{s.emb_is_pp ? "pp" : "emb", "all_reduce"}] = s.tied_embedding * 4.0;
     }
   }
   if (s.dp > 1) {
@@ -121,7 +149,7 @@ std::map<std::pair<std::string, std::string>, double> Expected(const Shape& s) {
     e[{"dp", "all_gather"}] =
         static_cast<double>(s.params_padded) * s.param_bytes;
   }
-  if (s.tp * s.dp > 1) e[{"world", "all_reduce"}] = 8;
+  if (s.tp * s.dp * s.pp > 1) e[{"world", "all_reduce"}] = 8;
   return e;
 }
 
@@ -132,6 +160,7 @@ absl::Status Worker(int tp) {
                         parallel::InitDistributed(dist_options));
   mg::ModelParallelSizes sizes;
   sizes.tp = tp;
+  sizes.pp = absl::GetFlag(FLAGS_pp);
   VERL_ASSIGN_OR_RETURN(auto mpu,
                         mg::ParallelState::Initialize(dist.world, sizes));
   VERL_ASSIGN_OR_RETURN(models::ModelConfig c,
@@ -160,11 +189,23 @@ absl::Status Worker(int tp) {
                 len = absl::GetFlag(FLAGS_seq_len);
   at::Generator gen =
       at::make_generator<at::CPUGeneratorImpl>(7 + mpu->dp_rank());
-  at::Tensor ids = at::randint(c.vocab_size, {n * len}, gen, at::kLong);
-  at::Tensor labels = at::roll(ids, -1);
-  at::Tensor pos = at::arange(len, at::kLong).repeat({n});
-  std::vector<int64_t> cu;
-  for (int64_t i = 0; i <= n; ++i) cu.push_back(i * len);
+  // One sequence per micro-batch, through the 1F1B schedule (a plain
+  // loop at pp = 1).
+  at::Tensor ids = at::randint(c.vocab_size, {n, len}, gen, at::kLong);
+  at::Tensor labels = at::roll(ids, -1, 1);
+  at::Tensor pos = at::arange(len, at::kLong);
+  const std::vector<int64_t> cu = {0, len};
+  mg::PipelineStageFns fns;
+  fns.input_shape = [&](int64_t) { return model->StageHiddenShape(cu); };
+  fns.forward = [&](int64_t mb, const at::Tensor& in) {
+    return model->StageForward(ids[mb], pos, cu, in);
+  };
+  fns.loss = [&](int64_t mb, const at::Tensor& logits) {
+    return -mg::VocabParallelLogProbsAndEntropy(
+                logits, labels[mb], c.vocab_size, model->tp(), 1.0, false)
+                .log_probs.mean() /
+           n;
+  };
 
   // Which Megatron group a communicator name is.
   std::map<std::string, std::string> role;
@@ -175,18 +216,33 @@ absl::Status Worker(int tp) {
       {mg::MpuGroup::kPp, "pp"}};
   for (const auto& [g, r] : groups) role[mpu->group(g)->name()] = r;
   role[mpu->world()->name()] = "world";
+  const bool emb_is_pp =
+      mpu->embedding() &&
+      mpu->embedding()->name() == mpu->group(mg::MpuGroup::kPp)->name();
+  if (mpu->embedding() && !emb_is_pp) {
+    role[mpu->embedding()->name()] = "emb";
+  }
 
   std::ofstream out(
       absl::StrFormat("%s.%d", absl::GetFlag(FLAGS_out), dist.world->rank()));
   int64_t params = 0;
   for (const at::Tensor& p : model->parameters()) params += p.numel();
   const int dp = mpu->dp()->size();
-  out << "shape " << n * len << " " << c.hidden_size << " "
-      << c.num_hidden_layers << " " << params << " "
-      << (params + dp - 1) / dp * dp << " "
+  int64_t stage_input = 1;
+  for (int64_t d : model->StageHiddenShape(cu)) stage_input *= d;
+  int64_t stage_layers = 0;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    stage_layers += model->LocalLayer(l) ? 1 : 0;
+  }
+  const int64_t tied =
+      mpu->embedding() && mpu->pp_size() > 1 && c.tie_word_embeddings
+          ? model->word_embeddings->weight.numel()
+          : 0;
+  out << "shape " << n * len << " " << c.hidden_size << " " << stage_layers
+      << " " << params << " " << (params + dp - 1) / dp * dp << " "
       << model->parameters()[0].element_size() << " "
-      << (c.qk_norm ? model->layers[0]->self_attention->heads.head_dim : 0)
-      << "\n";
+      << (c.qk_norm ? c.head_dim : 0) << " " << n << " " << stage_input << " "
+      << tied << " " << emb_is_pp << "\n";
   profiler::Timeline& timeline = profiler::Timeline::Global();
   timeline.Enable(dist.world->rank());
   for (int step = 0; step < absl::GetFlag(FLAGS_steps); ++step) {
@@ -194,11 +250,7 @@ absl::Status Worker(int tp) {
     timeline.Clear();
     const auto t0 = std::chrono::steady_clock::now();
     state->ZeroGrad();
-    at::Tensor logits = model->Forward(ids, pos, cu);
-    (-mg::VocabParallelLogProbsAndEntropy(logits, labels, c.vocab_size,
-                                          model->tp(), 1.0, false)
-          .log_probs.mean())
-        .backward();
+    mg::PipelineForwardBackward(fns, n, *mpu->group(mg::MpuGroup::kPp));
     VERL_RETURN_IF_ERROR(state->Step().status());
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
@@ -230,11 +282,11 @@ struct JobResult {
 };
 
 absl::StatusOr<JobResult> RunJob(int tp) {
-  const int dp = absl::GetFlag(FLAGS_dp);
+  const int dp = absl::GetFlag(FLAGS_dp), pp = absl::GetFlag(FLAGS_pp);
   const std::string out =
       absl::StrFormat("/tmp/bench_megatron_comm_%d_%d", getpid(), tp);
   parallel::LaunchOptions launch;
-  launch.nproc_per_node = tp * dp;
+  launch.nproc_per_node = tp * dp * pp;
   launch.master_port = 0;
   const std::vector<std::string> args = {
       absl::StrFormat("--worker_tp=%d", tp),
@@ -243,6 +295,7 @@ absl::StatusOr<JobResult> RunJob(int tp) {
       absl::StrFormat("--seqs=%d", absl::GetFlag(FLAGS_seqs)),
       absl::StrFormat("--seq_len=%d", absl::GetFlag(FLAGS_seq_len)),
       absl::StrFormat("--steps=%d", absl::GetFlag(FLAGS_steps)),
+      absl::StrFormat("--pp=%d", pp),
       absl::StrFormat(
           "--sequence_parallel=%s",
           absl::GetFlag(FLAGS_sequence_parallel) ? "true" : "false"),
@@ -255,9 +308,10 @@ absl::StatusOr<JobResult> RunJob(int tp) {
   JobResult r;
   r.shape.tp = tp;
   r.shape.dp = dp;
+  r.shape.pp = pp;
   r.shape.sp = tp > 1 && absl::GetFlag(FLAGS_sequence_parallel);
   r.secs.assign(absl::GetFlag(FLAGS_steps), 0);
-  for (int rank = 0; rank < tp * dp; ++rank) {
+  for (int rank = 0; rank < tp * dp * pp; ++rank) {
     const std::string file = absl::StrFormat("%s.%d", out, rank);
     std::ifstream in(file);
     std::string line;
@@ -268,7 +322,8 @@ absl::StatusOr<JobResult> RunJob(int tp) {
       if (kind == "shape" && rank == 0) {
         f >> r.shape.tokens >> r.shape.hidden >> r.shape.layers >>
             r.shape.params >> r.shape.params_padded >> r.shape.param_bytes >>
-            r.shape.qk_norm;
+            r.shape.qk_norm >> r.shape.microbatches >> r.shape.stage_input >>
+            r.shape.tied_embedding >> r.shape.emb_is_pp;
       } else if (kind == "step") {
         int step = 0;
         double secs = 0;
@@ -297,11 +352,12 @@ int Main() {
     }
     tps.push_back(tp);
   }
-  const int dp = absl::GetFlag(FLAGS_dp);
+  const int dp = absl::GetFlag(FLAGS_dp), pp = absl::GetFlag(FLAGS_pp);
   std::printf(
-      "%s, dp %d, %ld sequences x %ld tokens per dp rank, %s, distributed "
-      "optimizer, sequence_parallel %s, 1 thread per rank\n",
-      absl::GetFlag(FLAGS_model).c_str(), dp, absl::GetFlag(FLAGS_seqs),
+      "%s, dp %d, pp %d, %ld sequences (micro-batches) x %ld tokens per dp "
+      "rank, %s, distributed optimizer, sequence_parallel %s, 1 thread per "
+      "rank\n",
+      absl::GetFlag(FLAGS_model).c_str(), dp, pp, absl::GetFlag(FLAGS_seqs),
       absl::GetFlag(FLAGS_seq_len), absl::GetFlag(FLAGS_dtype).c_str(),
       absl::GetFlag(FLAGS_sequence_parallel) ? "true" : "false");
   std::vector<std::pair<int, double>> throughput;
@@ -316,7 +372,7 @@ int Main() {
     std::printf(
         "\ntp=%d (world %d): bytes per step on rank 0 (full collective "
         "size), measured vs Megatron's count\n",
-        tp, tp * dp);
+        tp, tp * dp * pp);
     std::printf("%5s %6s %-15s %14s %14s %8s\n", "step", "group", "op",
                 "measured", "expected", "ratio");
     for (const auto& [step, bytes] : r->bytes) {
@@ -335,6 +391,7 @@ int Main() {
       }
     }
     for (const char* g : {"cp", "pp"}) {
+      if (std::string(g) == "pp" && pp > 1) continue;
       double b = 0;
       for (const auto& [step, bytes] : r->bytes) {
         for (const auto& [key, v] : bytes) {
@@ -361,7 +418,7 @@ int Main() {
   }
   std::printf("\n%4s %8s %14s %10s\n", "tp", "world", "tokens/s", "vs first");
   for (const auto& [tp, tps_] : throughput) {
-    std::printf("%4d %8d %14.1f %10.3f\n", tp, tp * dp, tps_,
+    std::printf("%4d %8d %14.1f %10.3f\n", tp, tp * dp * pp, tps_,
                 tps_ / throughput.front().second);
   }
   std::printf("\nmeasured bytes %s Megatron's count\n",

@@ -1,10 +1,10 @@
 #!/bin/bash
 # File: tools/bench_megatron_comm_test.sh
 #
-# //tools:bench_megatron_comm at tp 2 x dp 2 (4 processes, one short step of
-# tiny-qwen2): every group's measured bytes must equal the analytic count
-# (the tool exits 2 otherwise), and the table names the tp and dp
-# collectives and the cp / pp groups.
+# //tools:bench_megatron_comm at tp 2 x dp 2 and at tp 2 x pp 2 (4
+# processes each, one short step of tiny-qwen2): every group's measured
+# bytes must equal the analytic count (the tool exits 2 otherwise), and the
+# tables name the tp, dp and pp collectives and the cp / pp groups.
 set -euo pipefail
 out="$TEST_TMPDIR/bench.txt"
 tools/bench_megatron_comm --tps=2 --dp=2 --steps=1 --seqs=2 --seq_len=32 \
@@ -17,3 +17,11 @@ for row in "tp all_gather" "tp reduce_scatter" "tp all_reduce" \
 done
 grep -q "cp size 1" "$out"
 grep -q "pp size 1" "$out"
+pp_out="$TEST_TMPDIR/bench_pp.txt"
+tools/bench_megatron_comm --tps=2 --dp=1 --pp=2 --steps=1 --seqs=4 \
+  --seq_len=32 | tee "$pp_out"
+grep -q "measured bytes equal Megatron's count" "$pp_out"
+for row in "pp send" "pp recv" "pp all_reduce" "tp all_gather"; do
+  grep -Eq "^ +1 +${row% *} ${row#* } " "$pp_out" ||
+    { echo "no row '$row'"; exit 1; }
+done
