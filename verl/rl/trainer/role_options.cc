@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -54,6 +55,18 @@ absl::StatusOr<RolloutCorrectionConfig> RolloutCorrectionFromConfig(
   return out;
 }
 
+// pp when the Megatron role runs the interleaved schedule (virtual
+// pipeline stages), else 0.
+int64_t InterleavedMicroBatchDivisor(
+    Strategy::Value strategy,
+    const parallel::megatron::MegatronConfig& megatron) {
+  if (strategy != Strategy::megatron ||
+      megatron.virtual_pipeline_model_parallel_size() <= 1) {
+    return 0;
+  }
+  return megatron.pipeline_model_parallel_size();
+}
+
 absl::StatusOr<ActorOptions> ActorOptionsFromConfig(
     const PpoTrainerConfig& config, const parallel::UlyssesGroups& groups,
     uint64_t seed) {
@@ -73,7 +86,19 @@ absl::StatusOr<ActorOptions> ActorOptionsFromConfig(
   ao.update_micro.max_token_len =
       actor.ppo_max_token_len_per_gpu() * groups.sp->size();
   ao.sp_group = groups.sp;
+  // use_dynamic_bsz under virtual pipeline stages: counts a multiple of pp
+  // (the update: the actor's; old/ref log-probs: the actor's and the
+  // reference's, which RefOptionsFromActor copies).
+  ao.update_micro.num_batches_divided_by =
+      InterleavedMicroBatchDivisor(actor.strategy(), actor.megatron());
+  const int64_t ref_divisor =
+      InterleavedMicroBatchDivisor(config.actor_rollout_ref().ref().strategy(),
+                                   config.actor_rollout_ref().ref().megatron());
   ao.log_prob_micro = ao.update_micro;
+  const int64_t both =
+      std::lcm(std::max<int64_t>(ao.update_micro.num_batches_divided_by, 1),
+               std::max<int64_t>(ref_divisor, 1));
+  ao.log_prob_micro.num_batches_divided_by = both > 1 ? both : 0;
   ao.log_prob_micro.same_count_group = groups.dp.get();
   if (actor.strategy() == Strategy::megatron &&
       actor.megatron().expert_model_parallel_size() > 1) {
@@ -173,6 +198,8 @@ CriticOptions CriticOptionsFromConfig(const PpoTrainerConfig& config,
   co.update_micro.max_token_len =
       c.ppo_max_token_len_per_gpu() * groups.sp->size();
   co.sp_group = groups.sp;
+  co.update_micro.num_batches_divided_by =
+      InterleavedMicroBatchDivisor(c.strategy(), c.megatron());
   co.forward_micro = co.update_micro;
   co.forward_micro.same_count_group = groups.dp.get();
   if (c.strategy() == Strategy::megatron &&

@@ -92,6 +92,37 @@ TEST(RoleOptionsTest, CriticInheritsTheActorsBatchingThroughResolution) {
   EXPECT_EQ(co.ppo_epochs, 1);
 }
 
+// use_dynamic_bsz with virtual pipeline stages: micro-batch counts are
+// rounded up to a multiple of pp (verl's num_batches_divided_by), for the
+// actor's update and log-probs (the reference's pp too) and the critic.
+TEST(RoleOptionsTest, InterleavedScheduleRoundsDynamicMicroBatchCounts) {
+  PpoTrainerConfig config = Load({
+      "actor_rollout_ref.actor.strategy=megatron",
+      "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=2",
+      "actor_rollout_ref.actor.megatron.virtual_pipeline_model_parallel_size="
+      "2",
+      "actor_rollout_ref.ref.strategy=megatron",
+      "actor_rollout_ref.ref.megatron.pipeline_model_parallel_size=3",
+      "actor_rollout_ref.ref.megatron.virtual_pipeline_model_parallel_size=2",
+      "critic.strategy=megatron",
+      "critic.megatron.pipeline_model_parallel_size=4",
+      "critic.megatron.virtual_pipeline_model_parallel_size=2",
+  });
+  auto ao = ActorOptionsFromConfig(config, OneRank(), 1);
+  ASSERT_TRUE(ao.ok()) << ao.status();
+  EXPECT_EQ(ao->update_micro.num_batches_divided_by, 2);
+  EXPECT_EQ(ao->log_prob_micro.num_batches_divided_by, 6);
+  CriticOptions co = CriticOptionsFromConfig(config, OneRank(), {});
+  EXPECT_EQ(co.update_micro.num_batches_divided_by, 4);
+  EXPECT_EQ(co.forward_micro.num_batches_divided_by, 4);
+  config = Load({"actor_rollout_ref.actor.strategy=megatron",
+                 "actor_rollout_ref.actor.megatron.pipeline_model_parallel_"
+                 "size=2"});
+  ao = ActorOptionsFromConfig(config, OneRank(), 1);
+  ASSERT_TRUE(ao.ok()) << ao.status();
+  EXPECT_EQ(ao->update_micro.num_batches_divided_by, 0);  // 1F1B: any count
+}
+
 TEST(RoleOptionsTest, RolloutCorrectionNeedsRolloutLogProbs) {
   PpoTrainerConfig config =
       Load({"algorithm.rollout_correction.rollout_is=token"});

@@ -45,7 +45,8 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> MicroBatchIndices(
   at::Tensor lens = mask.sum(1).to(at::kLong).contiguous();
   std::vector<int64_t> seqlens(lens.data_ptr<int64_t>(),
                                lens.data_ptr<int64_t>() + n);
-  auto parts = RearrangeMicroBatches(seqlens, options.max_token_len);
+  auto parts = RearrangeMicroBatches(seqlens, options.max_token_len, 0,
+                                     options.num_batches_divided_by);
   parallel::Communicator* group = options.same_count_group;
   if (group == nullptr || group->size() == 1) return parts;
   // Max over the group of (this count, -rows, failed): the common count,
@@ -69,7 +70,8 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> MicroBatchIndices(
         " micro-batches on every rank, but a rank has only ", fewest, " rows"));
   }
   if (common == count) return parts;
-  return RearrangeMicroBatches(seqlens, options.max_token_len, common);
+  return RearrangeMicroBatches(seqlens, options.max_token_len, common,
+                               options.num_batches_divided_by);
 }
 
 absl::Status BroadcastMetrics(parallel::Communicator& group, int root,

@@ -37,6 +37,10 @@ struct MicroBatchOptions {
   // per-layer gathers) stay matched. Not owned; null: this rank's own count.
   // RunPpoUpdate uses its dp group when this is null.
   parallel::Communicator* same_count_group = nullptr;
+  // Dynamic: the count rounded up to a multiple of this (0: none) — verl's
+  // num_batches_divided_by, pp for a Megatron role with virtual pipeline
+  // stages (the interleaved schedule needs a multiple of pp).
+  int64_t num_batches_divided_by = 0;
 };
 
 // Splits `batch` into micro-batches (fixed size, or token-budget balanced);
