@@ -95,16 +95,13 @@ absl::StatusOr<std::unique_ptr<LLMEngine>> LLMEngine::Create(
   const int tp = opt.tp_group != nullptr ? opt.tp_group->size() : 1;
   if (tp > 1) {
     VERL_RETURN_IF_ERROR(ValidateTensorParallel(full_config, tp));
-    const at::Tensor w = model->parameters().front();
-    if (!opt.fused_forward || !w.device().is_cpu() ||
-        dtype.value_or(w.scalar_type()) != at::kFloat) {
+    if (!model->parameters().front().device().is_cpu()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          kRolloutTpKey, "=", tp,
-          " needs actor_rollout_ref.rollout.dtype=float32 on CPU (the "
-          "engine's fused fp32 path)"));
+          kRolloutTpKey, "=", tp, " needs the engine's model on CPU (Gloo)"));
     }
     // Only this rank's shard is kept; `model` (the whole) is dropped here.
     model = ShardModel(*model, opt.tp_group->rank(), tp);
+    InstallRowParallelHooks(*model, opt.tp_group);
   } else {
     opt.tp_group.reset();
   }
@@ -512,8 +509,11 @@ std::vector<RequestOutput> LLMEngine::Step() {
           static_cast<int64_t>(sample_rows.size()) == total
               ? hidden
               : hidden.index_select(0, at::tensor(sample_rows, at::kLong));
-      logits = options_.fused_forward ? forward_->Logits(hidden_rows)
-                                      : model_->Logits(hidden_rows);
+      // (Under tensor parallelism FusedForward::Logits gathers the vocab
+      // shards on either forward path.)
+      logits = options_.fused_forward || tp_ != nullptr
+                   ? forward_->Logits(hidden_rows)
+                   : model_->Logits(hidden_rows);
     }
     stats_.logits_s += SecondsSince(t0);
   }

@@ -26,9 +26,10 @@
 // and MLP columns split, one all-reduce per attention and per MLP block,
 // the KV cache holding only the local KV heads, the LM head vocab-parallel
 // and all-gathered — and must be given the same requests in the same order:
-// all ranks then schedule, sample and return the same tokens. fp32 on CPU
-// (the fused path) only; dense decoders only (MoE, MLA and vision-language
-// models are refused).
+// all ranks then schedule, sample and return the same tokens. CPU, dense
+// decoders only (MoE, MLA and vision-language models are refused); fp32
+// runs the fused path, bf16 the model's own forward (row-parallel layers
+// all-reduce through their output hooks).
 //
 // Lifecycle for RL (verl's hybrid engine): Sleep() frees the KV cache
 // during training, WakeUp() re-allocates it, UpdateWeights() copies the
@@ -86,8 +87,8 @@ struct EngineOptions {
   bool fused_forward = true;
   // Tensor-parallel group (null or size 1: the whole model on this rank).
   // Create() then keeps only this rank's shard of the (full) model it is
-  // given; needs fused_forward and fp32 weights; the group's ranks agree on
-  // the KV block count (the smallest of their budgets).
+  // given; the group's ranks agree on the KV block count (the smallest of
+  // their budgets).
   std::shared_ptr<parallel::Communicator> tp_group;
 };
 

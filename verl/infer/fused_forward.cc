@@ -284,11 +284,9 @@ void FusedForward::RowParallelGemm(at::Tensor& h, const at::Tensor& x,
 at::Tensor FusedForward::Forward(const at::Tensor& input_ids,
                                  const at::Tensor& position_ids,
                                  models::AttentionBackend& attention) {
-  if (!Applies()) {
-    CHECK(tp_ == nullptr) << "tensor-parallel rollout needs the fused fp32 "
-                             "CPU path";
-    return model_->Forward(input_ids, position_ids, attention);
-  }
+  // (Under tensor parallelism the model's row-parallel layers all-reduce
+  // through their output hooks; see tensor_parallel.h.)
+  if (!Applies()) return model_->Forward(input_ids, position_ids, attention);
   CHECK_EQ(input_ids.dim(), 1);
   CHECK_EQ(position_ids.numel(), input_ids.numel());
   SyncAll();
@@ -349,19 +347,24 @@ at::Tensor FusedForward::Logits(const at::Tensor& hidden) {
         !(head->lora.lora_A && head->lora.enabled && !head->lora.merged)));
   if (tp_ != nullptr) {
     // Vocabulary-parallel head: this rank's rows of the (replicated) head
-    // weight, the shards all-gathered.
-    CHECK(plain_head) << "tensor-parallel rollout: the LM head must be a "
-                         "plain fp32 matrix";
+    // weight, the shards (fp32) all-gathered.
+    CHECK(head == nullptr || !head->bias.defined())
+        << "tensor-parallel rollout: the LM head has a bias";
     const at::Tensor w =
         (head != nullptr ? head->weight : model_->model->embed_tokens->weight)
             .detach();
     const auto [b, e] = ShardRange(w.size(0), tp_->rank(), tp_->size());
     const at::Tensor ws = w.narrow(0, b, e - b);
     const at::Tensor x = hidden.contiguous();
-    at::Tensor local = at::empty({x.size(0), e - b}, at::kFloat);
-    if (!ws.is_contiguous() ||
-        !SmallGemm(local, x, ws, at::Tensor(), false, /*w_transposed=*/true)) {
-      at::mm_out(local, x, ws.t());
+    at::Tensor local;
+    if (w.scalar_type() != at::kFloat || x.scalar_type() != at::kFloat) {
+      local = at::linear(x.to(w.scalar_type()), ws).to(at::kFloat);
+    } else {
+      local = at::empty({x.size(0), e - b}, at::kFloat);
+      if (!ws.is_contiguous() || !SmallGemm(local, x, ws, at::Tensor(), false,
+                                            /*w_transposed=*/true)) {
+        at::mm_out(local, x, ws.t());
+      }
     }
     stats_.gemm_s += Since(t0);
     stats_.gemm_flops += 2.0 * x.size(0) * x.size(1) * (e - b);

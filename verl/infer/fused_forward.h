@@ -21,8 +21,10 @@
 // Tensor-parallel rollout (tensor_parallel.h): with a tp group set, the
 // model is this rank's shard; o_proj and down_proj then write a partial
 // product that is all-reduced before the residual add (one all-reduce per
-// attention and per MLP block), and Logits computes this rank's vocabulary
-// rows and all-gathers them. Without a group (tp = 1) nothing changes.
+// attention and per MLP block; on the model's own forward, bf16, through
+// the layers' output hooks), and Logits computes this rank's vocabulary
+// rows and all-gathers them (fp32). Without a group (tp = 1) nothing
+// changes.
 #ifndef VERL_INFER_FUSED_FORWARD_H_
 #define VERL_INFER_FUSED_FORWARD_H_
 
@@ -54,8 +56,8 @@ class FusedForward {
   // Whether the fused path runs for the model as it is now.
   bool Applies() const;
 
-  // Sets the tensor-parallel group (size > 1; the model must be its shard,
-  // and the fused path must apply: CHECKed at Forward).
+  // Sets the tensor-parallel group (size > 1; the model must be its shard
+  // with the row-parallel output hooks installed: InstallRowParallelHooks).
   void set_tensor_parallel(std::shared_ptr<parallel::Communicator> group) {
     tp_ = std::move(group);
   }

@@ -115,6 +115,20 @@ std::shared_ptr<models::CausalLM> ShardModel(const models::CausalLM& full,
   return shard;
 }
 
+void InstallRowParallelHooks(models::CausalLM& shard,
+                             std::shared_ptr<parallel::Communicator> group) {
+  auto reduce = [group](const at::Tensor& y) {
+    at::Tensor sum = y.contiguous();
+    AllReduceSum(sum, *group);
+    return sum;
+  };
+  for (const auto& layer : shard.model->layers) {
+    CHECK(!layer->self_attn->o_proj->bias.defined());
+    layer->self_attn->o_proj->output_hook = reduce;
+    if (layer->mlp) layer->mlp->down_proj->output_hook = reduce;
+  }
+}
+
 void AllReduceSum(at::Tensor& x, parallel::Communicator& group) {
   if (x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf) {
     at::Tensor f = x.to(at::kFloat);

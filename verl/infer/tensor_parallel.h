@@ -68,6 +68,12 @@ at::Tensor ShardOf(const std::string& name, const at::Tensor& full,
 std::shared_ptr<models::CausalLM> ShardModel(const models::CausalLM& full,
                                              int rank, int tp);
 
+// Sets the output hooks of the shard's o_proj and down_proj (models::Linear::
+// output_hook) to the all-reduce over `group`, for the model's own forward
+// (bf16, or EngineOptions::fused_forward=false); FusedForward does its own.
+void InstallRowParallelHooks(models::CausalLM& shard,
+                             std::shared_ptr<parallel::Communicator> group);
+
 // In-place sum over `group` (bf16 reduced in fp32: Gloo has no bf16 sum).
 // A failed collective ends the process naming the rank and the group.
 void AllReduceSum(at::Tensor& x, parallel::Communicator& group);

@@ -55,7 +55,7 @@ at::Tensor Linear::Forward(const at::Tensor& x) const {
         LinearOp(LinearOp(x, lora.lora_A->weight), lora.lora_B->weight);
     y = y + delta * lora.scale;
   }
-  return y;
+  return output_hook ? output_hook(y) : y;
 }
 
 RMSNorm::RMSNorm(int64_t dim, double eps_in) : eps(eps_in) {

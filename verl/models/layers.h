@@ -11,6 +11,7 @@
 #include <torch/nn/module.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -48,6 +49,11 @@ class Linear : public torch::nn::Module {
   at::Tensor weight;
   at::Tensor bias;   // undefined when bias=false
   LoraAdapter lora;  // lora.lora_A == nullptr => no adapter
+  // Row-parallel seam (the tensor-parallel rollout's o_proj / down_proj,
+  // verl/infer/tensor_parallel.h): when set, Forward returns
+  // output_hook(x W^T) — there, the all-reduce of the partial products.
+  // Empty (the default): none.
+  std::function<at::Tensor(const at::Tensor&)> output_hook;
 };
 
 // HF RMSNorm: normalise in fp32 (double stays double), cast back, scale.

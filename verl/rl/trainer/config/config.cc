@@ -557,8 +557,8 @@ absl::Status CheckMicroBatch(absl::string_view role, absl::string_view name,
 }
 
 // rollout.tensor_model_parallel_size > 1: consecutive ranks form one engine
-// replica, so tp must divide the ranks; the sharded engine runs the fused
-// fp32 path, one request stream per replica (the agent loop is per rank).
+// replica, so tp must divide the ranks; one request stream per replica
+// (the agent loop drives an engine per rank).
 // The model's own limits (heads, KV heads, MoE) are checked when the engine
 // is built (verl/infer/tensor_parallel.h).
 absl::Status CheckRolloutTensorParallel(const infer::RolloutConfig& rollout,
@@ -571,14 +571,6 @@ absl::Status CheckRolloutTensorParallel(const infer::RolloutConfig& rollout,
     return Invalid(absl::StrCat(key, " must divide the ", n_gpus,
                                 " ranks (trainer.nnodes x "
                                 "trainer.n_gpus_per_node)"));
-  }
-  if (rollout.dtype() != "float32" && rollout.dtype() != "fp32" &&
-      rollout.dtype() != "float") {
-    return Invalid(
-        absl::StrCat(key,
-                     " needs actor_rollout_ref.rollout.dtype=float32 (the "
-                     "tensor-parallel engine runs the fused fp32 path), got '",
-                     rollout.dtype(), "'"));
   }
   if (rollout.multi_turn().enable()) {
     return Invalid(absl::StrCat(key,

@@ -704,8 +704,8 @@ TEST(ValidatePpoTrainerConfigTest, MegatronStrategyChecksItsKeys) {
                         "size' (4) x tensor_model_parallel_size (1) must "
                         "divide the 2 ranks"));
 
-  // Rollout tensor parallelism: tp divides the ranks, fp32 engine, no agent
-  // loop; one line naming the key.
+  // Rollout tensor parallelism: tp divides the ranks, no agent loop; one
+  // line naming the key.
   EXPECT_TRUE(
       ValidatePpoTrainerConfig(
           Load({"trainer.n_gpus_per_node=2",
@@ -728,10 +728,11 @@ TEST(ValidatePpoTrainerConfigTest, MegatronStrategyChecksItsKeys) {
           ValidatePpoTrainerConfig(
               Load({"trainer.n_gpus_per_node=2",
                     "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
-                    "actor_rollout_ref.rollout.dtype=bfloat16"},
+                    "actor_rollout_ref.rollout.multi_turn.enable=true"},
                    example))
               .message()),
-      HasSubstr("(2) needs actor_rollout_ref.rollout.dtype=float32"));
+      HasSubstr("(2) is not available with "
+                "actor_rollout_ref.rollout.multi_turn.enable=true"));
 }
 
 // Every bad size/count/probability key of a command line is reported in one
