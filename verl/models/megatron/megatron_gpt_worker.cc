@@ -45,7 +45,9 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -69,6 +71,7 @@
 #include "verl/parallel/megatron/pipeline_schedule.h"
 #include "verl/parallel/megatron/test_compare.h"
 #include "verl/parallel/megatron/vocab_parallel.h"
+#include "verl/profiler/timeline.h"
 
 ABSL_FLAG(std::string, cases, "", "comma-separated case names");
 ABSL_FLAG(int, cp, 1, "context_parallel_size (tp = world / (cp * pp))");
@@ -452,6 +455,28 @@ absl::Status CheckGatherToHf(const MegatronGPTModel& model,
   return absl::OkStatus();
 }
 
+// The schedule's spans on the process timeline: one pipeline_forward and
+// one pipeline_backward per (micro-batch, chunk), nested as a viewer
+// stacks them.
+absl::Status CheckScheduleTrace(const profiler::Timeline& timeline, int64_t n,
+                                int64_t chunks) {
+  VERL_RETURN_IF_ERROR(profiler::ValidateTrace(timeline.ToJson()));
+  std::map<std::string, std::set<std::pair<int64_t, int64_t>>> seen;
+  for (const profiler::TraceEvent& e : timeline.Events()) {
+    if (e.category != "pipeline") continue;
+    seen[e.name].insert(
+        {e.args["mb"].get<int64_t>(), e.args["chunk"].get<int64_t>()});
+  }
+  for (const char* name : {"pipeline_forward", "pipeline_backward"}) {
+    if (static_cast<int64_t>(seen[name].size()) != n * chunks) {
+      return absl::InternalError(absl::StrCat("trace: ", seen[name].size(), " ",
+                                              name, " spans, expected ",
+                                              n * chunks));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // One packed micro-batch and its loss weights.
 struct MicroBatch {
   std::vector<int64_t> cu;
@@ -592,7 +617,17 @@ absl::Status RunCase(const Case& c, bool check_folder,
     }
     const std::map<std::string, at::Tensor> ref_grads = NamedGrads(*ref);
     model.zero_grad();
+    profiler::Timeline& timeline = profiler::Timeline::Global();
+    const bool trace = step == 0 && mpu->pp_size() > 1;
+    if (trace) {
+      timeline.Clear();
+      timeline.Enable(mpu->world()->rank());
+    }
     mg::PipelineForwardBackward(fns, n, pp);
+    if (trace) {
+      timeline.Disable();
+      VERL_RETURN_IF_ERROR(CheckScheduleTrace(timeline, n, model.num_chunks()));
+    }
     model.FinalizeGrads();
     for (int64_t m = 0; m < n && model.is_last_stage(); ++m) {
       const std::string mt = absl::StrCat(tag, "mb ", m, " ");

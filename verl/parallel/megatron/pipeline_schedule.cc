@@ -16,9 +16,18 @@
 #include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
 #include "verl/parallel/comm_autograd.h"
+#include "verl/profiler/timeline.h"
 
 namespace verl::parallel::megatron {
 namespace {
+
+// A micro-batch's forward / backward on the process timeline (the
+// trainer's Perfetto trace): "pipeline_forward" / "pipeline_backward" with
+// the micro-batch, model chunk and stage.
+nlohmann::json SpanArgs(int64_t mb, int64_t chunk, int stage) {
+  if (!profiler::Timeline::Global().enabled()) return nullptr;
+  return {{"mb", mb}, {"chunk", chunk}, {"stage", stage}};
+}
 
 // This stage's view of the pipeline: p2p with its neighbours, timed.
 class Stage {
@@ -77,6 +86,8 @@ class Stage {
   }
 
   at::Tensor Forward(int64_t mb, const at::Tensor& input, bool loss) {
+    profiler::TraceScope span("pipeline_forward", "pipeline",
+                              SpanArgs(mb, 0, pp_.rank()));
     const double t0 = Now();
     at::Tensor out = fns_.forward(mb, input);
     if (loss && last()) out = fns_.loss(mb, out);
@@ -87,6 +98,8 @@ class Stage {
   // else with the next stage's gradient); returns the input's gradient.
   at::Tensor Backward(int64_t mb, const at::Tensor& input,
                       const at::Tensor& output, const at::Tensor& grad) {
+    profiler::TraceScope span("pipeline_backward", "pipeline",
+                              SpanArgs(mb, 0, pp_.rank()));
     const double t0 = Now();
     if (last()) {
       torch::autograd::backward({output});
@@ -177,6 +190,8 @@ class InterleavedStage {
     }
     at::Tensor in = ch.inputs.back();
     const int64_t mb = ch.forwards++;
+    profiler::TraceScope span("pipeline_forward", "pipeline",
+                              SpanArgs(mb, c, static_cast<int>(r_)));
     const double t0 = stage_.Now();
     at::Tensor out = stage_.fns_.chunk_forward(mb, c, in);
     if (VirtualLast(c)) {
@@ -208,6 +223,8 @@ class InterleavedStage {
     ch.outputs.pop_front();
     ch.grads.pop_front();
     const int64_t mb = ch.backwards++;
+    profiler::TraceScope span("pipeline_backward", "pipeline",
+                              SpanArgs(mb, c, static_cast<int>(r_)));
     const double t0 = stage_.Now();
     if (VirtualLast(c)) {
       torch::autograd::backward({out});
