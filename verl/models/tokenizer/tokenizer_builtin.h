@@ -22,9 +22,14 @@ std::string BuiltinTokenizerJson();
 // eos <|im_end|>, pad <|endoftext|>).
 std::string BuiltinTokenizerConfigJson();
 
-// The built-in tokenizer (vocab_size() == kBuiltinVocabSize).
+// The built-in tokenizer (vocab_size() == kBuiltinVocabSize): byte-level
+// BPE with Qwen2's pre-tokenizer, a few merged words, the ChatML specials
+// (<|endoftext|>, <|im_start|>, <|im_end|> from kBuiltinSpecialTokenId on),
+// then merges for Hermes tool calls and Qwen2.5's <tool_call> and
+// </tool_call> (the last two ids).
 Tokenizer MakeBuiltinTokenizer();
-inline constexpr int kBuiltinVocabSize = 295;
+inline constexpr int kBuiltinSpecialTokenId = 292;
+inline constexpr int kBuiltinVocabSize = 334;
 
 }  // namespace verl::models
 

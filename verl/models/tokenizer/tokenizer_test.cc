@@ -179,7 +179,7 @@ TEST(TokenizerTest, NfcNormalizer) {
 TEST(TokenizerTest, BuiltinSpecialTokensAndChatTemplate) {
   Tokenizer tok = MakeBuiltinTokenizer();
   EXPECT_EQ(tok.vocab_size(), kBuiltinVocabSize);
-  EXPECT_EQ(tok.base_vocab_size(), kBuiltinVocabSize - 3);
+  EXPECT_EQ(tok.base_vocab_size(), kBuiltinVocabSize - 5);
   const int64_t im_start = *tok.TokenToId("<|im_start|>");
   const int64_t im_end = *tok.TokenToId("<|im_end|>");
   EXPECT_EQ(tok.eos_token_id(), im_end);
@@ -208,6 +208,30 @@ TEST(TokenizerTest, BuiltinSpecialTokensAndChatTemplate) {
   EXPECT_THAT(ApplyChatTemplate(tok, req, "tool_use"),
               StatusIs(absl::StatusCode::kNotFound,
                        "<builtin tokenizer>: no chat template \"tool_use\""));
+}
+
+TEST(TokenizerTest, BuiltinHermesToolCallIsShort) {
+  // The agent loop's calls cost ~20 tokens (a tiny model learns them in the
+  // tool quickstart's warm start); <tool_call> is an added, non-special token
+  // as in Qwen2.5, so skip_special_tokens keeps it.
+  Tokenizer tok = MakeBuiltinTokenizer();
+  const std::string call =
+      "<tool_call>\n{\"name\": \"calculator\", \"arguments\": "
+      "{\"expression\": \"57+38\"}}\n</tool_call>";
+  std::vector<int64_t> ids = tok.Encode(call);
+  EXPECT_EQ(Tokens(tok, ids),
+            (std::vector<std::string>{
+                "<tool_call>", "\u010a",    "{\"",         "name",
+                "\":",         "\u0120\"",  "calculator",  "\",",
+                "\u0120\"",    "arguments", "\":",         "\u0120{\"",
+                "expression",  "\":",       "\u0120\"",    "5",
+                "7",           "+",         "3",           "8",
+                "\"}}",        "\u010a",    "</tool_call>"}));
+  EXPECT_EQ(tok.Decode(ids, /*skip_special_tokens=*/true), call);
+  EXPECT_EQ(ids.front(), kBuiltinVocabSize - 2);
+  EXPECT_FALSE(tok.IsSpecialId(ids.front()));
+  // The ids before the tool pieces did not move.
+  EXPECT_EQ(*tok.TokenToId("<|endoftext|>"), kBuiltinSpecialTokenId);
 }
 
 TEST(TokenizerTest, SaveAndReloadIsIdentical) {
