@@ -114,6 +114,21 @@ TEST(MegatronTrainStateTest, DistCkptResumesExactlyAndReshards) {
       RunWorker(2, {"--tp=1", "--pp=2", "--layers=4", "--distributed=true",
                     vpp_ckpt, "--dist_ckpt_phase=resume"}),
       0);
+  // The tp x pp grid: saved at tp 2 x pp 2 (4 layers), resumed there bit for
+  // bit, and resharded to tp 1 x pp 4 and to tp 4 x pp 1 within 1e-6.
+  const std::string grid_ckpt =
+      "--dist_ckpt_dir=" + core::testing::FreshTestDir("megatron_dist_grid");
+  const auto grid = [&](const char* tp, const char* pp, const char* phase,
+                        bool exact) {
+    std::vector<std::string> args = {
+        tp, pp, "--layers=4", "--distributed=true", grid_ckpt, phase};
+    if (exact) args.push_back("--exact");
+    return RunWorker(4, args);
+  };
+  ASSERT_EQ(grid("--tp=2", "--pp=2", "--dist_ckpt_phase=save", false), 0);
+  EXPECT_EQ(grid("--tp=2", "--pp=2", "--dist_ckpt_phase=resume", true), 0);
+  EXPECT_EQ(grid("--tp=1", "--pp=4", "--dist_ckpt_phase=resume", false), 0);
+  EXPECT_EQ(grid("--tp=4", "--pp=1", "--dist_ckpt_phase=resume", false), 0);
 }
 
 }  // namespace
