@@ -21,8 +21,8 @@
 // stage, F/B/S/R slices per micro-batch, X for an interleaved step's p2p)
 // of the last job.
 //
-//   bazel run -c opt //tools:bench_pipeline_bubble -- --pps=2,4 --mbs=4,8 \
-//       --vpps=1,2
+//   bazel run -c opt //tools:bench_pipeline_bubble --
+//       --pps=2,4 --mbs=4,8 --vpps=1,2
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <unistd.h>
