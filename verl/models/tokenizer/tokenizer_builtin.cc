@@ -30,9 +30,8 @@ constexpr const char* kSpecialTokens[] = {"<|endoftext|>", "<|im_start|>",
 
 // Hermes tool calling (the agent loop's format): the pieces of
 // `<tool_call>\n{"name": "calculator", "arguments": {"expression": "1+2"}}`
-// as tokens, so a call costs ~20 tokens instead of ~80 bytes. Their ids come
-// after the special tokens, leaving every earlier id unchanged.
-// ` {"` comes before `{"` so that its merges rank first.
+// as tokens, so a call costs ~20 tokens instead of ~80 bytes. ` {"` comes
+// before `{"` so that its merges rank first.
 constexpr const char* kToolWords[] = {
     "name", "arguments", "calculator", "expression", " {\"",
     "{\"",  "\":",       " \"",        "\",",        "\"}}"};
@@ -94,18 +93,17 @@ void AddWordMerges(const char* word, Json& vocab, Json& merges, int* next_id) {
 }
 
 // The added tokens as tokenizer_config.json's added_tokens_decoder lists
-// them, and their ids: the specials after the first merges, the tool
-// tokens last.
+// them, and their ids: the tool tokens, then the specials as the last ids
+// (presets take vocab_size - 1, <|im_end|>, as the eos).
 std::vector<std::pair<int, Json>> AddedTokens() {
   std::vector<std::pair<int, Json>> out;
-  int id = kBuiltinSpecialTokenId;
-  for (const char* special : kSpecialTokens) {
-    out.push_back({id, AddedTokenJson(id, special, true)});
-    ++id;
-  }
-  id = kBuiltinVocabSize - static_cast<int>(std::size(kToolTokens));
+  int id = kBuiltinSpecialTokenId - static_cast<int>(std::size(kToolTokens));
   for (const char* tool : kToolTokens) {
     out.push_back({id, AddedTokenJson(id, tool, false)});
+    ++id;
+  }
+  for (const char* special : kSpecialTokens) {
+    out.push_back({id, AddedTokenJson(id, special, true)});
     ++id;
   }
   return out;
@@ -123,11 +121,12 @@ std::string BuiltinTokenizerJson() {
   Json merges = Json::array();
   int id = static_cast<int>(vocab.size());
   for (const char* word : kMergedWords) AddWordMerges(word, vocab, merges, &id);
-  CHECK_EQ(id, kBuiltinSpecialTokenId) << "update kBuiltinSpecialTokenId";
-  id += static_cast<int>(std::size(kSpecialTokens));
   for (const char* word : kToolWords) AddWordMerges(word, vocab, merges, &id);
-  CHECK_EQ(id + static_cast<int>(std::size(kToolTokens)), kBuiltinVocabSize)
-      << "update kBuiltinVocabSize";
+  CHECK_EQ(id + static_cast<int>(std::size(kToolTokens)),
+           kBuiltinSpecialTokenId)
+      << "update kBuiltinSpecialTokenId";
+  CHECK_EQ(kBuiltinSpecialTokenId + static_cast<int>(std::size(kSpecialTokens)),
+           kBuiltinVocabSize);
   Json added = Json::array();
   for (auto& [token_id, token] : AddedTokens()) added.push_back(token);
   Json byte_level = {{"type", "ByteLevel"},

@@ -23,12 +23,12 @@ std::string BuiltinTokenizerJson();
 std::string BuiltinTokenizerConfigJson();
 
 // The built-in tokenizer (vocab_size() == kBuiltinVocabSize): byte-level
-// BPE with Qwen2's pre-tokenizer, a few merged words, the ChatML specials
-// (<|endoftext|>, <|im_start|>, <|im_end|> from kBuiltinSpecialTokenId on),
-// then merges for Hermes tool calls and Qwen2.5's <tool_call> and
-// </tool_call> (the last two ids).
+// BPE with Qwen2's pre-tokenizer, a few merged words, merges for Hermes tool
+// calls, Qwen2.5's <tool_call> and </tool_call>, then the ChatML specials
+// <|endoftext|>, <|im_start|>, <|im_end|> (from kBuiltinSpecialTokenId on:
+// <|im_end|>, the eos, is the last id as the presets expect).
 Tokenizer MakeBuiltinTokenizer();
-inline constexpr int kBuiltinSpecialTokenId = 292;
+inline constexpr int kBuiltinSpecialTokenId = 331;
 inline constexpr int kBuiltinVocabSize = 334;
 
 }  // namespace verl::models

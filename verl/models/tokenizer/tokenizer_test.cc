@@ -228,10 +228,11 @@ TEST(TokenizerTest, BuiltinHermesToolCallIsShort) {
                 "7",           "+",         "3",           "8",
                 "\"}}",        "\u010a",    "</tool_call>"}));
   EXPECT_EQ(tok.Decode(ids, /*skip_special_tokens=*/true), call);
-  EXPECT_EQ(ids.front(), kBuiltinVocabSize - 2);
+  EXPECT_EQ(ids.front(), kBuiltinSpecialTokenId - 2);
   EXPECT_FALSE(tok.IsSpecialId(ids.front()));
-  // The ids before the tool pieces did not move.
+  // The specials are the last ids: <|im_end|> (the eos) is vocab_size - 1.
   EXPECT_EQ(*tok.TokenToId("<|endoftext|>"), kBuiltinSpecialTokenId);
+  EXPECT_EQ(tok.eos_token_id(), kBuiltinVocabSize - 1);
 }
 
 TEST(TokenizerTest, SaveAndReloadIsIdentical) {
