@@ -33,6 +33,7 @@
 #include "verl/infer/engine.h"
 #include "verl/models/presets.h"
 #include "verl/parallel/distributed.h"
+#include "verl/parallel/test_worker.h"
 
 namespace verl::infer {
 namespace {
@@ -205,13 +206,8 @@ absl::Status CheckModel(const std::shared_ptr<parallel::Communicator>& world,
 }
 
 int Main() {
-  absl::StatusOr<parallel::DistributedContext> dist =
-      parallel::InitDistributed();
-  if (!dist.ok()) {
-    std::cerr << "init failed: " << dist.status() << "\n";
-    return 1;
-  }
-  const int rank = dist->env.rank;
+  parallel::DistributedContext dist = parallel::JoinTestJob();
+  const int rank = dist.env.rank;
   struct Case {
     std::string preset;
     int64_t kv_heads;
@@ -223,8 +219,7 @@ int Main() {
                                          {"tiny-qwen3", 0, fused},
                                          {"tiny-qwen2", 1, unfused},
                                          {"tiny-qwen2", 0, bf16}}) {
-    const absl::Status s =
-        CheckModel(dist->world, c.preset, c.kv_heads, c.mode);
+    const absl::Status s = CheckModel(dist.world, c.preset, c.kv_heads, c.mode);
     if (!s.ok()) {
       std::cout << "rank " << rank << " FAILED: " << s << std::endl;
       return 1;

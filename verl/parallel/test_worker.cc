@@ -2,8 +2,10 @@
 #include "verl/parallel/test_worker.h"
 
 #include <cstdlib>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "glog/logging.h"
 #include "gtest/gtest.h"
 #include "verl/parallel/launcher.h"
 
@@ -21,6 +23,12 @@ int RunTestWorker(const std::string& runfile, int nproc,
   absl::StatusOr<int> code = RunWorkers(program, args, options);
   EXPECT_TRUE(code.ok()) << code.status();
   return code.ok() ? *code : -1;
+}
+
+DistributedContext JoinTestJob() {
+  absl::StatusOr<DistributedContext> dist = InitDistributed();
+  CHECK(dist.ok()) << "init failed: " << dist.status();
+  return *std::move(dist);
 }
 
 }  // namespace verl::parallel

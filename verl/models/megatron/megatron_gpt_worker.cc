@@ -71,6 +71,7 @@
 #include "verl/parallel/megatron/pipeline_schedule.h"
 #include "verl/parallel/megatron/test_compare.h"
 #include "verl/parallel/megatron/vocab_parallel.h"
+#include "verl/parallel/test_worker.h"
 #include "verl/profiler/timeline.h"
 
 ABSL_FLAG(std::string, cases, "", "comma-separated case names");
@@ -930,23 +931,18 @@ absl::Status RunMoeCase(const MoeCase& c, bool check_folder,
 
 int Main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  absl::StatusOr<parallel::DistributedContext> dist =
-      parallel::InitDistributed();
-  if (!dist.ok()) {
-    std::cerr << "init failed: " << dist.status() << "\n";
-    return 1;
-  }
-  const int rank = dist->env.rank;
+  parallel::DistributedContext dist = parallel::JoinTestJob();
+  const int rank = dist.env.rank;
   mg::ModelParallelSizes sizes;
   sizes.cp = absl::GetFlag(FLAGS_cp);
   sizes.pp = absl::GetFlag(FLAGS_pp);
   sizes.vpp = absl::GetFlag(FLAGS_vpp);
   sizes.tp =
-      dist->world->size() / (sizes.cp * sizes.pp * absl::GetFlag(FLAGS_tp_div));
+      dist.world->size() / (sizes.cp * sizes.pp * absl::GetFlag(FLAGS_tp_div));
   sizes.ep = absl::GetFlag(FLAGS_ep);
   sizes.etp = 1;
   absl::StatusOr<std::shared_ptr<mg::ParallelState>> mpu =
-      mg::ParallelState::Initialize(dist->world, sizes);
+      mg::ParallelState::Initialize(dist.world, sizes);
   if (!mpu.ok()) {
     std::cout << "rank " << rank << " FAILED: " << mpu.status() << std::endl;
     return 1;

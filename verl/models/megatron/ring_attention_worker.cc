@@ -32,6 +32,7 @@
 #include "verl/parallel/megatron/mappings.h"
 #include "verl/parallel/megatron/parallel_state.h"
 #include "verl/parallel/megatron/test_compare.h"
+#include "verl/parallel/test_worker.h"
 
 namespace verl::models {
 namespace {
@@ -115,17 +116,12 @@ absl::Status RunCase(int64_t heads, int64_t kv_heads, int64_t tile_rows,
 
 int Main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  absl::StatusOr<parallel::DistributedContext> dist =
-      parallel::InitDistributed();
-  if (!dist.ok()) {
-    std::cerr << "init failed: " << dist.status() << "\n";
-    return 1;
-  }
-  const int rank = dist->env.rank;
+  parallel::DistributedContext dist = parallel::JoinTestJob();
+  const int rank = dist.env.rank;
   mg::ModelParallelSizes sizes;
-  sizes.cp = dist->world->size();
+  sizes.cp = dist.world->size();
   absl::StatusOr<std::shared_ptr<mg::ParallelState>> mpu =
-      mg::ParallelState::Initialize(dist->world, sizes);
+      mg::ParallelState::Initialize(dist.world, sizes);
   mg::Comparer cmp(kTol);
   absl::Status s = mpu.status();
   if (s.ok()) {

@@ -30,6 +30,7 @@
 #include "verl/parallel/megatron/test_compare.h"
 #include "verl/parallel/megatron/tp_layers.h"
 #include "verl/parallel/megatron/vocab_parallel.h"
+#include "verl/parallel/test_worker.h"
 
 ABSL_FLAG(int, tp, 2, "tensor_model_parallel_size");
 ABSL_FLAG(int, pp, 1, "pipeline_model_parallel_size");
@@ -258,14 +259,10 @@ absl::Status CheckAll(const std::shared_ptr<Communicator>& world,
 
 int Main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  absl::StatusOr<DistributedContext> dist = InitDistributed();
-  if (!dist.ok()) {
-    std::cerr << "init failed: " << dist.status() << "\n";
-    return 1;
-  }
-  const int rank = dist->env.rank;
+  parallel::DistributedContext dist = parallel::JoinTestJob();
+  const int rank = dist.env.rank;
   Comparer cmp(kTol);
-  absl::Status s = CheckAll(dist->world, cmp);
+  absl::Status s = CheckAll(dist.world, cmp);
   if (!s.ok()) {
     std::cout << "rank " << rank << " FAILED: " << s << std::endl;
     return 1;

@@ -66,6 +66,7 @@
 #include "verl/parallel/megatron/pipeline_schedule.h"
 #include "verl/parallel/megatron/test_compare.h"
 #include "verl/parallel/megatron/vocab_parallel.h"
+#include "verl/parallel/test_worker.h"
 #include "verl/rl/workers/megatron_train_state.h"
 #include "verl/rl/workers/train_state.h"
 
@@ -723,19 +724,14 @@ absl::Status RunDistCkpt(const std::shared_ptr<mg::ParallelState>& mpu,
 
 int Main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  absl::StatusOr<parallel::DistributedContext> dist =
-      parallel::InitDistributed();
-  if (!dist.ok()) {
-    std::cerr << "init failed: " << dist.status() << "\n";
-    return 1;
-  }
-  const int rank = dist->env.rank;
+  parallel::DistributedContext dist = parallel::JoinTestJob();
+  const int rank = dist.env.rank;
   mg::ModelParallelSizes sizes;
   sizes.tp = absl::GetFlag(FLAGS_tp);
   sizes.pp = absl::GetFlag(FLAGS_pp);
   sizes.vpp = absl::GetFlag(FLAGS_vpp);
   absl::StatusOr<std::shared_ptr<mg::ParallelState>> mpu =
-      mg::ParallelState::Initialize(dist->world, sizes);
+      mg::ParallelState::Initialize(dist.world, sizes);
   if (!mpu.ok()) {
     std::cout << "rank " << rank << " FAILED: " << mpu.status() << std::endl;
     return 1;
