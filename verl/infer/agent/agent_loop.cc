@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace verl::infer::agent {
 
@@ -21,6 +22,13 @@ namespace {
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
+}
+
+// "a, b, c" of the registered loop names, for errors.
+std::string LoopNames(const std::map<std::string, std::string>& loops) {
+  std::vector<std::string> names;
+  for (const auto& [name, builtin] : loops) names.push_back(name);
+  return absl::StrJoin(names, ", ");
 }
 
 }  // namespace
@@ -119,11 +127,21 @@ absl::StatusOr<std::unique_ptr<AgentLoop>> AgentLoop::Create(
     AgentLoopOptions options, const models::Tokenizer* tokenizer,
     std::vector<std::unique_ptr<Tool>> tools,
     std::map<std::string, std::unique_ptr<Interaction>> interactions) {
-  if (options.default_agent_loop != "single_turn_agent" &&
-      options.default_agent_loop != "tool_agent") {
+  for (const char* builtin : {"single_turn_agent", "tool_agent"}) {
+    options.agent_loops.emplace(builtin, builtin);
+  }
+  for (const auto& [name, builtin] : options.agent_loops) {
+    if (builtin != "single_turn_agent" && builtin != "tool_agent") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("agent loop '", name, "': '", builtin,
+                       "' is not a built-in loop (single_turn_agent, "
+                       "tool_agent)"));
+    }
+  }
+  if (!options.agent_loops.count(options.default_agent_loop)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "rollout.agent.default_agent_loop: '", options.default_agent_loop,
-        "' is not an agent loop here (single_turn_agent, tool_agent)"));
+        "' is not an agent loop here (", LoopNames(options.agent_loops), ")"));
   }
   if (options.response_length <= 0 || options.max_parallel_calls <= 0 ||
       options.max_tool_response_length <= 0) {
@@ -205,12 +223,13 @@ absl::Status AgentLoop::Start(Trajectory& t) {
   const AgentSample& s = *t.sample;
   const std::string& name =
       s.agent_name.empty() ? options_.default_agent_loop : s.agent_name;
-  if (name != "single_turn_agent" && name != "tool_agent") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "agent_name '", name,
-        "' is not an agent loop here (single_turn_agent, tool_agent)"));
+  auto loop = options_.agent_loops.find(name);
+  if (loop == options_.agent_loops.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("agent_name '", name, "' is not an agent loop here (",
+                     LoopNames(options_.agent_loops), ")"));
   }
-  t.tool_agent = name == "tool_agent";
+  t.tool_agent = loop->second == "tool_agent";
   if (!s.messages.is_array() || s.messages.empty()) {
     return absl::InvalidArgumentError(
         "the prompt must be a non-empty list of chat messages");

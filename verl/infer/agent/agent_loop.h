@@ -77,6 +77,10 @@ struct AgentLoopOptions {
   int64_t max_tool_response_length = 256;
   TruncateSide truncate_side = TruncateSide::kMiddle;
   std::string default_agent_loop = "single_turn_agent";
+  // Registered loop names -> built-in loop ("single_turn_agent" or
+  // "tool_agent"), from rollout.agent.agent_loop_config_path; the two
+  // built-in names are always registered unless the file redefines them.
+  std::map<std::string, std::string> agent_loops;
   int num_workers = 8;  // threads for tool calls and interaction turns
   // JSON object text of extra chat-template variables, may be empty.
   std::string apply_chat_template_kwargs;

@@ -498,6 +498,45 @@ TEST(AgentLoopTest, BadSamplesAreTheirOwnErrors) {
   EXPECT_TRUE(results[2].ok());
 }
 
+// Names from agent_loop_config_path pick the built-in loop they alias, per
+// row and as the default; unregistered names stay errors naming the options.
+TEST(AgentLoopTest, RegisteredLoopNamesAliasBuiltInLoops) {
+  models::Tokenizer tok = QwenToolTokenizer();
+  AgentLoopOptions opt;
+  opt.agent_loops = {{"calc_agent", "tool_agent"},
+                     {"plain", "single_turn_agent"}};
+  opt.default_agent_loop = "calc_agent";
+  std::vector<std::unique_ptr<Tool>> tools;
+  tools.push_back(std::make_unique<AddTool>());
+  absl::StatusOr<std::unique_ptr<AgentLoop>> loop =
+      AgentLoop::Create(opt, &tok, std::move(tools), {});
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  ScriptedGenerator gen(&tok, [](const std::string& context) {
+    return context.find("<tool_response>") == std::string::npos
+               ? Call("add", 1, 2)
+               : "3";
+  });
+  auto results =
+      (*loop)->Run({Sample("q", ""), Sample("q", "plain"),
+                    Sample("q", "tool_agent"), Sample("q", "react_agent")},
+                   gen);
+  ASSERT_TRUE(results[0].ok()) << results[0].status();
+  EXPECT_EQ(results[0]->num_turns, 4);  // default: calc_agent = tool_agent
+  ASSERT_TRUE(results[1].ok());
+  EXPECT_EQ(results[1]->num_turns, 2);  // plain = single_turn_agent
+  ASSERT_TRUE(results[2].ok());
+  EXPECT_EQ(results[2]->num_turns, 4);  // built-in names stay registered
+  EXPECT_THAT(results[3].status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "'react_agent' is not an agent loop here (calc_agent, "
+                       "plain, single_turn_agent, tool_agent)"));
+  opt.agent_loops = {{"x", "react"}};
+  opt.default_agent_loop = "x";
+  EXPECT_THAT(AgentLoop::Create(opt, &tok, {}, {}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "'react' is not a built-in loop"));
+}
+
 TEST(AgentLoopTest, CreateRefusesBadOptions) {
   models::Tokenizer tok = QwenToolTokenizer();
   AgentLoopOptions opt;

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "verl/core/file_util.h"
@@ -148,6 +149,65 @@ absl::StatusOr<std::vector<ToolSpec>> LoadToolConfig(const std::string& path) {
   absl::StatusOr<std::string> text = core::ReadFile(path);
   if (!text.ok()) return text.status();
   return ParseToolConfig(*text, path);
+}
+
+absl::StatusOr<std::map<std::string, std::string>> ParseAgentLoopConfig(
+    const std::string& yaml_text, const std::string& source) {
+  absl::StatusOr<Json> doc = YamlToJson(yaml_text, source);
+  if (!doc.ok()) return doc.status();
+  if (!doc->is_array()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": expected a list of agent loops ({name, _target_})"));
+  }
+  std::map<std::string, std::string> loops;
+  for (size_t i = 0; i < doc->size(); ++i) {
+    const Json& e = (*doc)[i];
+    auto bad = [&](const std::string& what) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": [", i, "]: ", what));
+    };
+    if (!e.is_object()) return bad("expected a mapping");
+    if (!e.contains("name") || !e["name"].is_string() ||
+        e["name"].get<std::string>().empty()) {
+      return bad("name (a string) is required");
+    }
+    const std::string name = e["name"];
+    if (!e.contains("_target_") || !e["_target_"].is_string()) {
+      return bad(absl::StrCat("'", name, "': _target_ (a string) is required"));
+    }
+    const std::string target = e["_target_"];
+    const bool verl_class = absl::StartsWith(target, "verl.");
+    std::string builtin;
+    if (verl_class && absl::EndsWith(target, ".SingleTurnAgentLoop")) {
+      builtin = "single_turn_agent";
+    } else if (verl_class && absl::EndsWith(target, ".ToolAgentLoop")) {
+      builtin = "tool_agent";
+    } else {
+      return bad(absl::StrCat(
+          "'", name, "': _target_ ", target,
+          " is a Python class; the loops here are verl's SingleTurnAgentLoop "
+          "and ToolAgentLoop (tools in any language: the command tool)"));
+    }
+    for (const auto& [key, value] : e.items()) {
+      if (key != "name" && key != "_target_") {
+        return bad(absl::StrCat("'", name, "': ", key,
+                                ": built-in loops take their settings from "
+                                "rollout.multi_turn.*, not constructor "
+                                "arguments"));
+      }
+    }
+    if (!loops.emplace(name, builtin).second) {
+      return bad(absl::StrCat("'", name, "' appears twice"));
+    }
+  }
+  return loops;
+}
+
+absl::StatusOr<std::map<std::string, std::string>> LoadAgentLoopConfig(
+    const std::string& path) {
+  absl::StatusOr<std::string> text = core::ReadFile(path);
+  if (!text.ok()) return text.status();
+  return ParseAgentLoopConfig(*text, path);
 }
 
 }  // namespace verl::infer::agent

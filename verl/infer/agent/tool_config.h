@@ -12,6 +12,7 @@
 #ifndef VERL_INFER_AGENT_TOOL_CONFIG_H_
 #define VERL_INFER_AGENT_TOOL_CONFIG_H_
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,18 @@ struct ToolSpec {
 absl::StatusOr<std::vector<ToolSpec>> ParseToolConfig(
     const std::string& yaml_text, const std::string& source);
 absl::StatusOr<std::vector<ToolSpec>> LoadToolConfig(const std::string& path);
+
+// verl's agent loop registry (rollout.agent.agent_loop_config_path): a YAML
+// list of {name, _target_}. verl instantiates `_target_` with hydra; here the
+// targets are verl's two built-in loop classes (SingleTurnAgentLoop,
+// ToolAgentLoop under verl.*), so each entry names an alias of
+// "single_turn_agent" or "tool_agent". Any other class, or constructor
+// arguments beside name/_target_, are refused naming the file and entry.
+// Returns name -> built-in loop.
+absl::StatusOr<std::map<std::string, std::string>> ParseAgentLoopConfig(
+    const std::string& yaml_text, const std::string& source);
+absl::StatusOr<std::map<std::string, std::string>> LoadAgentLoopConfig(
+    const std::string& path);
 
 // A YAML document as JSON (for tool and interaction configs).
 absl::StatusOr<nlohmann::ordered_json> YamlToJson(const std::string& yaml_text,

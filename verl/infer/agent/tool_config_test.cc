@@ -115,5 +115,50 @@ TEST(ToolConfigTest, MalformedConfigsNameTheToolAndKey) {
               StatusIs(absl::StatusCode::kNotFound, "no such file"));
 }
 
+// verl's agent_loop_config_path files: names bound to its built-in classes.
+TEST(AgentLoopConfigTest, VerlEntriesNameBuiltInLoops) {
+  auto loops = ParseAgentLoopConfig(
+      "- name: calc_agent\n"
+      "  _target_: verl.experimental.agent_loop.tool_agent_loop.ToolAgentLoop\n"
+      "- name: plain\n"
+      "  _target_: verl.experimental.agent_loop.single_turn_agent_loop."
+      "SingleTurnAgentLoop\n",
+      "loops.yaml");
+  ASSERT_TRUE(loops.ok()) << loops.status();
+  EXPECT_EQ(*loops,
+            (std::map<std::string, std::string>{
+                {"calc_agent", "tool_agent"}, {"plain", "single_turn_agent"}}));
+  EXPECT_TRUE(ParseAgentLoopConfig("[]", "loops.yaml")->empty());
+}
+
+TEST(AgentLoopConfigTest, MalformedOrCustomLoopsAreRefused) {
+  const std::string tool =
+      "  _target_: verl.experimental.agent_loop.ToolAgentLoop\n";
+  struct Case {
+    std::string yaml;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {"- {name: a", "loops.yaml: line"},
+      {"name: a\n", "expected a list of agent loops"},
+      {"- 3\n", "loops.yaml: [0]: expected a mapping"},
+      {"- _target_: verl.x.ToolAgentLoop\n", "[0]: name (a string)"},
+      {"- name: a\n", "[0]: 'a': _target_ (a string) is required"},
+      {"- name: a\n  _target_: my_pkg.loops.ReactAgentLoop\n",
+       "'a': _target_ my_pkg.loops.ReactAgentLoop is a Python class"},
+      {"- name: a\n  _target_: mypkg.ToolAgentLoop\n", "is a Python class"},
+      {"- name: a\n" + tool + "  max_turns: 3\n",
+       "'a': max_turns: built-in loops take their settings"},
+      {"- name: a\n" + tool + "- name: a\n" + tool, "[1]: 'a' appears twice"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_THAT(ParseAgentLoopConfig(c.yaml, "loops.yaml"),
+                StatusIs(kInvalid, c.message))
+        << c.yaml;
+  }
+  EXPECT_THAT(LoadAgentLoopConfig("/no/such/loops.yaml"),
+              StatusIs(absl::StatusCode::kNotFound, "no such file"));
+}
+
 }  // namespace
 }  // namespace verl::infer::agent

@@ -69,9 +69,7 @@ absl::Status PpoTrainer::InitData() {
   enc.max_prompt_length = data.max_prompt_length();
   enc.truncation = TruncationMode::Value_Name(data.truncation());
   const infer::RolloutConfig& rollout = config_.actor_rollout_ref().rollout();
-  enc.return_raw_chat =
-      data.return_raw_chat() || rollout.multi_turn().enable() ||
-      rollout.agent().default_agent_loop() != "single_turn_agent";
+  enc.return_raw_chat = data.return_raw_chat() || UsesAgentLoop(config_);
   encoder_ = std::make_unique<PromptEncoder>(tokenizer_.get(), enc);
 
   auto load =

@@ -13,9 +13,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
+#include "verl/infer/agent/tool_config.h"
 #include "verl/infer/rollout_options.h"
 #include "verl/rl/algos/flowrl.h"
 #include "verl/rl/rewards/agent_tools.h"
+#include "verl/rl/trainer/config/config.h"
 
 namespace verl::rl {
 
@@ -235,9 +237,7 @@ absl::StatusOr<std::shared_ptr<infer::agent::AgentLoop>> AgentLoopFromConfig(
     const PpoTrainerConfig& config, const models::Tokenizer* tokenizer) {
   const infer::RolloutConfig& r = config.actor_rollout_ref().rollout();
   const infer::MultiTurnConfig& mt = r.multi_turn();
-  if (!mt.enable() && r.agent().default_agent_loop() == "single_turn_agent") {
-    return std::shared_ptr<infer::agent::AgentLoop>();
-  }
+  if (!UsesAgentLoop(config)) return std::shared_ptr<infer::agent::AgentLoop>();
   if (mt.format() != "hermes") {
     return absl::InvalidArgumentError(
         absl::StrCat("actor_rollout_ref.rollout.multi_turn.format: '",
@@ -260,6 +260,15 @@ absl::StatusOr<std::shared_ptr<infer::agent::AgentLoop>> AgentLoopFromConfig(
   o.truncate_side = *side;
   o.default_agent_loop = r.agent().default_agent_loop();
   o.num_workers = static_cast<int>(r.agent().num_workers());
+  if (r.agent().has_agent_loop_config_path()) {
+    absl::StatusOr<std::map<std::string, std::string>> loops =
+        infer::agent::LoadAgentLoopConfig(r.agent().agent_loop_config_path());
+    if (!loops.ok()) {
+      return Annotate(loops.status(),
+                      "actor_rollout_ref.rollout.agent.agent_loop_config_path");
+    }
+    o.agent_loops = *std::move(loops);
+  }
   std::vector<std::unique_ptr<infer::agent::Tool>> tools;
   if (mt.has_tool_config_path()) {
     VERL_ASSIGN_OR_RETURN(tools, LoadAgentTools(mt.tool_config_path()));

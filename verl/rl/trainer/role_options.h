@@ -56,9 +56,9 @@ absl::StatusOr<RolloutOptions> RolloutOptionsFromConfig(
     const PpoTrainerConfig& config, int64_t pad_token_id, uint64_t seed);
 
 // verl's agent loop from rollout.multi_turn.* / rollout.agent.* (tools from
-// tool_config_path, interactions from interaction_config_path); null when
-// neither multi_turn.enable nor a default agent other than
-// single_turn_agent asks for it. `tokenizer` must outlive the loop.
+// tool_config_path, interactions from interaction_config_path, loop names
+// from agent_loop_config_path); null unless UsesAgentLoop. `tokenizer` must
+// outlive the loop.
 absl::StatusOr<std::shared_ptr<infer::agent::AgentLoop>> AgentLoopFromConfig(
     const PpoTrainerConfig& config, const models::Tokenizer* tokenizer);
 

@@ -3,8 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "verl/core/file_util.h"
 #include "verl/core/test_util.h"
 #include "verl/infer/rollout_options.h"
+#include "verl/models/tokenizer/tokenizer_builtin.h"
 #include "verl/parallel/process_group.h"
 #include "verl/rl/trainer/config/config.h"
 
@@ -164,6 +166,46 @@ TEST(RoleOptionsTest, CustomRewardCommandScoresBatches) {
   PpoTrainerConfig config = Load({"custom_reward_function.path=/bin/true"});
   EXPECT_EQ(RewardManagerConfigFromConfig(config, "</s>").name, "batch");
   EXPECT_EQ(RewardManagerConfigFromConfig(Load({}), "</s>").name, "naive");
+}
+
+// agent_loop_config_path turns the agent loop on and registers its names
+// (a file's alias may be the default); a bad file fails naming the key.
+TEST(RoleOptionsTest, AgentLoopConfigPathRegistersLoopNames) {
+  const models::Tokenizer tok = models::MakeBuiltinTokenizer();
+  const std::string dir = ::testing::TempDir();
+  const std::string loops = dir + "/loops.yaml";
+  ASSERT_TRUE(core::WriteFileAtomic(loops,
+                                    "- name: calc_agent\n"
+                                    "  _target_: verl.experimental.agent_loop."
+                                    "tool_agent_loop.ToolAgentLoop\n")
+                  .ok());
+  EXPECT_EQ(AgentLoopFromConfig(Load({}), &tok)->get(), nullptr);
+  const std::string key =
+      "actor_rollout_ref.rollout.agent.agent_loop_config_path=";
+  auto loop = AgentLoopFromConfig(
+      Load({key + loops,
+            "actor_rollout_ref.rollout.agent.default_agent_loop=calc_agent"}),
+      &tok);
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  EXPECT_NE(loop->get(), nullptr);
+  EXPECT_TRUE(UsesAgentLoop(Load({key + loops})));
+  EXPECT_THAT(
+      AgentLoopFromConfig(
+          Load({"actor_rollout_ref.rollout.agent.default_agent_loop=calc"}),
+          &tok)
+          .status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "default_agent_loop: 'calc' is not an agent loop here"));
+  ASSERT_TRUE(
+      core::WriteFileAtomic(dir + "/custom.yaml",
+                            "- name: react\n  _target_: mine.ReactLoop\n")
+          .ok());
+  EXPECT_THAT(
+      AgentLoopFromConfig(Load({key + dir + "/custom.yaml"}), &tok).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "agent_loop_config_path: " + dir +
+                   "/custom.yaml: [0]: 'react': _target_ "
+                   "mine.ReactLoop is a Python class"));
 }
 
 TEST(RoleOptionsTest, RunPpoTakesResolvedConfigsOnly) {

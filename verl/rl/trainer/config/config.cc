@@ -265,6 +265,13 @@ bool NeedReferencePolicy(const PpoTrainerConfig& config) {
              "flowrl";
 }
 
+bool UsesAgentLoop(const PpoTrainerConfig& config) {
+  const infer::RolloutConfig& rollout = config.actor_rollout_ref().rollout();
+  return rollout.multi_turn().enable() ||
+         rollout.agent().default_agent_loop() != "single_turn_agent" ||
+         rollout.agent().has_agent_loop_config_path();
+}
+
 namespace {
 
 using google::protobuf::FieldDescriptor;
@@ -561,8 +568,9 @@ absl::Status CheckMicroBatch(absl::string_view role, absl::string_view name,
 // (the agent loop drives an engine per rank).
 // The model's own limits (heads, KV heads, MoE) are checked when the engine
 // is built (verl/infer/tensor_parallel.h).
-absl::Status CheckRolloutTensorParallel(const infer::RolloutConfig& rollout,
+absl::Status CheckRolloutTensorParallel(const PpoTrainerConfig& config,
                                         int64_t n_gpus) {
+  const infer::RolloutConfig& rollout = config.actor_rollout_ref().rollout();
   const int64_t tp = rollout.tensor_model_parallel_size();
   if (tp <= 1) return absl::OkStatus();
   const std::string key = absl::StrCat(
@@ -572,12 +580,14 @@ absl::Status CheckRolloutTensorParallel(const infer::RolloutConfig& rollout,
                                 " ranks (trainer.nnodes x "
                                 "trainer.n_gpus_per_node)"));
   }
-  if (rollout.multi_turn().enable()) {
-    return Invalid(absl::StrCat(key,
-                                " is not available with "
-                                "actor_rollout_ref.rollout.multi_turn.enable="
-                                "true (the agent loop drives one engine per "
-                                "rank)"));
+  if (UsesAgentLoop(config)) {
+    return Invalid(absl::StrCat(
+        key,
+        " is not available with agent-loop rollouts "
+        "(actor_rollout_ref.rollout.multi_turn.enable, "
+        "agent.default_agent_loop "
+        "or agent.agent_loop_config_path: the agent loop drives one engine per "
+        "rank)"));
   }
   return absl::OkStatus();
 }
@@ -863,7 +873,7 @@ absl::Status ValidatePpoTrainerConfig(const PpoTrainerConfig& config) {
                               "mode': only async is supported"));
   }
 
-  problems.Add(CheckRolloutTensorParallel(rollout, n_gpus));
+  problems.Add(CheckRolloutTensorParallel(config, n_gpus));
   problems.Add(CheckMegatron("actor_rollout_ref.actor", actor.strategy(),
                              actor.megatron(),
                              actor.ulysses_sequence_parallel_size(), n_gpus));

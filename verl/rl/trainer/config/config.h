@@ -46,6 +46,10 @@ bool NeedCritic(const PpoTrainerConfig& config);
 // algorithm.use_kl_in_reward.
 bool NeedReferencePolicy(const PpoTrainerConfig& config);
 
+// Whether rollouts go through verl's agent loop: rollout.multi_turn.enable,
+// a default agent other than single_turn_agent, or agent_loop_config_path.
+bool UsesAgentLoop(const PpoTrainerConfig& config);
+
 // verl's consistency checks on a resolved config (trainer start-up, not
 // --print_config): the range of every size, count, length, rate and
 // probability key (> 0, >= 0, [0, 1], ...), finite floating-point values,

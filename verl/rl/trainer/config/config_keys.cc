@@ -605,9 +605,6 @@ constexpr KeyRule kKeyRules[] = {
     {"actor_rollout_ref.rollout.multi_turn.num_repeat_rollouts", kNoEffect,
      kLegacyMultiTurn},
     {"actor_rollout_ref.rollout.agent", kServed, ""},
-    {"actor_rollout_ref.rollout.agent.agent_loop_config_path", kNotServed,
-     "custom agent loops are Python classes (built in: single_turn_agent, "
-     "tool_agent)"},
     {"actor_rollout_ref.rollout.agent.agent_loop_manager_class", kNotServed,
      kPython},
     {"actor_rollout_ref.rollout.agent.custom_async_server", kNotServed,

@@ -68,9 +68,13 @@ TEST(ConfigKeysTest, MostSpecificRuleWins) {
   EXPECT_EQ(FindKeyRule("actor_rollout_ref.rollout.multi_turn.enable")->use,
             KeyUse::kServed);
   EXPECT_EQ(FindKeyRule("actor_rollout_ref.rollout.agent."
-                        "agent_loop_config_path")
+                        "agent_loop_manager_class")
                 ->use,
             KeyUse::kNotServed);
+  EXPECT_EQ(FindKeyRule("actor_rollout_ref.rollout.agent."
+                        "agent_loop_config_path")
+                ->use,
+            KeyUse::kServed);
   EXPECT_EQ(FindKeyRule("no_such.key"), nullptr);
 }
 
@@ -120,14 +124,15 @@ PpoTrainerConfig Load(const std::vector<std::string>& overrides) {
 TEST(ConfigKeysTest, NotServedKeysAreRefusedWithTheirReason) {
   EXPECT_TRUE(ValidatePpoTrainerConfig(Load({})).ok());
   absl::Status s = ValidatePpoTrainerConfig(
-      Load({"actor_rollout_ref.rollout.agent.agent_loop_config_path=a.yaml",
+      Load({"actor_rollout_ref.rollout.agent.agent_loop_manager_class=m.M",
             "actor_rollout_ref.rollout.expert_parallel_size=2",
             "data.video_key=clips",
             "critic.model.override_config.num_hidden_layers=2"}));
   ASSERT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   const std::string m(s.message());
-  EXPECT_THAT(m, HasSubstr("'actor_rollout_ref.rollout.agent.agent_loop_config_"
-                           "path=a.yaml' is not available here: custom agent"));
+  EXPECT_THAT(m, HasSubstr("'actor_rollout_ref.rollout.agent.agent_loop_"
+                           "manager_class=m.M' is not available here: a "
+                           "Python class"));
   EXPECT_THAT(m, HasSubstr("expert_parallel_size=2' is not available "
                            "here: expert-parallel rollout"));
   EXPECT_THAT(m, HasSubstr("'data.video_key=clips' is not available here: "

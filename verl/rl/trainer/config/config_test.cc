@@ -723,16 +723,21 @@ TEST(ValidatePpoTrainerConfigTest, MegatronStrategyChecksItsKeys) {
               .message()),
       HasSubstr("'actor_rollout_ref.rollout.tensor_model_parallel_size' (4) "
                 "must divide the 2 ranks"));
-  EXPECT_THAT(
-      std::string(
-          ValidatePpoTrainerConfig(
-              Load({"trainer.n_gpus_per_node=2",
-                    "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
-                    "actor_rollout_ref.rollout.multi_turn.enable=true"},
-                   example))
-              .message()),
-      HasSubstr("(2) is not available with "
-                "actor_rollout_ref.rollout.multi_turn.enable=true"));
+  for (const char* agent_loop :
+       {"actor_rollout_ref.rollout.multi_turn.enable=true",
+        "actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent",
+        "actor_rollout_ref.rollout.agent.agent_loop_config_path=loops.yaml"}) {
+    EXPECT_THAT(
+        std::string(
+            ValidatePpoTrainerConfig(
+                Load({"trainer.n_gpus_per_node=2",
+                      "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+                      agent_loop},
+                     example))
+                .message()),
+        HasSubstr("(2) is not available with agent-loop rollouts"))
+        << agent_loop;
+  }
 }
 
 // Every bad size/count/probability key of a command line is reported in one
