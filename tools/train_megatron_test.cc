@@ -105,10 +105,12 @@ TEST(TrainMegatronTest, Cp2ReproducesOneProcess) {
 // processes with tensor_model_parallel_size=2 (sequence parallel),
 // expert_tensor_parallel_size=1 and expert_model_parallel_size=2: dp 1, so
 // both runs sample the same rollouts; each rank routes its half of the
-// tokens and holds 4 of the 8 experts, tokens exchanged by all-to-all. Step
-// 1 (rollout, old/ref log-probs, two mini-batch updates, the grad norm over
-// dense + expert gradients, the actor/moe/* expert load) matches the
-// 1-process run.
+// tokens and holds 4 of the 8 experts, tokens exchanged by all-to-all; the
+// rollout is one tensor-parallel replica over both ranks (every expert split
+// along its intermediate size, the router replicated), synced from the
+// expert-parallel actor. Step 1 (rollout, old/ref log-probs, two mini-batch
+// updates, the grad norm over dense + expert gradients, the actor/moe/*
+// expert load) matches the 1-process run.
 TEST(TrainMegatronTest, MoeEp2ReproducesOneProcess) {
   const std::vector<std::string> moe = {
       "actor_rollout_ref.model.preset=tiny-qwen3-moe",
@@ -126,9 +128,11 @@ TEST(TrainMegatronTest, MoeEp2ReproducesOneProcess) {
     ep2.push_back(m + "expert_tensor_parallel_size=1");
     ep2.push_back(m + "expert_model_parallel_size=2");
   }
+  ep2.push_back("actor_rollout_ref.rollout.tensor_model_parallel_size=2");
   const auto one = RunTrain("moe_one", Quickstart(1, moe));
   const auto two = RunTrain("moe_ep2", Quickstart(2, ep2));
-  ExpectSameRuns(one, "moe_one", two, "moe_ep2", "megatron tp=2 ep=2", 1,
+  ExpectSameRuns(one, "moe_one", two, "moe_ep2",
+                 "megatron tp=2 ep=2, rollout tp=2", 1,
                  {"actor/pg_loss", "actor/grad_norm", "actor/kl_loss",
                   "actor/moe/imbalance_max", "actor/moe/layer_0/imbalance"},
                  /*min_same_steps=*/1);

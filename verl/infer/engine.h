@@ -26,8 +26,9 @@
 // and MLP columns split, one all-reduce per attention and per MLP block,
 // the KV cache holding only the local KV heads, the LM head vocab-parallel
 // and all-gathered — and must be given the same requests in the same order:
-// all ranks then schedule, sample and return the same tokens. CPU, dense
-// decoders only (MoE, MLA and vision-language models are refused); fp32
+// all ranks then schedule, sample and return the same tokens. CPU; dense
+// and Qwen2/3-MoE decoders (MLA, sigmoid-routed MoE and vision-language
+// models are refused); fp32
 // runs the fused path, bf16 the model's own forward (row-parallel layers
 // all-reduce through their output hooks).
 //

@@ -471,7 +471,8 @@ TEST(EngineTest, Bf16DtypeConvertsWeightsAndKvCache) {
 }
 
 // Tensor-parallel rollout over 2 processes (tp_engine_worker: greedy tokens
-// of tp=2 equal tp=1's, also with kv_heads=1 < tp and for Qwen3; sampled
+// of tp=2 equal tp=1's, also with kv_heads=1 < tp, for Qwen3 and for
+// Qwen2/3-MoE; sampled
 // tokens equal on both ranks; KV bytes per block halved; weight sync).
 TEST(EngineTest, TensorParallelMatchesOneProcess) {
   EXPECT_EQ(parallel::RunTestWorker("verl/infer/tp_engine_worker", 2, {}), 0);
@@ -492,9 +493,27 @@ TEST(EngineTest, TensorParallelRefusesModelsItCannotSplit) {
                        "num_key_value_heads (3) must divide one another"));
   c = Shared().model->config();
   c.num_experts = 4;
+  c.num_experts_per_tok = 2;
+  c.moe_intermediate_size = 90;
+  EXPECT_TRUE(ValidateTensorParallel(c, 2).ok());
+  EXPECT_THAT(ValidateTensorParallel(c, 4),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "does not divide moe_intermediate_size (90)"));
+  // Experts are split along moe_intermediate_size, the router replicated.
+  const at::Tensor up = at::arange(90 * 128, at::kFloat).view({90, 128});
+  EXPECT_TRUE(
+      ShardOf("model.layers.1.mlp.experts.3.up_proj.weight", up, c, 1, 2)
+          .equal(up.narrow(0, 45, 45)));
+  EXPECT_TRUE(
+      ShardOf("model.layers.1.mlp.experts.3.down_proj.weight", up.t(), c, 1, 2)
+          .equal(up.t().narrow(1, 45, 45)));
+  const at::Tensor router = at::ones({4, 128});
+  EXPECT_TRUE(
+      ShardOf("model.layers.1.mlp.gate.weight", router, c, 1, 2).equal(router));
+  c.scoring_func = "sigmoid";
   EXPECT_THAT(ValidateTensorParallel(c, 2),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       "MoE models are not served"));
+                       "sigmoid-routed (DeepSeek) MoE models are not served"));
   // The sharded config keeps head_dim and splits heads and the MLP.
   const models::ModelConfig s = ShardConfig(Shared().model->config(), 2);
   EXPECT_EQ(s.num_attention_heads, 2);

@@ -26,10 +26,10 @@ absl::Status Refuse(int64_t tp, const std::string& why) {
 absl::Status ValidateTensorParallel(const models::ModelConfig& c, int64_t tp) {
   if (tp <= 0) return Refuse(tp, "must be >= 1");
   if (tp == 1) return absl::OkStatus();
-  if (c.IsMoe()) {
+  if (c.IsMoe() && c.scoring_func != "softmax") {
     return Refuse(tp,
-                  "MoE models are not served by the tensor-parallel "
-                  "rollout (set it to 1)");
+                  "sigmoid-routed (DeepSeek) MoE models are not served by "
+                  "the tensor-parallel rollout (set it to 1)");
   }
   if (c.IsMla()) {
     return Refuse(tp,
@@ -51,9 +51,15 @@ absl::Status ValidateTensorParallel(const models::ModelConfig& c, int64_t tp) {
     return Refuse(tp, absl::StrCat("and num_key_value_heads (", nkv,
                                    ") must divide one another"));
   }
-  if (c.intermediate_size % tp != 0) {
-    return Refuse(tp, absl::StrCat("does not divide intermediate_size (",
-                                   c.intermediate_size, ")"));
+  const std::pair<const char*, int64_t> split[] = {
+      {"intermediate_size", c.intermediate_size},
+      {"moe_intermediate_size", c.IsMoe() ? c.moe_intermediate_size : 0},
+      {"shared_expert_intermediate_size",
+       c.IsMoe() ? c.shared_expert_intermediate_size : 0}};
+  for (const auto& [key, size] : split) {
+    if (size % tp != 0) {
+      return Refuse(tp, absl::StrCat("does not divide ", key, " (", size, ")"));
+    }
   }
   return absl::OkStatus();
 }
@@ -64,6 +70,8 @@ models::ModelConfig ShardConfig(const models::ModelConfig& c, int64_t tp) {
   s.num_attention_heads = c.num_attention_heads / tp;
   s.num_key_value_heads = std::max<int64_t>(KvHeads(c) / tp, 1);
   s.intermediate_size = c.intermediate_size / tp;
+  s.moe_intermediate_size = c.moe_intermediate_size / tp;
+  s.shared_expert_intermediate_size = c.shared_expert_intermediate_size / tp;
   return s;
 }
 
@@ -93,10 +101,17 @@ at::Tensor ShardOf(const std::string& name, const at::Tensor& full,
     return full.narrow(0, rank / (tp / nkv) * d, d);  // replicated KV head
   }
   if (ends(".self_attn.o_proj.weight")) return rows(1, nq, d);
-  if (ends(".mlp.gate_proj.weight") || ends(".mlp.up_proj.weight")) {
-    return rows(0, c.intermediate_size, 1);
+  // MLPs: a dense layer's, each expert's (mlp.experts.N.*) and the shared
+  // expert's (mlp.shared_expert.*) split along their own intermediate size.
+  const int64_t inter = absl::StrContains(name, ".mlp.experts.")
+                            ? c.moe_intermediate_size
+                        : absl::StrContains(name, ".mlp.shared_expert.")
+                            ? c.shared_expert_intermediate_size
+                            : c.intermediate_size;
+  if (ends(".gate_proj.weight") || ends(".up_proj.weight")) {
+    return rows(0, inter, 1);
   }
-  if (ends(".mlp.down_proj.weight")) return rows(1, c.intermediate_size, 1);
+  if (ends(".down_proj.weight")) return rows(1, inter, 1);
   return full;
 }
 
@@ -126,6 +141,7 @@ void InstallRowParallelHooks(models::CausalLM& shard,
     CHECK(!layer->self_attn->o_proj->bias.defined());
     layer->self_attn->o_proj->output_hook = reduce;
     if (layer->mlp) layer->mlp->down_proj->output_hook = reduce;
+    if (layer->moe) layer->moe->output_hook = reduce;
   }
 }
 

@@ -13,6 +13,12 @@
 //                       partial outputs are all-reduced (one per attention).
 //   gate/up_proj        column-parallel (rows [r*F/tp, ...)).
 //   down_proj           row-parallel; one all-reduce per MLP block.
+//   MoE (Qwen2/3-MoE)   every expert's and the shared expert's gate/up
+//                       column-parallel and down row-parallel over their own
+//                       intermediate sizes; the router (mlp.gate) and the
+//                       shared-expert gate replicated, so every rank routes
+//                       the same tokens to the same experts; one all-reduce
+//                       per MoE block (MoeBlock::output_hook).
 //   embed_tokens, norms, q/k_norm, lm_head   replicated.
 //
 // The shard is an ordinary models::CausalLM built from ShardConfig (heads,
@@ -46,8 +52,9 @@ inline constexpr char kRolloutTpKey[] =
     "actor_rollout_ref.rollout.tensor_model_parallel_size";
 
 // One line naming kRolloutTpKey when `config` cannot be split over `tp`:
-// heads, KV heads (nkv % tp or tp % nkv), intermediate size; MoE, MLA and
-// vision-language models are refused (not served under tp > 1).
+// heads, KV heads (nkv % tp or tp % nkv), intermediate sizes (dense, expert,
+// shared expert); sigmoid-routed (DeepSeek) MoE, MLA and vision-language
+// models are refused (not served under tp > 1).
 absl::Status ValidateTensorParallel(const models::ModelConfig& config,
                                     int64_t tp);
 

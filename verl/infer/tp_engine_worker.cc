@@ -5,9 +5,11 @@
 // engine (the whole model, no communication) and a tp = world engine over
 // the world group. For each model — tiny-qwen2 (kv_heads 2), tiny-qwen2
 // with kv_heads 1 (< tp: KV heads replicated) and tiny-qwen3 (q/k norm,
-// head_dim 48) on the fused fp32 path, and tiny-qwen2 on the model's own
-// forward (fp32 with fused_forward=false; bf16), where o_proj / down_proj
-// all-reduce through their output hooks — it checks:
+// head_dim 48) and tiny-qwen3-moe (8 experts split by their intermediate
+// size, replicated router) on the fused fp32 path, and tiny-qwen2 and
+// tiny-qwen2-moe (with its gated shared expert) on the model's own forward
+// (fp32 with fused_forward=false; bf16), where o_proj / down_proj / the MoE
+// block all-reduce through their output hooks — it checks:
 //  - greedy tokens equal tp = 1's, token for token, over 12 prompts (with
 //    chunked prefill and prefix sharing), log-probs within 1e-4 (bf16:
 //    equal on every rank only; the partial sums round differently);
@@ -217,6 +219,8 @@ int Main() {
   for (const Case& c : std::vector<Case>{{"tiny-qwen2", 0, fused},
                                          {"tiny-qwen2", 1, fused},
                                          {"tiny-qwen3", 0, fused},
+                                         {"tiny-qwen3-moe", 0, fused},
+                                         {"tiny-qwen2-moe", 0, unfused},
                                          {"tiny-qwen2", 1, unfused},
                                          {"tiny-qwen2", 0, bf16}}) {
     const absl::Status s = CheckModel(dist.world, c.preset, c.kv_heads, c.mode);

@@ -144,6 +144,7 @@ std::pair<at::Tensor, at::Tensor> MoeBlock::Forward(const at::Tensor& x) const {
     out = out + at::sigmoid(shared_expert_gate->Forward(x)) *
                     shared_expert->Forward(x);
   }
+  if (output_hook) out = output_hook(out);
   return {out, router_logits};
 }
 

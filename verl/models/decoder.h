@@ -18,6 +18,7 @@
 #include <torch/nn/module.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -66,6 +67,11 @@ class MoeBlock : public torch::nn::Module {
   std::vector<std::shared_ptr<MLP>> experts;
   std::shared_ptr<MLP> shared_expert;          // null unless Qwen2-MoE
   std::shared_ptr<Linear> shared_expert_gate;  // [1, H]
+  // Row-parallel seam as Linear::output_hook: when set, Forward returns
+  // output_hook(routed + shared output) — for the tensor-parallel rollout,
+  // whose experts hold column/row slices, the one all-reduce of the block's
+  // partial sums. Empty (the default): none.
+  std::function<at::Tensor(const at::Tensor&)> output_hook;
 };
 
 class DecoderLayer : public torch::nn::Module {
