@@ -24,6 +24,10 @@ absl::Status Bad(const std::string& key, int64_t value,
                  const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat(key, "=", value, ": ", why));
 }
+absl::Status Bad(const std::string& key, const std::string& value,
+                 const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat(key, "=", value, ": ", why));
+}
 
 // A named node of the module tree ("embedding", "decoder").
 class Container : public torch::nn::Module {};
@@ -59,11 +63,44 @@ absl::Status ValidateMoe(const ModelConfig& c, const MegatronModelOptions& o,
         "megatron.pipeline_model_parallel_size=", sizes.pp,
         ": MoE layers with pipeline parallelism are not built yet"));
   }
+  const std::string kOtc = "megatron.override_transformer_config.";
   if (!c.IsMoe()) {
     if (sizes.ep > 1) {
       return Bad(kEp, sizes.ep, "the model has no experts (num_experts 0)");
     }
+    if (o.moe_expert_capacity_factor.has_value()) {
+      return Bad(kOtc + "moe_expert_capacity_factor",
+                 absl::StrCat(*o.moe_expert_capacity_factor),
+                 "the model has no experts (num_experts 0)");
+    }
+    if (o.moe_router_enable_expert_bias) {
+      return Bad(kOtc + "moe_router_enable_expert_bias", "true",
+                 "the model has no experts (num_experts 0)");
+    }
     return absl::OkStatus();
+  }
+  if (o.moe_expert_capacity_factor.has_value() &&
+      !(*o.moe_expert_capacity_factor > 0.0)) {
+    return Bad(kOtc + "moe_expert_capacity_factor",
+               absl::StrCat(*o.moe_expert_capacity_factor),
+               "must be > 0 (null: no token is dropped)");
+  }
+  if (o.moe_token_drop_policy != "probs" &&
+      o.moe_token_drop_policy != "position") {
+    return Bad(kOtc + "moe_token_drop_policy",
+               absl::StrCat("'", o.moe_token_drop_policy, "'"),
+               "expected 'probs' or 'position'");
+  }
+  if (o.moe_router_enable_expert_bias && c.scoring_func != "sigmoid") {
+    return Bad(kOtc + "moe_router_enable_expert_bias", "true",
+               absl::StrCat("the expert bias of aux-loss-free balancing needs "
+                            "the sigmoid router (scoring_func sigmoid, "
+                            "DeepSeek-V3), as Megatron; this model's is '",
+                            c.scoring_func, "'"));
+  }
+  if (!(o.moe_router_bias_update_rate >= 0.0)) {
+    return Bad(kOtc + "moe_router_bias_update_rate",
+               absl::StrCat(o.moe_router_bias_update_rate), "must be >= 0");
   }
   if (c.num_experts % sizes.ep != 0) {
     return Bad(kEp, sizes.ep,
@@ -546,6 +583,27 @@ MegatronGPTModel::Tokens MegatronGPTModel::Prepare(
   return k;
 }
 
+at::Tensor MegatronGPTModel::RealRows(
+    const Tokens& k, const std::vector<int64_t>& cu_seqlens) const {
+  at::Tensor real;
+  if (k.cp_layout) {
+    std::vector<int64_t> lens;
+    for (size_t s = 0; s + 1 < cu_seqlens.size(); ++s) {
+      lens.push_back(cu_seqlens[s + 1] - cu_seqlens[s]);
+    }
+    const int r = cp()->rank();
+    real = k.cp_layout->offsets(r) <
+           at::tensor(lens, at::kLong).index_select(0, k.cp_layout->seq_ids(r));
+  } else {
+    real = at::arange(k.t + k.pad, at::kLong) < k.t;
+  }
+  if (options_.sequence_parallel) {
+    const int64_t n = real.size(0) / mpu_->tp_size();
+    real = real.narrow(0, mpu_->tp_rank() * n, n);
+  }
+  return real;
+}
+
 std::vector<int64_t> MegatronGPTModel::StageHiddenShape(
     const std::vector<int64_t>& cu_seqlens) const {
   const int64_t t = cu_seqlens.empty() ? 0 : cu_seqlens.back();
@@ -603,6 +661,15 @@ at::Tensor MegatronGPTModel::StageForward(
                            << " needs the previous stage's hidden states";
     h = input;
   }
+  // MoE: this rank's rows that are real tokens (not cp / sp padding), for
+  // capacity dropping and the expert load.
+  at::Tensor real;
+  if (config_.IsMoe()) {
+    real = RealRows(k, cu_seqlens);
+    for (int64_t l = chunk_begin_[chunk]; l < chunk_begin_[chunk + 1]; ++l) {
+      if (layers[l]->moe) layers[l]->moe->real_rows = real;
+    }
+  }
   auto [cos, sin] = RopeCosSin(inv_freq_, k.pos, h.scalar_type());
   h = RunLayers(h, cos, sin, k.backend, chunk_begin_[chunk],
                 chunk_begin_[chunk + 1]);
@@ -614,25 +681,8 @@ at::Tensor MegatronGPTModel::StageForward(
   };
   h = final_layernorm->Forward(h);
   if (config_.IsMoe()) {
-    // This rank's rows that are real tokens (not cp / sp padding), for the
-    // expert load; router logits of every token for the aux loss.
-    at::Tensor real;
-    if (k.cp_layout) {
-      std::vector<int64_t> lens;
-      for (size_t s = 0; s + 1 < cu_seqlens.size(); ++s) {
-        lens.push_back(cu_seqlens[s + 1] - cu_seqlens[s]);
-      }
-      const int r = cp()->rank();
-      real =
-          k.cp_layout->offsets(r) <
-          at::tensor(lens, at::kLong).index_select(0, k.cp_layout->seq_ids(r));
-    } else {
-      real = at::arange(k.t + k.pad, at::kLong) < k.t;
-    }
-    if (sp) {
-      const int64_t n = real.size(0) / mpu_->tp_size();
-      real = real.narrow(0, mpu_->tp_rank() * n, n);
-    }
+    // The expert load of the real rows; router logits of every token for the
+    // aux loss.
     CollectMoe(
         [&](const at::Tensor& x) {
           return whole(
@@ -720,6 +770,7 @@ void MegatronGPTModel::FinalizeGrads() {
                              *mpu_->embedding(),
                              "tied embedding gradient all-reduce");
   }
+  UpdateExpertBias();
 }
 
 void MegatronGPTModel::SumGrads(const std::vector<at::Tensor>& params,

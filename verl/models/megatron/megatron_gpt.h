@@ -76,6 +76,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,17 @@ struct MegatronModelOptions {
   // layers are split uniformly over the remaining stages).
   int64_t num_layers_in_first_pipeline_stage = -1;
   int64_t num_layers_in_last_pipeline_stage = -1;
+  // MoE (override_transformer_config.moe_*, Megatron's TransformerConfig):
+  // capacity-based token dropping when moe_expert_capacity_factor is set
+  // (> 0; each rank's experts keep at most ExpertCapacity(its real tokens)
+  // pairs, chosen by moe_token_drop_policy "probs" | "position"); and
+  // DeepSeek-V3's aux-loss-free balancing: after each step's backward
+  // (FinalizeGrads) router.expert_bias += moe_router_bias_update_rate *
+  // sign(mean load - load), the load summed over tp x cp x dp.
+  std::optional<double> moe_expert_capacity_factor;
+  std::string moe_token_drop_policy = "probs";
+  bool moe_router_enable_expert_bias = false;
+  double moe_router_bias_update_rate = 1e-3;
 };
 
 // Decoder layers of each of the `pp` pipeline stages (Megatron's
@@ -259,7 +271,8 @@ class MegatronGPTModel : public torch::nn::Module {
   // ones: every norm weight and the value head under sequence parallelism,
   // q/k norm weights always. Collective over tp; with cp > 1 then sums every
   // gradient over cp (collective over cp); with tied embeddings and pp > 1
-  // sums the embedding gradient over the first and last stage.
+  // sums the embedding gradient over the first and last stage; then
+  // UpdateExpertBias().
   void FinalizeGrads();
 
   const ModelConfig& config() const { return config_; }
@@ -282,11 +295,18 @@ class MegatronGPTModel : public torch::nn::Module {
   // CausalLM's ForwardOutput::aux_loss). Undefined for dense models and the
   // sigmoid router (aux-loss-free balancing).
   const at::Tensor& moe_aux_loss() const { return moe_aux_loss_; }
-  // Expert load since the last call: per MoE layer, the routed (token,
+  // Expert load since the last call: per MoE layer, the dispatched (token,
   // slot) count of every expert over the real tokens of this rank's
-  // forwards, summed over tp and cp (collective over tp x cp). Empty for
-  // dense models.
+  // forwards (all routed pairs, less those capacity dropping removed),
+  // summed over tp and cp (collective over tp x cp). Empty for dense models.
   std::map<int64_t, std::vector<double>> TakeExpertLoad();
+  // Aux-loss-free balancing (options().moe_router_enable_expert_bias; else
+  // nothing): each MoE layer's router.expert_bias += rate * sign(mean -
+  // load), the load being the dispatched pairs per expert of the training
+  // (grad-enabled) forwards since the last update, summed over tp x cp x dp.
+  // Collective over those groups; FinalizeGrads calls it (Megatron's
+  // finalize_model_grads), once per optimizer step.
+  void UpdateExpertBias();
   // The local experts' parameters of every MoE layer.
   std::vector<at::Tensor> ExpertParameters() const;
 
@@ -308,6 +328,9 @@ class MegatronGPTModel : public torch::nn::Module {
   struct Tokens;
   Tokens Prepare(const at::Tensor& input_ids, const at::Tensor& position_ids,
                  const std::vector<int64_t>& cu_seqlens) const;
+  // [rows of this rank] bool: the real tokens (not cp / sp padding).
+  at::Tensor RealRows(const Tokens& k,
+                      const std::vector<int64_t>& cu_seqlens) const;
   // Layers [begin, end) of `layers` (one chunk), recompute applied
   // within it.
   at::Tensor RunLayers(at::Tensor h, const at::Tensor& cos,
@@ -333,6 +356,7 @@ class MegatronGPTModel : public torch::nn::Module {
   at::Tensor inv_freq_;
   at::Tensor moe_aux_loss_;
   std::map<int64_t, at::Tensor> expert_load_;  // layer -> [E] double
+  std::map<int64_t, at::Tensor> bias_load_;    // the same, for the bias
   bool first_stage_ = true, last_stage_ = true;
   int64_t first_layer_ = 0;
   // Chunk c's layers are layers[chunk_begin_[c], chunk_begin_[c + 1]).

@@ -11,13 +11,21 @@
 // exits non-zero on a mismatch. Option validation is checked in-process.
 #include "verl/models/megatron/megatron_gpt.h"
 
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "verl/core/test_util.h"
+#include "verl/models/megatron/moe_layer.h"
+#include "verl/models/moe/router.h"
 #include "verl/parallel/megatron/pipeline_schedule.h"
+#include "verl/parallel/process_group.h"
 #include "verl/parallel/test_worker.h"
 
 namespace verl::models {
@@ -114,10 +122,16 @@ TEST(MegatronGptTest, Pp4MatchesSingleProcess) {
 // group-limited, shared expert, first layer dense; standard attention).
 // Logits, log-probs, entropy, the aux loss, the expert load and every
 // gradient (experts: summed over the dp ranks' batches) equal the
-// single-process model's.
+// single-process model's. With capacity dropping (factor 0.5; probs and
+// position policies) they, the kept pairs and the load equal the
+// one-process Megatron model's on each dp batch; with the expert-bias
+// update (DeepSeek-V3, 3 steps) the biases equal the one-process model's
+// after every step and the closed form after the first.
 TEST(MegatronGptTest, Ep2MatchesSingleProcess) {
   EXPECT_EQ(RunWorker(2, {"--ep=2", "--tp_div=2",
-                          "--cases=qwen3_moe,qwen2_moe_shared_sp,dsv3_router"}),
+                          "--cases=qwen3_moe,qwen2_moe_shared_sp,dsv3_router,"
+                          "qwen3_moe_capacity,dsv3_capacity_position_sp,"
+                          "dsv3_bias"}),
             0);
 }
 
@@ -237,6 +251,139 @@ TEST(MegatronGptTest, ValidationNamesTheKey) {
   o.recompute_modules = {"moe_act"};
   EXPECT_THAT(ValidateMegatronModel(Config(), o, Tp(2)),
               StatusIs(absl::StatusCode::kUnimplemented, "moe_act"));
+}
+
+// The MoE keys of override_transformer_config: refused on a dense model,
+// with bad values, and the expert bias with the softmax router.
+TEST(MegatronGptTest, MoeOptionsValidation) {
+  ModelConfig c = Config();
+  c.num_experts = 4;
+  c.num_experts_per_tok = 2;
+  c.moe_intermediate_size = 8;
+  MegatronModelOptions o;
+  o.moe_expert_capacity_factor = 1.25;
+  o.moe_token_drop_policy = "position";
+  EXPECT_TRUE(ValidateMegatronModel(c, o, Tp(1)).ok());
+  EXPECT_THAT(ValidateMegatronModel(Config(), o, Tp(1)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "megatron.override_transformer_config.moe_expert_"
+                       "capacity_factor=1.25: the model has no experts"));
+  o.moe_expert_capacity_factor = 0.0;
+  EXPECT_THAT(ValidateMegatronModel(c, o, Tp(1)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "moe_expert_capacity_factor=0: must be > 0"));
+  o.moe_expert_capacity_factor.reset();
+  o.moe_token_drop_policy = "random";
+  EXPECT_THAT(ValidateMegatronModel(c, o, Tp(1)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "moe_token_drop_policy='random': expected 'probs' or "
+                       "'position'"));
+  o.moe_token_drop_policy = "probs";
+  o.moe_router_enable_expert_bias = true;
+  EXPECT_THAT(ValidateMegatronModel(c, o, Tp(1)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "moe_router_enable_expert_bias=true: the expert bias "
+                       "of aux-loss-free balancing needs the sigmoid router"));
+  c.scoring_func = "sigmoid";
+  c.n_group = 1;
+  c.topk_group = 1;
+  EXPECT_TRUE(ValidateMegatronModel(c, o, Tp(1)).ok());
+  o.moe_router_bias_update_rate = -1e-3;
+  EXPECT_THAT(ValidateMegatronModel(c, o, Tp(1)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "moe_router_bias_update_rate=-0.001: must be >= 0"));
+}
+
+// Capacity dropping in one MoE layer (tp = ep = 1, in process): 13 rows,
+// the last a padding row, 4 experts, top-2, factor 0.5: capacity
+// ceil(12 * 2 / 4 * 0.5) = 3 pairs per expert. The kept pairs equal plain
+// loops (position: each expert's first 3 in token order; probs: its 3
+// highest weights), and the output and every gradient equal a per-token
+// loop over the kept pairs with the experts' SwiGLU written out.
+TEST(MegatronGptTest, MoeCapacityDroppingEqualsPerTokenLoop) {
+  ModelConfig c = Config();
+  c.model_type = "qwen3_moe";
+  c.num_experts = 4;
+  c.num_experts_per_tok = 2;
+  c.moe_intermediate_size = 8;
+  c.norm_topk_prob = true;
+  const int64_t n = 13, real = 12, k = 2, e = 4, h = c.hidden_size;
+  for (const std::string policy : {"position", "probs"}) {
+    SCOPED_TRACE(policy);
+    MegatronModelOptions o;
+    o.moe_expert_capacity_factor = 0.5;
+    o.moe_token_drop_policy = policy;
+    auto one = parallel::SingleProcessCommunicator();
+    MegatronMoeLayer layer(c, o, one, one);
+    layer.to(at::kDouble);
+    at::manual_seed(11);
+    {
+      at::NoGradGuard no_grad;
+      for (at::Tensor& p : layer.parameters()) p.normal_(0, 0.5);
+    }
+    at::Tensor x = at::randn({n, h}, at::kDouble).requires_grad_(true);
+    layer.real_rows = at::arange(n) < real;
+    at::Tensor out = layer.Forward(x);
+    // The dropped set by plain loops.
+    Routing r = SoftmaxTopK(at::linear(x, layer.router->weight), k, true);
+    std::vector<std::vector<bool>> keep(n, std::vector<bool>(k, false));
+    for (int64_t ex = 0; ex < e; ++ex) {
+      std::vector<std::pair<double, int64_t>> pairs;  // (-weight, t*k + j)
+      for (int64_t t = 0; t < real; ++t) {
+        for (int64_t j = 0; j < k; ++j) {
+          if (r.indices[t][j].item<int64_t>() != ex) continue;
+          const double w =
+              policy == "probs" ? r.weights[t][j].item<double>() : 0.0;
+          pairs.emplace_back(-w, t * k + j);
+        }
+      }
+      std::sort(pairs.begin(), pairs.end());
+      for (size_t i = 0; i < pairs.size() && i < 3; ++i) {
+        keep[pairs[i].second / k][pairs[i].second % k] = true;
+      }
+    }
+    int64_t kept = 0;
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t j = 0; j < k; ++j) {
+        EXPECT_EQ(layer.last_kept[t][j].item<bool>(), keep[t][j])
+            << "pair " << t << "," << j;
+        kept += keep[t][j];
+      }
+    }
+    EXPECT_LT(kept, real * k);  // some dropped
+    EXPECT_GT(kept, 0);
+    // The output by a per-token loop over the kept pairs.
+    std::vector<at::Tensor> rows;
+    for (int64_t t = 0; t < n; ++t) {
+      at::Tensor y = at::zeros({h}, at::kDouble);
+      for (int64_t j = 0; j < k; ++j) {
+        if (!keep[t][j]) continue;
+        const auto& ex = layer.local_experts[r.indices[t][j].item<int64_t>()];
+        std::vector<at::Tensor> gu = ex->linear_fc1->weight.chunk(2, /*dim=*/0);
+        at::Tensor a = at::silu(at::mv(gu[0], x[t])) * at::mv(gu[1], x[t]);
+        y = y + r.weights[t][j] * at::mv(ex->linear_fc2->weight, a);
+      }
+      rows.push_back(y);
+    }
+    at::Tensor want = at::stack(rows);
+    EXPECT_TRUE(at::allclose(out, want, 1e-10, 1e-12));
+    // Gradients of sum(out * g) against the loop's.
+    at::Tensor g = at::randn({n, h}, at::kDouble);
+    std::vector<at::Tensor> inputs = {x};
+    for (const at::Tensor& p : layer.parameters()) inputs.push_back(p);
+    std::vector<at::Tensor> got_grads = torch::autograd::grad(
+        {(out * g).sum()}, inputs, {}, /*retain_graph=*/true, false,
+        /*allow_unused=*/true);
+    std::vector<at::Tensor> want_grads = torch::autograd::grad(
+        {(want * g).sum()}, inputs, {}, true, false, true);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      at::Tensor a =
+          got_grads[i].defined() ? got_grads[i] : at::zeros_like(inputs[i]);
+      at::Tensor b =
+          want_grads[i].defined() ? want_grads[i] : at::zeros_like(inputs[i]);
+      EXPECT_TRUE(at::allclose(a, b, 1e-10, 1e-12)) << "input " << i;
+    }
+  }
 }
 
 // The interleaved schedule needs a multiple of pp micro-batches

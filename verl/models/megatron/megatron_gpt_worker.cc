@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -718,11 +719,25 @@ absl::Status RunCase(const Case& c, bool check_folder,
 // gradients equal its own batch's, its local experts' the sum over every dp
 // rank's batch (the dispatch brought their tokens); logits, log-probs,
 // entropy, the aux loss and the expert load equal its batch's.
+//
+// Capacity cases (capacity > 0) drop tokens, which the single-process
+// CausalLM does not: their reference is the MegatronGPTModel on a world of
+// one process (no collectives) run on every dp rank's batch, whose
+// routing and kept set must equal the ep ranks' (the kept set is checked
+// against plain loops in megatron_gpt_test and router_test, and here for
+// the position policy). Bias cases (bias_steps > 0) run that many
+// forward-backward + FinalizeGrads steps with the expert-bias update on:
+// each step's bias equals the one-process model's (which runs every dp
+// batch), and the first step's equals the closed form from the step's
+// expert load summed over the dp ranks.
 struct MoeCase {
   const char* name;
   bool sigmoid;  // DeepSeek-V3 router (+ 1 shared expert); else softmax
   bool shared;   // softmax: Qwen2-MoE's gated shared expert
   bool sp;
+  double capacity = 0.0;  // moe_expert_capacity_factor (0: null)
+  const char* policy = "probs";
+  int bias_steps = 0;  // moe_router_enable_expert_bias steps
 };
 
 const std::vector<MoeCase>& MoeCases() {
@@ -732,8 +747,46 @@ const std::vector<MoeCase>& MoeCases() {
       {"qwen2_moe_shared_sp", false, true, true},
       {"dsv3_router", true, true, false},
       {"dsv3_router_sp", true, true, true},
+      {"qwen3_moe_capacity", false, false, false, 0.5, "probs"},
+      {"dsv3_capacity_position_sp", true, true, true, 0.5, "position"},
+      {"dsv3_bias", true, true, false, 0.0, "probs", 3},
   };
   return *cases;
+}
+
+MegatronModelOptions MoeOptions(const MoeCase& c) {
+  MegatronModelOptions options;
+  options.sequence_parallel = c.sp;
+  options.make_vocab_size_divisible_by = 4;
+  if (c.capacity > 0) options.moe_expert_capacity_factor = c.capacity;
+  options.moe_token_drop_policy = c.policy;
+  options.moe_router_enable_expert_bias = c.bias_steps > 0;
+  options.moe_router_bias_update_rate = 0.05;  // large enough to reroute
+  return options;
+}
+
+// A ParallelState of one process (every group the process itself).
+std::shared_ptr<mg::ParallelState> OneProcessMpu() {
+  mg::ModelParallelSizes sizes;
+  sizes.etp = 1;
+  absl::StatusOr<std::shared_ptr<mg::ParallelState>> one =
+      mg::ParallelState::Initialize(parallel::SingleProcessCommunicator(),
+                                    sizes);
+  VERL_CHECK_OK(one.status());
+  return *one;
+}
+
+// The HF-named gradients of a one-process model (zeros where none).
+std::map<std::string, at::Tensor> HfGrads(const MegatronGPTModel& model) {
+  const ParamTensorFn grad = [](const at::Tensor& p) {
+    return p.grad().defined() ? p.grad() : at::zeros_like(p);
+  };
+  std::map<std::string, at::Tensor> out =
+      GatherHfTensors(model, kMegatronRootStage, grad);
+  for (int64_t l = 0; l < model.config().num_hidden_layers; ++l) {
+    out.merge(GatherHfTensors(model, l, grad));
+  }
+  return out;
 }
 
 ModelConfig MoeConfig(const MoeCase& c) {
@@ -800,13 +853,15 @@ absl::Status RunMoeCase(const MoeCase& c, bool check_folder,
                         const std::shared_ptr<mg::ParallelState>& mpu,
                         mg::Comparer& cmp) {
   const ModelConfig config = MoeConfig(c);
-  MegatronModelOptions options;
-  options.sequence_parallel = c.sp;
-  options.make_vocab_size_divisible_by = 4;
+  const MegatronModelOptions options = MoeOptions(c);
   VERL_RETURN_IF_ERROR(
       ValidateMegatronModel(config, options, mpu->layout().sizes()));
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(2);
   std::shared_ptr<CausalLM> ref = ReferenceModel(config, gen);
+  std::map<std::string, at::Tensor> ref_params;
+  for (const auto& item : ref->named_parameters()) {
+    ref_params[item.key()] = item.value().detach();
+  }
   // The reference per dp rank: outputs of this rank's batch, gradients of
   // every batch.
   const int64_t dp = mpu->layout().dp(), me = mpu->dp_rank();
@@ -814,11 +869,47 @@ absl::Status RunMoeCase(const MoeCase& c, bool check_folder,
   ForwardOutput ref_fwd;
   LogProbEntropy ref_out;
   std::vector<at::Tensor> ref_router_logits;
+  // Capacity cases: the one-process model's expert load and kept pairs of
+  // this rank's batch.
+  std::vector<double> one_load;
+  std::vector<at::Tensor> one_kept;
   for (const auto& item : ref->named_parameters()) {  // no token: zero grad
     want_grads[item.key()] = at::zeros_like(item.value());
   }
   for (int64_t d = 0; d < dp; ++d) {
     const MoeBatch batch = MakeMoeBatch(d, config.vocab_size);
+    if (c.capacity > 0) {
+      const std::shared_ptr<mg::ParallelState> single = OneProcessMpu();
+      MegatronGPTModel one(config, options, single);
+      VERL_RETURN_IF_ERROR(
+          LoadMegatronFromHf(HfSourceFromMap(ref_params), &one));
+      at::Tensor shard = one.Forward(batch.ids, batch.pos, batch.cu);
+      mg::VocabParallelOutput out = mg::VocabParallelLogProbsAndEntropy(
+          shard, batch.labels, config.vocab_size, single->tp(), kTemperature);
+      at::Tensor loss = (out.log_probs * batch.a + out.entropy * batch.b).sum();
+      if (one.moe_aux_loss().defined()) {
+        loss = loss + config.router_aux_loss_coef * one.moe_aux_loss();
+      }
+      loss.backward();
+      one.FinalizeGrads();
+      for (const auto& [name, g] : HfGrads(one)) {
+        const bool expert = name.find(".mlp.experts.") != std::string::npos;
+        if (d == me || expert) want_grads[name] = want_grads[name] + g;
+      }
+      if (d == me) {
+        ref_fwd.logits = mg::GatherVocabParallelLogits(
+            shard.detach(), config.vocab_size, single->tp());
+        ref_fwd.aux_loss = one.moe_aux_loss();
+        ref_out = {out.log_probs, out.entropy};
+        for (const auto& [layer, counts] : one.TakeExpertLoad()) {
+          one_load.insert(one_load.end(), counts.begin(), counts.end());
+        }
+        for (const auto& layer : one.layers) {
+          if (layer->moe) one_kept.push_back(layer->moe->last_kept);
+        }
+      }
+      continue;
+    }
     ref->zero_grad();
     ForwardOutput fwd = ref->ForwardPacked(batch.ids, batch.pos, batch.cu);
     LogProbEntropy out =
@@ -843,10 +934,6 @@ absl::Status RunMoeCase(const MoeCase& c, bool check_folder,
   }
 
   MegatronGPTModel model(config, options, mpu);
-  std::map<std::string, at::Tensor> ref_params;
-  for (const auto& item : ref->named_parameters()) {
-    ref_params[item.key()] = item.value().detach();
-  }
   VERL_RETURN_IF_ERROR(LoadMegatronFromHf(HfSourceFromMap(ref_params), &model));
   if (check_folder) VERL_RETURN_IF_ERROR(CheckFolderLoad(*ref, model, mpu));
   VERL_RETURN_IF_ERROR(CheckGatherToHf(model, ref_params));
@@ -901,14 +988,57 @@ absl::Status RunMoeCase(const MoeCase& c, bool check_folder,
         absl::StrCat("load of ", load.size(), " layers"));
   }
   size_t i = 0;
+  const int64_t pairs = batch.cu.back() * config.num_experts_per_tok;
+  if (c.capacity > 0) {
+    // Dropping: the kept pairs and the load equal the one-process model's;
+    // some pairs were dropped in every layer.
+    std::vector<double> got_load;
+    for (const auto& [layer, counts] : load) {
+      got_load.insert(got_load.end(), counts.begin(), counts.end());
+      double sum = 0;
+      for (double v : counts) sum += v;
+      if (!(sum < static_cast<double>(pairs))) {
+        return absl::InternalError(absl::StrCat(
+            tag, "layer ", layer, " dropped nothing (", sum, " pairs)"));
+      }
+    }
+    if (got_load != one_load) {
+      return absl::InternalError(tag + "expert load differs from one process");
+    }
+    size_t m = 0;
+    for (const auto& layer : model.layers) {
+      if (!layer->moe) continue;
+      const at::Tensor& kept = layer->moe->last_kept;
+      if (!kept.defined() || !at::equal(kept, one_kept.at(m++))) {
+        return absl::InternalError(tag + "kept pairs differ from one process");
+      }
+      if (std::string(c.policy) != "position") continue;
+      // Plain loop: each expert keeps its first `capacity` routed pairs in
+      // token order (no padding here: every row is a real token).
+      const int64_t k = config.num_experts_per_tok, n = kept.size(0);
+      const int64_t cap = static_cast<int64_t>(std::ceil(
+          static_cast<double>(n * k) / config.num_experts * c.capacity));
+      std::vector<int64_t> used(config.num_experts, 0);
+      const at::Tensor& idx = layer->moe->last_indices;
+      for (int64_t t = 0; t < n; ++t) {
+        for (int64_t j = 0; j < k; ++j) {
+          const bool want = used[idx[t][j].item<int64_t>()]++ < cap;
+          if (kept[t][j].item<bool>() != want) {
+            return absl::InternalError(absl::StrCat(
+                tag, "pair ", t, ",", j, " kept differs from the loop"));
+          }
+        }
+      }
+    }
+  }
   for (const auto& [layer, counts] : load) {
     at::Tensor got = at::tensor(counts, at::kDouble);
-    if (got.sum().item<double>() !=
-        static_cast<double>(batch.cu.back() * config.num_experts_per_tok)) {
+    if (c.capacity == 0 &&
+        got.sum().item<double>() != static_cast<double>(pairs)) {
       return absl::InternalError(absl::StrCat(tag, "layer ", layer, " routed ",
                                               got.sum().item<double>()));
     }
-    if (!c.sigmoid) {
+    if (!c.sigmoid && c.capacity == 0) {
       Routing r =
           SoftmaxTopK(ref_router_logits.at(i++), config.num_experts_per_tok,
                       config.norm_topk_prob);
@@ -925,6 +1055,85 @@ absl::Status RunMoeCase(const MoeCase& c, bool check_folder,
   if (!metrics.count("moe/imbalance_max") ||
       metrics.at("moe/imbalance_max") < 1.0) {
     return absl::InternalError(tag + "no moe/imbalance_max metric");
+  }
+  return absl::OkStatus();
+}
+
+// Every MoE layer's router.expert_bias, in layer order.
+std::vector<at::Tensor> ExpertBiases(const MegatronGPTModel& model) {
+  std::vector<at::Tensor> out;
+  for (const auto& layer : model.layers) {
+    if (layer->moe) out.push_back(layer->moe->router->expert_bias.clone());
+  }
+  return out;
+}
+
+// One training step of `model` on `batch`: forward, loss, backward and
+// FinalizeGrads (which updates the expert bias).
+void MoeTrainStep(MegatronGPTModel& model, const MoeBatch& batch,
+                  const ModelConfig& config) {
+  at::Tensor shard = model.Forward(batch.ids, batch.pos, batch.cu);
+  mg::VocabParallelOutput out = mg::VocabParallelLogProbsAndEntropy(
+      shard, batch.labels, config.vocab_size, model.tp(), kTemperature);
+  (out.log_probs * batch.a + out.entropy * batch.b).sum().backward();
+}
+
+absl::Status RunMoeBiasCase(const MoeCase& c,
+                            const std::shared_ptr<mg::ParallelState>& mpu,
+                            mg::Comparer& cmp) {
+  const ModelConfig config = MoeConfig(c);
+  const MegatronModelOptions options = MoeOptions(c);
+  VERL_RETURN_IF_ERROR(
+      ValidateMegatronModel(config, options, mpu->layout().sizes()));
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(2);
+  std::shared_ptr<CausalLM> ref = ReferenceModel(config, gen);
+  std::map<std::string, at::Tensor> params;
+  for (const auto& item : ref->named_parameters()) {
+    params[item.key()] = item.value().detach();
+  }
+  MegatronGPTModel model(config, options, mpu);
+  VERL_RETURN_IF_ERROR(LoadMegatronFromHf(HfSourceFromMap(params), &model));
+  MegatronGPTModel one(config, options, OneProcessMpu());
+  VERL_RETURN_IF_ERROR(LoadMegatronFromHf(HfSourceFromMap(params), &one));
+  const int64_t dp = mpu->layout().dp(), me = mpu->dp_rank();
+  const std::string tag = absl::StrCat(c.name, ": ");
+  for (int step = 1; step <= c.bias_steps; ++step) {
+    const std::vector<at::Tensor> before = ExpertBiases(model);
+    model.zero_grad();
+    MoeTrainStep(model, MakeMoeBatch(me, config.vocab_size), config);
+    // The step's load of every dp rank (TakeExpertLoad: this rank's), for
+    // the closed form.
+    std::vector<at::Tensor> load;
+    for (const auto& [layer, counts] : model.TakeExpertLoad()) {
+      load.push_back(
+          mg::AllReduceSum(at::tensor(counts, at::kDouble), *mpu->dp()));
+    }
+    model.FinalizeGrads();
+    one.zero_grad();
+    for (int64_t d = 0; d < dp; ++d) {
+      MoeTrainStep(one, MakeMoeBatch(d, config.vocab_size), config);
+    }
+    one.FinalizeGrads();
+    const std::vector<at::Tensor> got = ExpertBiases(model),
+                                  want = ExpertBiases(one);
+    for (size_t l = 0; l < got.size(); ++l) {
+      const std::string name = absl::StrCat(tag, "step ", step, " layer ", l);
+      VERL_RETURN_IF_ERROR(cmp.Expect(name + " bias", got[l], want[l]));
+      if (step > 1) continue;
+      // bias += rate * sign(mean load - load), by hand.
+      at::Tensor closed = before[l].to(at::kDouble);
+      const double mean = load[l].mean().item<double>();
+      for (int64_t e = 0; e < config.num_experts; ++e) {
+        const double n = load[l][e].item<double>();
+        const double sign = n < mean ? 1.0 : n > mean ? -1.0 : 0.0;
+        closed[e] += sign * options.moe_router_bias_update_rate;
+      }
+      VERL_RETURN_IF_ERROR(
+          cmp.Expect(name + " bias (closed form)", got[l], closed));
+      if (at::equal(got[l], before[l])) {
+        return absl::InternalError(name + ": the bias did not move");
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -972,8 +1181,9 @@ int Main(int argc, char** argv) {
       return 1;
     }
     mg::Comparer cmp(kTol);
-    absl::Status s = moe != nullptr ? RunMoeCase(*moe, first, *mpu, cmp)
-                                    : RunCase(*found, first, *mpu, cmp);
+    absl::Status s = moe == nullptr        ? RunCase(*found, first, *mpu, cmp)
+                     : moe->bias_steps > 0 ? RunMoeBiasCase(*moe, *mpu, cmp)
+                                           : RunMoeCase(*moe, first, *mpu, cmp);
     first = false;
     if (!s.ok()) {
       std::cout << "rank " << rank << " FAILED: " << s << std::endl;

@@ -113,6 +113,18 @@ absl::StatusOr<MegatronSettings> MegatronSettingsFromConfig(
   s.model.recompute_method = o.recompute_method();
   s.model.recompute_num_layers =
       o.has_recompute_num_layers() ? o.recompute_num_layers() : 0;
+  if (o.has_moe_expert_capacity_factor()) {
+    s.model.moe_expert_capacity_factor = o.moe_expert_capacity_factor();
+  }
+  s.model.moe_token_drop_policy = o.moe_token_drop_policy();
+  s.model.moe_router_enable_expert_bias = o.moe_router_enable_expert_bias();
+  s.model.moe_router_bias_update_rate = o.moe_router_bias_update_rate();
+  if (o.moe_pad_expert_input_to_capacity()) {
+    return NotBuilt(otc, "moe_pad_expert_input_to_capacity", "true",
+                    "padding each expert's input to its capacity (the "
+                    "drop-and-pad dispatch; dropping without padding is "
+                    "built)");
+  }
   s.model.recompute_modules.assign(o.recompute_modules().begin(),
                                    o.recompute_modules().end());
   if (s.model.recompute_modules.empty()) {

@@ -83,6 +83,21 @@ TEST(MegatronOptionsTest, ServedKeysMap) {
   s = MegatronSettingsFromConfig(c, kPrefix);
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->model.recompute_modules, std::vector<std::string>{"mlp"});
+  // MoE keys: null capacity (no dropping) and no bias update by default.
+  EXPECT_FALSE(s->model.moe_expert_capacity_factor.has_value());
+  EXPECT_EQ(s->model.moe_token_drop_policy, "probs");
+  EXPECT_FALSE(s->model.moe_router_enable_expert_bias);
+  EXPECT_EQ(s->model.moe_router_bias_update_rate, 1e-3);
+  o->set_moe_expert_capacity_factor(1.25);
+  o->set_moe_token_drop_policy("position");
+  o->set_moe_router_enable_expert_bias(true);
+  o->set_moe_router_bias_update_rate(0.01);
+  s = MegatronSettingsFromConfig(c, kPrefix);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->model.moe_expert_capacity_factor, 1.25);
+  EXPECT_EQ(s->model.moe_token_drop_policy, "position");
+  EXPECT_TRUE(s->model.moe_router_enable_expert_bias);
+  EXPECT_EQ(s->model.moe_router_bias_update_rate, 0.01);
 }
 
 TEST(MegatronOptionsTest, UnservedKeysFailNamingTheKey) {
@@ -142,6 +157,13 @@ TEST(MegatronOptionsTest, UnservedKeysFailNamingTheKey) {
          o->add_recompute_modules("moe_act");
        },
        absl::StatusCode::kUnimplemented, "recompute_modules: 'moe_act'"},
+      {[](MegatronConfig* c) {
+         c->mutable_override_transformer_config()
+             ->set_moe_pad_expert_input_to_capacity(true);
+       },
+       absl::StatusCode::kUnimplemented,
+       "actor_rollout_ref.actor.megatron.override_transformer_config.moe_pad_"
+       "expert_input_to_capacity=true: padding each expert's input"},
   };
   for (const Row& row : rows) {
     MegatronConfig c = Served();

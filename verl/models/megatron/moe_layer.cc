@@ -49,6 +49,10 @@ MegatronMoeLayer::MegatronMoeLayer(const ModelConfig& c,
       top_k(c.num_experts_per_tok),
       sigmoid(c.scoring_func == "sigmoid"),
       norm_topk_prob(c.norm_topk_prob),
+      capacity_factor(o.moe_expert_capacity_factor),
+      drop_policy(o.moe_token_drop_policy == "position"
+                      ? TokenDropPolicy::kPosition
+                      : TokenDropPolicy::kProbs),
       ep_(std::move(ep)) {
   CHECK(ep_ != nullptr) << "MoE layer without an ep group";
   CHECK_EQ(num_experts % ep_->size(), 0);
@@ -99,8 +103,17 @@ at::Tensor MegatronMoeLayer::Forward(const at::Tensor& x) const {
   }
   last_router_logits = logits;
   last_indices = routing.indices.detach();
+  last_kept = at::Tensor();
+  if (capacity_factor.has_value()) {
+    const int64_t real = real_rows.defined() ? real_rows.sum().item<int64_t>()
+                                             : routing.indices.size(0);
+    last_kept = CapacityKeepMask(
+        routing, num_experts,
+        ExpertCapacity(real, top_k, num_experts, *capacity_factor), drop_policy,
+        real_rows);
+  }
   const mg::ExpertDispatch plan =
-      mg::PlanExpertDispatch(routing.indices, num_experts, *ep_);
+      mg::PlanExpertDispatch(routing.indices, num_experts, *ep_, last_kept);
   at::Tensor rows = mg::DispatchTokens(x, plan, ep_);
   // Each local expert on its block; the empty slice keeps `rows` in the
   // graph when no token came here (every rank joins the backward).
@@ -158,16 +171,26 @@ void MegatronGPTModel::CollectMoe(
     const auto& moe = layers[l]->moe;
     if (!moe) continue;
     {
+      // The dispatched pairs of the real tokens (capacity dropping removes
+      // some); a training forward's also count for the bias update.
+      const bool training = at::GradMode::is_enabled();
       at::NoGradGuard no_grad;
-      at::Tensor chosen = moe->last_indices.index({real}).reshape({-1});
+      at::Tensor chosen = moe->last_indices.index({real});
+      if (moe->last_kept.defined()) {
+        chosen = chosen.masked_select(moe->last_kept.index({real}));
+      }
       at::Tensor counts =
-          at::bincount(chosen, {}, config_.num_experts).to(at::kDouble);
+          at::bincount(chosen.reshape({-1}), {}, config_.num_experts)
+              .to(at::kDouble);
       at::Tensor& acc = expert_load_[first_layer() + l];
       acc = acc.defined() ? acc + counts : counts;
+      if (training && options_.moe_router_enable_expert_bias) {
+        at::Tensor& b = bias_load_[first_layer() + l];
+        b = b.defined() ? b + counts : counts;
+      }
     }
     if (!moe->sigmoid) logits.push_back(gather_tokens(moe->last_router_logits));
-    moe->last_router_logits = at::Tensor();
-    moe->last_indices = at::Tensor();
+    moe->last_router_logits = at::Tensor();  // its graph
   }
   moe_aux_loss_ = logits.empty()
                       ? at::Tensor()
@@ -189,6 +212,33 @@ std::map<int64_t, std::vector<double>> MegatronGPTModel::TakeExpertLoad() {
     acc = at::Tensor();
   }
   return out;
+}
+
+void MegatronGPTModel::UpdateExpertBias() {
+  if (!options_.moe_router_enable_expert_bias) return;
+  std::vector<at::Tensor> loads;
+  std::vector<MegatronMoeLayer*> moes;
+  for (int64_t l = 0; l < static_cast<int64_t>(layers.size()); ++l) {
+    if (!layers[l]->moe) continue;
+    at::Tensor& acc = bias_load_[first_layer() + l];
+    loads.push_back(
+        acc.defined() ? acc : at::zeros({config_.num_experts}, at::kDouble));
+    acc = at::Tensor();
+    moes.push_back(layers[l]->moe.get());
+  }
+  if (loads.empty()) return;
+  // Megatron's get_updated_expert_bias: the step's load over tp x cp x dp
+  // (every rank's routed tokens), one all-reduce per group for all layers.
+  at::Tensor load =
+      mg::AllReduceSum(at::stack(loads), *mpu_->group(mg::MpuGroup::kTpCp));
+  load = mg::AllReduceSum(load, *mpu_->dp());
+  at::Tensor step = at::sign(load.mean(1, /*keepdim=*/true) - load) *
+                    options_.moe_router_bias_update_rate;
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < moes.size(); ++i) {
+    at::Tensor& bias = moes[i]->router->expert_bias;
+    bias.copy_(bias.to(at::kDouble) + step[i].to(bias.device()));
+  }
 }
 
 std::vector<at::Tensor> MegatronGPTModel::ExpertParameters() const {

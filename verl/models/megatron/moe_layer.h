@@ -18,7 +18,11 @@
 // MoE blocks (verl/models/moe/router.h: softmax top-k for Qwen2/3-MoE,
 // sigmoid + bias + group-limited top-k for DeepSeek-V3) — and dispatches
 // them over ep with all-to-alls (verl/parallel/megatron/expert_parallel.h).
-// No token is dropped. Shared experts run densely (tp-sharded like the
+// No token is dropped unless moe_expert_capacity_factor is set: then each
+// rank's experts keep at most ExpertCapacity(its real tokens) of the pairs
+// this rank routes to them (CapacityKeepMask, Megatron's
+// apply_router_token_dropping in the router, before the dispatch). Shared
+// experts run densely (tp-sharded like the
 // dense MLP) beside the routed ones. Experts are not tensor-parallel
 // (expert_tensor_parallel_size 1); with tp > 1 the layer needs sequence
 // parallelism (as Megatron), so each tp rank routes its own T/tp tokens.
@@ -31,6 +35,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,9 +85,19 @@ class MegatronMoeLayer : public torch::nn::Module {
   std::shared_ptr<TpMlp> shared_experts;  // null without shared experts
   at::Tensor shared_gate_weight;          // [1, H] (Qwen2-MoE); else undefined
 
+  // Capacity-based dropping (unset: none).
+  std::optional<double> capacity_factor;
+  TokenDropPolicy drop_policy = TokenDropPolicy::kProbs;
+
+  // Set by the model before Forward: [N] bool, the rows that are real tokens
+  // (undefined: all). Padding rows are routed but never dispatched, and the
+  // capacity counts the real ones only.
+  mutable at::Tensor real_rows;
   // The last Forward's router logits [N, E] (with autograd history, for the
-  // load-balancing loss) and chosen experts [N, k].
-  mutable at::Tensor last_router_logits, last_indices;
+  // load-balancing loss; the model clears them after its forward), chosen
+  // experts [N, k] and which of those pairs were dispatched [N, k] bool
+  // (undefined when nothing can be dropped).
+  mutable at::Tensor last_router_logits, last_indices, last_kept;
 
  private:
   CommPtr ep_;

@@ -4,6 +4,9 @@
 #include <ATen/ATen.h>
 #include <glog/logging.h>
 
+#include <algorithm>
+#include <cmath>
+
 namespace verl::models {
 
 Routing SoftmaxTopK(const at::Tensor& router_logits, int64_t top_k,
@@ -47,6 +50,51 @@ Routing SigmoidGroupLimitedTopK(const at::Tensor& router_logits,
     weights = weights / (weights.sum(-1, /*keepdim=*/true) + 1e-20);
   }
   return {indices, weights * o.routed_scaling_factor};
+}
+
+int64_t ExpertCapacity(int64_t num_tokens, int64_t top_k, int64_t num_experts,
+                       double capacity_factor) {
+  CHECK_GT(num_experts, 0);
+  // The order of get_capacity's float operations.
+  const double pairs = static_cast<double>(num_tokens * top_k);
+  const auto capacity = static_cast<int64_t>(
+      std::ceil(pairs / static_cast<double>(num_experts) * capacity_factor));
+  return std::min(capacity, num_tokens);
+}
+
+at::Tensor CapacityKeepMask(const Routing& routing, int64_t num_experts,
+                            int64_t capacity, TokenDropPolicy policy,
+                            const at::Tensor& rows) {
+  at::NoGradGuard no_grad;
+  const int64_t t = routing.indices.size(0), k = routing.indices.size(1);
+  at::Tensor expert = routing.indices.reshape({-1}).to(at::kLong);
+  if (rows.defined()) {  // padding rows: an expert id no one has, sorted last
+    CHECK_EQ(rows.numel(), t);
+    at::Tensor pad =
+        rows.to(expert.device(), at::kBool).logical_not().repeat_interleave(k);
+    expert = expert.masked_fill(pad, num_experts);
+  }
+  // Pair ids in the order an expert keeps them: by weight, descending
+  // (stable, so equal weights keep token order), or in token order; then
+  // stably grouped by expert.
+  at::Tensor order = at::arange(t * k, expert.options());
+  if (policy == TokenDropPolicy::kProbs) {
+    order = std::get<1>(routing.weights.detach().reshape({-1}).sort(
+        /*stable=*/true, 0, /*descending=*/true));
+  }
+  order = order.index_select(
+      0, std::get<1>(expert.index_select(0, order).sort(true, 0, false)));
+  // Rank of each pair within its expert's run.
+  at::Tensor sorted_expert = expert.index_select(0, order);
+  at::Tensor counts = at::bincount(sorted_expert, {}, num_experts + 1);
+  at::Tensor starts = counts.cumsum(0) - counts;
+  at::Tensor rank = at::arange(t * k, expert.options()) -
+                    starts.index_select(0, sorted_expert);
+  at::Tensor keep_sorted =
+      rank.lt(capacity).logical_and(sorted_expert.lt(num_experts));
+  at::Tensor keep = at::zeros({t * k}, expert.options().dtype(at::kBool));
+  keep.index_put_({order}, keep_sorted);
+  return keep.view({t, k});
 }
 
 at::Tensor RunExperts(const at::Tensor& x,

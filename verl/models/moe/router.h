@@ -49,6 +49,28 @@ Routing SigmoidGroupLimitedTopK(const at::Tensor& router_logits,
                                 const at::Tensor& bias,
                                 const GroupLimitedOptions& options);
 
+// Megatron's expert capacity (moe_utils.get_capacity over num_tokens * k
+// routed pairs): ceil(num_tokens * top_k / num_experts * capacity_factor),
+// at most num_tokens (a token reaches an expert once).
+int64_t ExpertCapacity(int64_t num_tokens, int64_t top_k, int64_t num_experts,
+                       double capacity_factor);
+
+// moe_token_drop_policy: which pairs an expert over capacity keeps.
+enum class TokenDropPolicy {
+  kProbs,     // "probs": its `capacity` highest routing weights
+  kPosition,  // "position": its first `capacity` tokens in token order
+};
+
+// Megatron's apply_router_token_dropping (pad_to_capacity false) on this
+// rank's routing: [T, k] bool, true for the (token, slot) pairs kept. Each
+// expert keeps at most `capacity` of the pairs routed to it (ties in weight
+// go to the earlier token); rows where `rows` [T] bool is false (padding;
+// undefined: none) are dropped and do not count. Dropped pairs add nothing
+// to the output (Megatron: probs * mask; no renormalisation).
+at::Tensor CapacityKeepMask(const Routing& routing, int64_t num_experts,
+                            int64_t capacity, TokenDropPolicy policy,
+                            const at::Tensor& rows = {});
+
 // sum over slots of weights[t, j] * experts[indices[t, j]](x[t]): tokens
 // grouped by expert with one sort, each expert run once. x [T, H] -> [T, H]
 // in x's dtype (weights are cast to it).

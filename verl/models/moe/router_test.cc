@@ -8,7 +8,10 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 namespace verl::models {
 namespace {
@@ -102,6 +105,89 @@ TEST(RouterTest, RunExpertsEqualsPerTokenLoop) {
               experts[r.indices[t][j].item<int64_t>()]->Forward(x[t]);
     }
     EXPECT_TRUE(at::allclose(got[t], want, 1e-12, 1e-12)) << t;
+  }
+}
+
+TEST(RouterTest, ExpertCapacityIsMegatrons) {
+  EXPECT_EQ(ExpertCapacity(13, 2, 4, 0.5), 4);  // ceil(6.5 * 0.5)
+  EXPECT_EQ(ExpertCapacity(16, 2, 8, 1.0), 4);
+  EXPECT_EQ(ExpertCapacity(17, 2, 8, 1.0), 5);  // ceil(4.25)
+  EXPECT_EQ(ExpertCapacity(3, 2, 2, 10.0), 3);  // at most every token
+  EXPECT_EQ(ExpertCapacity(0, 2, 8, 1.0), 0);
+}
+
+// The dropped set by plain loops: expert by expert, its routed pairs in
+// token order (probs: by weight, descending, earlier token first on ties),
+// the first `capacity` kept; padding rows never kept.
+std::vector<std::vector<bool>> LoopKeep(const Routing& r, int64_t experts,
+                                        int64_t capacity, bool by_probs,
+                                        const std::vector<bool>& real) {
+  const int64_t t = r.indices.size(0), k = r.indices.size(1);
+  std::vector<std::vector<bool>> keep(t, std::vector<bool>(k, false));
+  for (int64_t e = 0; e < experts; ++e) {
+    std::vector<std::pair<int64_t, int64_t>> pairs;  // (token, slot)
+    for (int64_t i = 0; i < t; ++i) {
+      for (int64_t j = 0; j < k; ++j) {
+        if (real[i] && r.indices[i][j].item<int64_t>() == e) {
+          pairs.emplace_back(i, j);
+        }
+      }
+    }
+    if (by_probs) {
+      using Pair = std::pair<int64_t, int64_t>;
+      auto weight = [&](const Pair& p) {
+        return r.weights[p.first][p.second].item<double>();
+      };
+      std::stable_sort(
+          pairs.begin(), pairs.end(),
+          [&](const Pair& a, const Pair& b) { return weight(a) > weight(b); });
+    }
+    for (size_t n = 0; n < pairs.size() && static_cast<int64_t>(n) < capacity;
+         ++n) {
+      keep[pairs[n].first][pairs[n].second] = true;
+    }
+  }
+  return keep;
+}
+
+TEST(RouterTest, CapacityKeepMaskEqualsLoops) {
+  at::manual_seed(5);
+  const int64_t t = 13, e = 4, k = 2;
+  // Rows 3 and 4 share logits (equal weights: ties go to the earlier token).
+  at::Tensor logits = at::randn({t, e}, at::kDouble);
+  logits[4].copy_(logits[3]);
+  const Routing r = SoftmaxTopK(logits, k, /*norm_topk_prob=*/true);
+  std::vector<bool> all(t, true), some(t, true);
+  some[1] = some[12] = false;
+  at::Tensor some_rows = at::ones({t}, at::kBool);
+  some_rows[1] = false;
+  some_rows[12] = false;
+  for (const bool by_probs : {true, false}) {
+    const TokenDropPolicy policy =
+        by_probs ? TokenDropPolicy::kProbs : TokenDropPolicy::kPosition;
+    for (const int64_t cap : {int64_t{0}, int64_t{1}, int64_t{3},
+                              ExpertCapacity(t, k, e, 0.5), t}) {
+      for (const bool padded : {false, true}) {
+        at::Tensor got = CapacityKeepMask(r, e, cap, policy,
+                                          padded ? some_rows : at::Tensor());
+        const auto want = LoopKeep(r, e, cap, by_probs, padded ? some : all);
+        int64_t kept = 0;
+        for (int64_t i = 0; i < t; ++i) {
+          for (int64_t j = 0; j < k; ++j) {
+            EXPECT_EQ(got[i][j].item<bool>(), want[i][j])
+                << "policy " << by_probs << " capacity " << cap << " padded "
+                << padded << " pair " << i << "," << j;
+            kept += want[i][j];
+          }
+        }
+        if (cap == t && !padded) {
+          EXPECT_EQ(kept, t * k);  // nothing dropped
+        }
+        if (cap == 3) {
+          EXPECT_LT(kept, t * k);  // some dropped
+        }
+      }
+    }
   }
 }
 

@@ -48,7 +48,8 @@ at::Tensor AllToAllRows(const at::Tensor& x,
 }
 
 ExpertDispatch PlanExpertDispatch(const at::Tensor& indices,
-                                  int64_t num_experts, Communicator& ep) {
+                                  int64_t num_experts, Communicator& ep,
+                                  const at::Tensor& keep) {
   CHECK_EQ(indices.dim(), 2) << "routing indices must be [N, k]";
   const int64_t ranks = ep.size();
   CHECK_EQ(num_experts % ranks, 0)
@@ -60,6 +61,12 @@ ExpertDispatch PlanExpertDispatch(const at::Tensor& indices,
   const int64_t el = plan.num_local_experts;
   at::Tensor flat = indices.reshape({-1}).to(at::kLong);
   plan.order = std::get<1>(flat.sort(/*stable=*/true, 0, false));
+  if (keep.defined()) {  // the sent pairs, still by expert
+    CHECK(keep.sizes() == indices.sizes()) << "keep mask must be [N, k]";
+    plan.order = plan.order.masked_select(
+        keep.reshape({-1}).to(at::kBool).index_select(0, plan.order));
+    flat = flat.index_select(0, plan.order);
+  }
   plan.token_of = at::floor_divide(plan.order, plan.top_k);
   plan.counts = at::bincount(flat, {}, num_experts).to(at::kLong).contiguous();
   // Counts first: [E] split evenly, so rank j gets every rank's counts of

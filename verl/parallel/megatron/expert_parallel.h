@@ -14,7 +14,9 @@
 //   3. Combine:  the expert outputs travel back (the inverse all-to-all),
 //                are weighted by the routing weights and summed per token.
 //
-// No token is dropped (Megatron with moe_expert_capacity_factor null). Both
+// No token is dropped unless the plan gets a keep mask (capacity-based
+// dropping, moe_expert_capacity_factor: verl/models/moe/router.h's
+// CapacityKeepMask); dropped pairs are neither sent nor combined. Both
 // all-to-alls are differentiable (backward is the all-to-all with the splits
 // swapped), so every ep rank must run Dispatch/Combine, forward and
 // backward, in the same order, also with zero tokens for some expert.
@@ -50,9 +52,9 @@ struct ExpertDispatch {
   int64_t num_tokens = 0;  // N (this rank's tokens)
   int64_t top_k = 0;
   int64_t num_local_experts = 0;  // El = E / ep
-  at::Tensor order;               // [N*k] flat (token, slot) ids by expert
-  at::Tensor token_of;            // [N*k] token of each sorted pair
-  at::Tensor counts;              // [E] int64: this rank's pairs per expert
+  at::Tensor order;  // [P] flat (token, slot) ids of the sent pairs by expert
+  at::Tensor token_of;  // [P] token of each sorted pair
+  at::Tensor counts;    // [E] int64: this rank's sent pairs per expert
   std::vector<int64_t> send_splits, recv_splits;  // rows per ep rank
   // Received rows regrouped by local expert: rows = received[regroup];
   // local expert e holds rows [local_offsets[e], local_offsets[e + 1]).
@@ -61,9 +63,11 @@ struct ExpertDispatch {
 };
 
 // Collective over `ep` (the counts exchange). indices [N, k] int64 in
-// [0, num_experts); num_experts must divide by ep.size().
+// [0, num_experts); num_experts must divide by ep.size(). `keep` [N, k]
+// bool (undefined: every pair) selects the pairs that are sent (P of them).
 ExpertDispatch PlanExpertDispatch(const at::Tensor& indices,
-                                  int64_t num_experts, Communicator& ep);
+                                  int64_t num_experts, Communicator& ep,
+                                  const at::Tensor& keep = {});
 
 // x [N, H] -> the rows of this rank's experts [M, H], grouped by local
 // expert. Collective over `ep`.

@@ -145,7 +145,11 @@ void EnsureFp32Grad(at::Tensor& p) {
 
 void CastMegatronParameters(torch::nn::Module& model, at::ScalarType dtype) {
   at::NoGradGuard no_grad;
-  for (at::Tensor& p : model.parameters(/*recurse=*/true)) {
+  for (const auto& item : model.named_parameters(/*recurse=*/true)) {
+    at::Tensor p = item.value();
+    // The MoE router's expert bias stays fp32 (as Megatron's buffer): its
+    // aux-loss-free updates (1e-3 steps) would vanish in bf16.
+    if (absl::EndsWith(item.key(), ".expert_bias")) continue;
     if (p.is_floating_point() && p.scalar_type() != dtype) {
       p.set_data(p.detach().to(dtype));
     }

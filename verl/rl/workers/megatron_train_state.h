@@ -71,8 +71,9 @@
 namespace verl::rl {
 
 // Casts `model`'s floating-point parameters (not its buffers: RoPE's
-// inverse frequencies stay fp32) to `dtype` in place (identity kept):
-// megatron.dtype bfloat16 / float16 after the weights are loaded.
+// inverse frequencies stay fp32; nor MoE routers' `expert_bias`, fp32 as in
+// Megatron) to `dtype` in place (identity kept): megatron.dtype bfloat16 /
+// float16 after the weights are loaded.
 void CastMegatronParameters(torch::nn::Module& model, at::ScalarType dtype);
 
 // Moves every parameter of `model` to host memory (pinned with CUDA; on CPU

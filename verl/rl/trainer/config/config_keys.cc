@@ -296,6 +296,17 @@ constexpr KeyRule kKeyRules[] = {
      ""},
     {"**.megatron.override_transformer_config.recompute_modules", kServed,
      "core_attn, mlp; the others are refused"},
+    {"**.megatron.override_transformer_config.moe_expert_capacity_factor",
+     kServed, "MoE models: capacity-based token dropping"},
+    {"**.megatron.override_transformer_config.moe_token_drop_policy", kServed,
+     "probs | position"},
+    {"**.megatron.override_transformer_config.moe_pad_expert_input_to_"
+     "capacity",
+     kServed, "false only; true is refused (drop-and-pad not built)"},
+    {"**.megatron.override_transformer_config.moe_router_enable_expert_bias",
+     kServed, "sigmoid-router MoE models (DeepSeek-V3)"},
+    {"**.megatron.override_transformer_config.moe_router_bias_update_rate",
+     kServed, ""},
     // Aliases copied into the key they spell (ResolvePpoTrainerConfig).
     {"**.optim.lr_decay_style", kServed,
      "constant|cosine: copied into optim.lr_scheduler_type"},

@@ -694,6 +694,20 @@ TEST(ValidatePpoTrainerConfigTest, MegatronStrategyChecksItsKeys) {
                 .override_transformer_config()
                 .recompute_modules_size(),
             2);
+  // The MoE keys verl scripts add to override_transformer_config ('+').
+  c =
+      Load({"+actor_rollout_ref.actor.megatron.override_transformer_config."
+            "moe_expert_capacity_factor=1.25",
+            "+actor_rollout_ref.actor.megatron.override_transformer_config."
+            "moe_token_drop_policy=position",
+            "+actor_rollout_ref.actor.megatron.override_transformer_config."
+            "moe_router_enable_expert_bias=true"});
+  const auto& moe =
+      c.actor_rollout_ref().actor().megatron().override_transformer_config();
+  EXPECT_EQ(moe.moe_expert_capacity_factor(), 1.25);
+  EXPECT_EQ(moe.moe_token_drop_policy(), "position");
+  EXPECT_TRUE(moe.moe_router_enable_expert_bias());
+  EXPECT_EQ(moe.moe_router_bias_update_rate(), 1e-3);
   // Context parallelism: tp x cp must divide the ranks.
   absl::Status cp = ValidatePpoTrainerConfig(Load(
       {"trainer.n_gpus_per_node=2", "actor_rollout_ref.actor.strategy=megatron",
