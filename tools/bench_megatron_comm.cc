@@ -49,7 +49,23 @@
 // Reductions of bf16 run in fp32 (Gloo has no bf16 sum): with bf16 the
 // all-gathers of [T, h] are 2 bytes an element, the reductions 4.
 //
+// Expert parallelism (--ep > 1, an MoE preset such as tiny-qwen3-moe; tp 1,
+// pp 1; the all-reduce optimizer, as the trainer runs MoE models): per MoE
+// layer and micro-batch the dispatcher's all-to-alls over the ep group
+// (verl/parallel/megatron/expert_parallel.h): the [E] int64 token counts,
+// then the P (token, slot) rows this rank routes (kept ones with
+// --capacity_factor) and the M rows its experts received, each way in
+// forward and again in backward: E*8 + 2 (P + M) h e bytes. P and M come
+// from the step's routing (the expert load, summed over the ep group after
+// the step); "uniform" is the same with every expert equally loaded
+// (P = M = T_mb k). dp: one fp32 all-reduce of the gradients; ep: the
+// experts' squared grad norm (8 bytes). The tool also prints the
+// all-to-all time per MoE layer and the expert load imbalance (max / mean
+// tokens per expert) of every step.
+//
 //   bazel run -c opt //tools:bench_megatron_comm -- --tps=1,2 --dp=2
+//   bazel run -c opt //tools:bench_megatron_comm -- --model=tiny-qwen3-moe \
+//     --tps=1 --dp=2 --ep=2 --steps=5
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <unistd.h>
@@ -74,9 +90,11 @@
 #include "verl/models/decoder.h"
 #include "verl/models/megatron/megatron_gpt.h"
 #include "verl/models/megatron/megatron_weights.h"
+#include "verl/models/megatron/moe_layer.h"
 #include "verl/models/presets.h"
 #include "verl/parallel/distributed.h"
 #include "verl/parallel/launcher.h"
+#include "verl/parallel/megatron/mappings.h"
 #include "verl/parallel/megatron/parallel_state.h"
 #include "verl/parallel/megatron/pipeline_schedule.h"
 #include "verl/parallel/megatron/vocab_parallel.h"
@@ -93,6 +111,10 @@ ABSL_FLAG(int64_t, seq_len, 128, "tokens per sequence");
 ABSL_FLAG(int, steps, 3, "training steps (the first one warms up)");
 ABSL_FLAG(bool, sequence_parallel, true, "megatron.sequence_parallel");
 ABSL_FLAG(std::string, dtype, "float32", "megatron.dtype");
+ABSL_FLAG(int, ep, 1,
+          "expert_model_parallel_size (MoE presets; needs --tps=1, pp 1)");
+ABSL_FLAG(double, capacity_factor, 0,
+          "moe_expert_capacity_factor (0: null, no token dropped)");
 ABSL_FLAG(int, worker_tp, 0, "internal: run as a worker of this tp job");
 ABSL_FLAG(std::string, out, "", "internal: worker result file prefix");
 
@@ -108,8 +130,17 @@ struct Shape {
   int64_t microbatches = 1, stage_input = 0;  // numel of one mb's [T/tp, h]
   int64_t tied_embedding = 0;  // numel of the embedding shard when tied, pp>1
   int64_t emb_is_pp = 0;       // the embedding group is the pp group (pp 2)
-  int tp = 1, dp = 1, pp = 1;
+  int tp = 1, dp = 1, pp = 1, ep = 1;
   bool sp = true;
+  int64_t moe = 0;  // an MoE model (the all-reduce optimizer)
+};
+
+// Per step on rank 0 with expert parallelism: the all-to-all bytes the
+// step's routing implies and the uniform-routing figure, the all-to-all
+// time per MoE layer, and the expert load imbalance over the ep group.
+struct MoeStep {
+  double expected = 0, uniform = 0, a2a_ms_per_layer = 0;
+  double imbalance_max = 0, imbalance_mean = 0;
 };
 
 // Megatron's expected per-step bytes per (group, op); see the file comment.
@@ -144,6 +175,11 @@ std::map<std::pair<std::string, std::string>, double> Expected(const Shape& s) {
       e[{s.emb_is_pp ? "pp" : "emb", "all_reduce"}] = s.tied_embedding * 4.0;
     }
   }
+  if (s.moe) {  // the all-reduce optimizer; the ep all_to_all is per step
+    if (s.dp > 1) e[{"dp", "all_reduce"}] = s.params * 4.0;
+    if (s.ep > 1) e[{"ep", "all_reduce"}] = 8;
+    return e;
+  }
   if (s.dp > 1) {
     e[{"dp", "reduce_scatter"}] = s.params_padded * 4.0;
     e[{"dp", "all_gather"}] =
@@ -161,12 +197,17 @@ absl::Status Worker(int tp) {
   mg::ModelParallelSizes sizes;
   sizes.tp = tp;
   sizes.pp = absl::GetFlag(FLAGS_pp);
-  VERL_ASSIGN_OR_RETURN(auto mpu,
-                        mg::ParallelState::Initialize(dist.world, sizes));
+  sizes.ep = absl::GetFlag(FLAGS_ep);
   VERL_ASSIGN_OR_RETURN(models::ModelConfig c,
                         models::MakePreset(absl::GetFlag(FLAGS_model)));
+  if (c.IsMoe()) sizes.etp = 1;
+  VERL_ASSIGN_OR_RETURN(auto mpu,
+                        mg::ParallelState::Initialize(dist.world, sizes));
   models::MegatronModelOptions options;
   options.sequence_parallel = tp > 1 && absl::GetFlag(FLAGS_sequence_parallel);
+  if (absl::GetFlag(FLAGS_capacity_factor) > 0) {
+    options.moe_expert_capacity_factor = absl::GetFlag(FLAGS_capacity_factor);
+  }
   VERL_RETURN_IF_ERROR(models::ValidateMegatronModel(c, options, sizes));
   auto model = std::make_shared<models::MegatronGPTModel>(c, options, mpu);
   {
@@ -182,9 +223,10 @@ absl::Status Worker(int tp) {
   if (dtype == "bfloat16") rl::CastMegatronParameters(*model, at::kBFloat16);
   rl::OptimizerOptions adam;
   adam.lr = 1e-4;
-  VERL_ASSIGN_OR_RETURN(auto state,
-                        rl::MegatronTrainState::Create(model, mpu, adam,
-                                                       /*distributed=*/true));
+  // MoE models train with the all-reduce optimizer (as the trainer).
+  VERL_ASSIGN_OR_RETURN(
+      auto state, rl::MegatronTrainState::Create(model, mpu, adam,
+                                                 /*distributed=*/!c.IsMoe()));
   const int64_t n = absl::GetFlag(FLAGS_seqs),
                 len = absl::GetFlag(FLAGS_seq_len);
   at::Generator gen =
@@ -213,7 +255,8 @@ absl::Status Worker(int tp) {
       {mg::MpuGroup::kTp, "tp"},
       {mg::MpuGroup::kDp, "dp"},
       {mg::MpuGroup::kCp, "cp"},
-      {mg::MpuGroup::kPp, "pp"}};
+      {mg::MpuGroup::kPp, "pp"},
+      {mg::MpuGroup::kEp, "ep"}};
   for (const auto& [g, r] : groups) role[mpu->group(g)->name()] = r;
   role[mpu->world()->name()] = "world";
   const bool emb_is_pp =
@@ -226,7 +269,9 @@ absl::Status Worker(int tp) {
   std::ofstream out(
       absl::StrFormat("%s.%d", absl::GetFlag(FLAGS_out), dist.world->rank()));
   int64_t params = 0;
-  for (const at::Tensor& p : model->parameters()) params += p.numel();
+  for (const at::Tensor& p : model->parameters()) {
+    if (p.requires_grad()) params += p.numel();
+  }
   const int dp = mpu->dp()->size();
   int64_t stage_input = 1;
   for (int64_t d : model->StageHiddenShape(cu)) stage_input *= d;
@@ -242,7 +287,7 @@ absl::Status Worker(int tp) {
       << " " << params << " " << (params + dp - 1) / dp * dp << " "
       << model->parameters()[0].element_size() << " "
       << (c.qk_norm ? c.head_dim : 0) << " " << n << " " << stage_input << " "
-      << tied << " " << emb_is_pp << "\n";
+      << tied << " " << emb_is_pp << " " << c.IsMoe() << "\n";
   profiler::Timeline& timeline = profiler::Timeline::Global();
   timeline.Enable(dist.world->rank());
   for (int step = 0; step < absl::GetFlag(FLAGS_steps); ++step) {
@@ -256,18 +301,53 @@ absl::Status Worker(int tp) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
             .count();
     std::map<std::pair<std::string, std::string>, double> bytes;
+    double a2a_us = 0;  // the ep group's all-to-alls
     for (const profiler::TraceEvent& ev : timeline.Events()) {
       if (ev.category != "collective" || !ev.args.is_object()) continue;
       const std::string group = ev.args.value("group", "");
       auto r = role.find(group);
       double b = ev.args.value("bytes", 0.0);
       if (ev.name == "all_gather") b *= ev.args.value("group_size", 1);
-      bytes[{r == role.end() ? group : r->second, ev.name}] += b;
+      const std::string name = r == role.end() ? group : r->second;
+      bytes[{name, ev.name}] += b;
+      if (name == "ep" && ev.name == "all_to_all") a2a_us += ev.duration_us;
     }
     out << "step " << step << " " << secs << "\n";
     for (const auto& [key, b] : bytes) {
       out << "bytes " << step << " " << key.first << " " << key.second << " "
           << absl::StrFormat("%.0f", b) << "\n";
+    }
+    if (c.IsMoe()) {
+      // After the count: the step's routing, this rank's pairs per expert
+      // (P) and the ep group's (this rank's experts' rows M).
+      const mg::CommPtr& ep = mpu->group(mg::MpuGroup::kEp);
+      const int64_t el = c.num_experts / ep->size(), first = ep->rank() * el;
+      const double row = static_cast<double>(c.hidden_size) *
+                         model->parameters()[0].element_size();
+      const double counts_bytes = n * c.num_experts * 8.0;
+      MoeStep m;
+      std::map<int64_t, std::vector<double>> group_load;
+      for (const auto& [layer, mine] : model->TakeExpertLoad()) {
+        at::Tensor all =
+            mg::AllReduceSum(at::tensor(mine, at::kDouble), *ep).contiguous();
+        group_load[layer].assign(all.data_ptr<double>(),
+                                 all.data_ptr<double>() + all.numel());
+        const double p = at::tensor(mine, at::kDouble).sum().item<double>();
+        const double rows = all.narrow(0, first, el).sum().item<double>();
+        if (ep->size() > 1) {
+          m.expected += counts_bytes + 2 * (p + rows) * row;
+          m.uniform +=
+              counts_bytes + 4.0 * n * len * c.num_experts_per_tok * row;
+        }
+      }
+      m.a2a_ms_per_layer =
+          a2a_us / 1e3 / std::max<size_t>(1, group_load.size());
+      std::map<std::string, double> metrics =
+          models::ExpertLoadMetrics(group_load);
+      out << "moe " << step << " " << absl::StrFormat("%.0f", m.expected) << " "
+          << absl::StrFormat("%.0f", m.uniform) << " " << m.a2a_ms_per_layer
+          << " " << metrics["moe/imbalance_max"] << " "
+          << metrics["moe/imbalance_mean"] << "\n";
     }
   }
   timeline.Disable();
@@ -279,6 +359,7 @@ struct JobResult {
   std::vector<double> secs;  // per step, the slowest rank
   // step -> (group, op) -> bytes on rank 0
   std::map<int, std::map<std::pair<std::string, std::string>, double>> bytes;
+  std::map<int, MoeStep> moe;  // step -> rank 0's MoE figures
 };
 
 absl::StatusOr<JobResult> RunJob(int tp) {
@@ -299,7 +380,10 @@ absl::StatusOr<JobResult> RunJob(int tp) {
       absl::StrFormat(
           "--sequence_parallel=%s",
           absl::GetFlag(FLAGS_sequence_parallel) ? "true" : "false"),
-      "--dtype=" + absl::GetFlag(FLAGS_dtype)};
+      "--dtype=" + absl::GetFlag(FLAGS_dtype),
+      absl::StrFormat("--ep=%d", absl::GetFlag(FLAGS_ep)),
+      absl::StrFormat("--capacity_factor=%g",
+                      absl::GetFlag(FLAGS_capacity_factor))};
   VERL_ASSIGN_OR_RETURN(int code,
                         parallel::RunWorkers("/proc/self/exe", args, launch));
   if (code != 0) {
@@ -310,6 +394,7 @@ absl::StatusOr<JobResult> RunJob(int tp) {
   r.shape.dp = dp;
   r.shape.pp = pp;
   r.shape.sp = tp > 1 && absl::GetFlag(FLAGS_sequence_parallel);
+  r.shape.ep = absl::GetFlag(FLAGS_ep);
   r.secs.assign(absl::GetFlag(FLAGS_steps), 0);
   for (int rank = 0; rank < tp * dp * pp; ++rank) {
     const std::string file = absl::StrFormat("%s.%d", out, rank);
@@ -323,12 +408,18 @@ absl::StatusOr<JobResult> RunJob(int tp) {
         f >> r.shape.tokens >> r.shape.hidden >> r.shape.layers >>
             r.shape.params >> r.shape.params_padded >> r.shape.param_bytes >>
             r.shape.qk_norm >> r.shape.microbatches >> r.shape.stage_input >>
-            r.shape.tied_embedding >> r.shape.emb_is_pp;
+            r.shape.tied_embedding >> r.shape.emb_is_pp >> r.shape.moe;
       } else if (kind == "step") {
         int step = 0;
         double secs = 0;
         f >> step >> secs;
         r.secs[step] = std::max(r.secs[step], secs);
+      } else if (kind == "moe" && rank == 0) {
+        int step = 0;
+        MoeStep m;
+        f >> step >> m.expected >> m.uniform >> m.a2a_ms_per_layer >>
+            m.imbalance_max >> m.imbalance_mean;
+        r.moe[step] = m;
       } else if (kind == "bytes" && rank == 0) {
         int step = 0;
         std::string group, op;
@@ -353,12 +444,34 @@ int Main() {
     tps.push_back(tp);
   }
   const int dp = absl::GetFlag(FLAGS_dp), pp = absl::GetFlag(FLAGS_pp);
+  const int ep = absl::GetFlag(FLAGS_ep);
+  absl::StatusOr<models::ModelConfig> preset =
+      models::MakePreset(absl::GetFlag(FLAGS_model));
+  if (!preset.ok()) {
+    std::cerr << preset.status() << "\n";
+    return 1;
+  }
+  const bool moe = preset->IsMoe();
+  if (moe && (tps != std::vector<int>{1} || pp != 1)) {
+    std::cerr << absl::GetFlag(FLAGS_model)
+              << ": MoE presets need --tps=1 and --pp=1 (the tp and pp "
+                 "traffic of MoE layers is not modelled)\n";
+    return 1;
+  }
+  if (ep > 1 && (tps != std::vector<int>{1} || pp != 1)) {
+    std::cerr << "--ep=" << ep
+              << ": needs --tps=1 and --pp=1 (the tp and pp traffic of MoE "
+                 "layers is not modelled)\n";
+    return 1;
+  }
   std::printf(
-      "%s, dp %d, pp %d, %ld sequences (micro-batches) x %ld tokens per dp "
-      "rank, %s, distributed optimizer, sequence_parallel %s, 1 thread per "
+      "%s, dp %d, pp %d, ep %d, %ld sequences (micro-batches) x %ld tokens per "
+      "dp "
+      "rank, %s, %s optimizer, sequence_parallel %s, 1 thread per "
       "rank\n",
-      absl::GetFlag(FLAGS_model).c_str(), dp, pp, absl::GetFlag(FLAGS_seqs),
+      absl::GetFlag(FLAGS_model).c_str(), dp, pp, ep, absl::GetFlag(FLAGS_seqs),
       absl::GetFlag(FLAGS_seq_len), absl::GetFlag(FLAGS_dtype).c_str(),
+      moe ? "all-reduce" : "distributed",
       absl::GetFlag(FLAGS_sequence_parallel) ? "true" : "false");
   std::vector<std::pair<int, double>> throughput;
   bool all_match = true;
@@ -368,7 +481,7 @@ int Main() {
       std::cerr << r.status() << "\n";
       return 1;
     }
-    const auto expected = Expected(r->shape);
+    const auto base = Expected(r->shape);
     std::printf(
         "\ntp=%d (world %d): bytes per step on rank 0 (full collective "
         "size), measured vs Megatron's count\n",
@@ -376,6 +489,10 @@ int Main() {
     std::printf("%5s %6s %-15s %14s %14s %8s\n", "step", "group", "op",
                 "measured", "expected", "ratio");
     for (const auto& [step, bytes] : r->bytes) {
+      auto expected = base;
+      if (r->shape.ep > 1) {
+        expected[{"ep", "all_to_all"}] = r->moe[step].expected;
+      }
       auto keys = bytes;
       for (const auto& [k, v] : expected) keys.emplace(k, 0.0);
       for (const auto& [key, unused] : keys) {
@@ -401,11 +518,30 @@ int Main() {
       all_match = all_match && b == 0;
       std::printf("%12s size 1: %.0f bytes measured, 0 expected\n", g, b);
     }
+    if (r->shape.moe) {
+      std::printf(
+          "\nMoE: rank 0's ep all_to_all bytes per step (fwd + bwd, every "
+          "MoE layer) vs the routing's count and uniform routing; time per "
+          "MoE layer; expert load imbalance (max / mean) over the ep group\n");
+      std::printf("%5s %14s %14s %14s %8s %12s %10s %10s\n", "step", "measured",
+                  "expected", "uniform", "/unif", "a2a ms/layer", "imb max",
+                  "imb mean");
+      for (const auto& [step, m] : r->moe) {
+        auto b = r->bytes[step].find({"ep", "all_to_all"});
+        const double got = b == r->bytes[step].end() ? 0 : b->second;
+        std::printf("%5d %14.0f %14.0f %14.0f %8s %12.3f %10.3f %10.3f\n",
+                    step + 1, got, m.expected, m.uniform,
+                    m.uniform > 0
+                        ? absl::StrFormat("%.3f", got / m.uniform).c_str()
+                        : "-",
+                    m.a2a_ms_per_layer, m.imbalance_max, m.imbalance_mean);
+      }
+    }
     if (r->shape.sp) {
       std::printf(
           "      Megatron-LM's tp all_gather adds the backward re-gather of "
           "linear_qkv / linear_fc1 inputs: %.0f (kept by autograd here)\n",
-          expected.at({"tp", "all_gather"}) +
+          base.at({"tp", "all_gather"}) +
               2.0 * r->shape.layers * r->shape.tokens * r->shape.hidden *
                   r->shape.param_bytes);
     }
