@@ -143,6 +143,16 @@ TEST(MegatronGptTest, Tp2Ep2MatchesSingleProcess) {
             0);
 }
 
+// ep 4 over 4 dp ranks (tp 1): 2 experts per rank, four batches (all-to-
+// alls with 4 variable splits); Qwen3-MoE without dropping, DeepSeek-V3's
+// router with position dropping, and the expert-bias update.
+TEST(MegatronGptTest, Ep4MatchesSingleProcess) {
+  EXPECT_EQ(RunWorker(4, {"--ep=4", "--tp_div=4",
+                          "--cases=qwen3_moe,dsv3_capacity_position_sp,"
+                          "dsv3_bias"}),
+            0);
+}
+
 // cp 2 x ep 2 on 2 processes: one dp rank, its sequences split over the
 // cp ranks, which are also the ep ranks.
 TEST(MegatronGptTest, Cp2Ep2MatchesSingleProcess) {

@@ -833,8 +833,8 @@ struct MoeBatch {
 
 MoeBatch MakeMoeBatch(int64_t dp_rank, int64_t vocab) {
   MoeBatch m;
-  m.cu = dp_rank == 0 ? std::vector<int64_t>{0, 5, 12, 17}
-                      : std::vector<int64_t>{0, 9, 11, 20};
+  m.cu = dp_rank % 2 == 0 ? std::vector<int64_t>{0, 5, 12, 17}
+                          : std::vector<int64_t>{0, 9, 11, 20};
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(7 + dp_rank);
   const int64_t t = m.cu.back();
   m.ids = at::randint(vocab, {t}, gen, at::kLong);

@@ -16,7 +16,13 @@
 #include "gtest/gtest.h"
 #include "verl/core/test_util.h"
 #include "verl/models/hf_checkpoint.h"
+#include "verl/models/megatron/megatron_gpt.h"
+#include "verl/models/megatron/moe_layer.h"
+#include "verl/models/moe/router.h"
 #include "verl/models/tokenizer/tokenizer_builtin.h"
+#include "verl/parallel/megatron/megatron_config.pb.h"
+#include "verl/parallel/megatron/parallel_state.h"
+#include "verl/parallel/process_group.h"
 #include "verl/rl/workers/fsdp_train_state.h"
 
 namespace verl::rl {
@@ -248,6 +254,42 @@ TEST(MakeTrainStateTest, OneRankIsReplicatedEvenForFsdp) {
     EXPECT_NE(dynamic_cast<ReplicatedTrainState*>(state->get()), nullptr);
     EXPECT_EQ(dynamic_cast<FsdpTrainState*>(state->get()), nullptr);
   }
+}
+
+// A user's override_transformer_config MoE keys reach the Megatron model
+// (its options and every MoE layer); the expert bias on a softmax-router
+// model is refused naming the key.
+TEST(MakeMegatronModelTest, MoeKeysReachTheModel) {
+  auto p =
+      LoadPolicy(Preset("tiny-qwen3-moe"), models::MakeBuiltinTokenizer(), 3);
+  ASSERT_TRUE(p.ok()) << p.status();
+  parallel::megatron::ModelParallelSizes sizes;
+  sizes.etp = 1;
+  auto mpu = parallel::megatron::ParallelState::Initialize(
+      parallel::SingleProcessCommunicator(), sizes);
+  ASSERT_TRUE(mpu.ok()) << mpu.status();
+  parallel::megatron::MegatronConfig config;
+  auto* o = config.mutable_override_transformer_config();
+  o->set_moe_expert_capacity_factor(1.25);
+  o->set_moe_token_drop_policy("position");
+  auto model = MakeMegatronModel(*p->model, config,
+                                 "actor_rollout_ref.actor.megatron", *mpu);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ((*model)->options().moe_expert_capacity_factor, 1.25);
+  int moe_layers = 0;
+  for (const auto& layer : (*model)->layers) {
+    if (!layer->moe) continue;
+    ++moe_layers;
+    EXPECT_EQ(layer->moe->capacity_factor, 1.25);
+    EXPECT_EQ(layer->moe->drop_policy, models::TokenDropPolicy::kPosition);
+  }
+  EXPECT_GT(moe_layers, 0);
+  o->set_moe_router_enable_expert_bias(true);
+  EXPECT_THAT(MakeMegatronModel(*p->model, config,
+                                "actor_rollout_ref.actor.megatron", *mpu)
+                  .status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "moe_router_enable_expert_bias=true"));
 }
 
 }  // namespace
