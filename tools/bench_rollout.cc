@@ -54,6 +54,12 @@ ABSL_FLAG(int, decode_repeats, 3,
 ABSL_FLAG(int, vocab, 0, "vocabulary size (0: the preset's)");
 ABSL_FLAG(int, num_kv_heads, 0, "key/value heads (0: the preset's)");
 ABSL_FLAG(int, decode_prompt, 64, "prompt tokens of each decode-sweep request");
+ABSL_FLAG(bool, compare_full_head, false,
+          "also decode with the LM head's full [batch, vocab] logits "
+          "(chunked_lm_head=false) before each fused point, same run");
+ABSL_FLAG(double, decode_temperature, 0.0,
+          "decode sweep sampling temperature (0: greedy; 1: verl's rollout "
+          "default, an unfiltered draw)");
 ABSL_FLAG(bool, workload, true,
           "run the GRPO workload comparison (engine / no_share / static)");
 ABSL_FLAG(bool, compare_unfused, true,
@@ -310,7 +316,9 @@ DecodePoint MeasureDecode(std::shared_ptr<models::CausalLM> model,
   const int64_t vocab = model->config().vocab_size;
   std::uniform_int_distribution<int64_t> tok(0, vocab - 1);
   SamplingParams g;
-  g.do_sample = false;
+  g.temperature = absl::GetFlag(FLAGS_decode_temperature);
+  g.do_sample = g.temperature > 0;
+  g.seed = 1;
   g.ignore_eos = true;
   g.max_tokens = repeats * steps + 2;
   const int64_t kPrompt = absl::GetFlag(FLAGS_decode_prompt);
@@ -508,6 +516,12 @@ int Main() {
        absl::StrSplit(absl::GetFlag(FLAGS_decode_batches), ',')) {
     int64_t b = 0;
     CHECK(absl::SimpleAtoi(b_str, &b));
+    if (absl::GetFlag(FLAGS_compare_full_head)) {
+      EngineOptions full = opt;
+      full.chunked_lm_head = false;
+      PrintDecode("fullhead", b,
+                  MeasureDecode(model, full, b, steps, repeats, flops, rng));
+    }
     const DecodePoint d =
         MeasureDecode(model, opt, b, steps, repeats, flops, rng);
     PrintDecode("fused", b, d);

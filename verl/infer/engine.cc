@@ -404,6 +404,23 @@ RequestOutput LLMEngine::FinishRequest(RequestState& req) {
   return out;
 }
 
+bool LLMEngine::ChunkedHeadApplies(const SchedulerOutput& sched) const {
+  if (!options_.chunked_lm_head || !options_.fused_forward || tp_ != nullptr ||
+      !forward_->Applies()) {
+    return false;
+  }
+  const int64_t vocab = (model_->lm_head ? model_->lm_head->weight
+                                         : model_->model->embed_tokens->weight)
+                            .size(0);
+  for (const ScheduledSequence& s : sched.scheduled) {
+    if (!s.sample) continue;
+    if (!SamplesInChunks(requests_.at(s.seq->request_id).params, vocab)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 std::vector<RequestOutput> LLMEngine::Step() {
   CHECK(!sleeping()) << "LLMEngine::Step() while asleep; call WakeUp()";
   std::vector<RequestOutput> finished;
@@ -470,8 +487,9 @@ std::vector<RequestOutput> LLMEngine::Step() {
   attention_->Prepare(meta, total);
   stats_.prepare_s += SecondsSince(t0);
 
-  // One forward over every scheduled token; logits only where we sample.
-  at::Tensor logits;
+  // One forward over every scheduled token; logits only where we sample
+  // (or, with the chunked LM head, the final hidden rows to sample from).
+  at::Tensor logits, head_hidden;
   {
     c10::InferenceMode guard;
     t0 = Clock::now();
@@ -509,11 +527,15 @@ std::vector<RequestOutput> LLMEngine::Step() {
           static_cast<int64_t>(sample_rows.size()) == total
               ? hidden
               : hidden.index_select(0, at::tensor(sample_rows, at::kLong));
-      // (Under tensor parallelism FusedForward::Logits gathers the vocab
-      // shards on either forward path.)
-      logits = options_.fused_forward || tp_ != nullptr
-                   ? forward_->Logits(hidden_rows)
-                   : model_->Logits(hidden_rows);
+      if (ChunkedHeadApplies(sched)) {
+        head_hidden = hidden_rows;  // the head runs inside the sampler
+      } else {
+        // (Under tensor parallelism FusedForward::Logits gathers the vocab
+        // shards on either forward path.)
+        logits = options_.fused_forward || tp_ != nullptr
+                     ? forward_->Logits(hidden_rows)
+                     : model_->Logits(hidden_rows);
+      }
     }
     stats_.logits_s += SecondsSince(t0);
   }
@@ -550,11 +572,47 @@ std::vector<RequestOutput> LLMEngine::Step() {
     ++r;
   }
   if (!targets.empty()) {
-    at::Tensor sample_logits = logits;
-    if (static_cast<int64_t>(targets.size()) != logits.size(0)) {
-      sample_logits = logits.index_select(0, at::tensor(logit_row, at::kLong));
+    std::vector<SampledToken> sampled;
+    if (head_hidden.defined()) {
+      // LM head in vocabulary chunks feeding the sampler, over the same
+      // hidden rows as the full path (one per sampled parent; a GEMM's
+      // values can depend on its row count), copied out to forked samples.
+      c10::InferenceMode guard;
+      int64_t vocab = 0;
+      auto head = forward_->LogitChunks(head_hidden, &vocab);
+      CHECK(head != nullptr);
+      const bool forked =
+          static_cast<int64_t>(targets.size()) != head_hidden.size(0);
+      std::vector<float> parent_logits;
+      double head_s = 0;
+      sampled = SampleTokensChunked(
+          vocab,
+          [&](int64_t v0, int64_t v1, float* out) {
+            const auto c0 = Clock::now();
+            const int64_t n = v1 - v0;
+            if (!forked) {
+              head(v0, v1, out);
+            } else {
+              parent_logits.resize(head_hidden.size(0) * n);
+              head(v0, v1, parent_logits.data());
+              for (size_t i = 0; i < logit_row.size(); ++i) {
+                std::copy_n(parent_logits.data() + logit_row[i] * n, n,
+                            out + i * n);
+              }
+            }
+            head_s += SecondsSince(c0);
+          },
+          rows);
+      stats_.logits_s += head_s;
+      stats_.sample_s -= head_s;
+    } else {
+      at::Tensor sample_logits = logits;
+      if (static_cast<int64_t>(targets.size()) != logits.size(0)) {
+        sample_logits =
+            logits.index_select(0, at::tensor(logit_row, at::kLong));
+      }
+      sampled = SampleTokens(sample_logits, rows);
     }
-    std::vector<SampledToken> sampled = SampleTokens(sample_logits, rows);
     for (size_t i = 0; i < targets.size(); ++i) {
       SeqState& s = *targets[i];
       RequestState& req = requests_.at(s.seq.request_id);

@@ -86,6 +86,12 @@ struct EngineOptions {
   // fp32 models: run the FusedForward decode path (false: the model's own
   // Forward, e.g. to compare).
   bool fused_forward = true;
+  // On the fused fp32 path: when every row sampled in a step can be sampled
+  // from logits in vocabulary chunks (all but top-p without top-k), the LM
+  // head runs chunk by chunk into the sampler, so the [rows, vocab] logits
+  // never exist (64 x 151936 fp32 = 39 MB per step). Same tokens and
+  // log-probs as false (the full logits, kept to compare).
+  bool chunked_lm_head = true;
   // Tensor-parallel group (null or size 1: the whole model on this rank).
   // Create() then keeps only this rank's shard of the (full) model it is
   // given; the group's ranks agree on the KV block count (the smallest of
@@ -217,6 +223,10 @@ class LLMEngine {
   models::CausalLM& model() { return *model_; }  // this rank's shard
 
  private:
+  // Whether this step's LM head runs in vocabulary chunks inside the
+  // sampler (EngineOptions::chunked_lm_head and every sampled row allows it).
+  bool ChunkedHeadApplies(const SchedulerOutput& sched) const;
+
   struct SeqState {
     Sequence seq;
     SeqRng rng;

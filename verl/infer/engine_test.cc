@@ -288,6 +288,53 @@ TEST(EngineTest, SeedsReproduceAndDiffer) {
   for (size_t i = 0; i < g.size(); ++i) EXPECT_EQ(g[i], f.reference[i]);
 }
 
+// The LM head in vocabulary chunks (the default) against the full logits
+// (chunked_lm_head = false): every token and log-prob equal, greedy with
+// forked samples and seeded sampling with temperature, top-k, top-k +
+// top-p and repetition penalty, at batches above and below the
+// weight-streaming kernels' 8 rows; top-p alone takes the full logits.
+TEST(EngineTest, ChunkedLmHeadGivesTheFullLogitsTokens) {
+  Fixture& f = Shared();
+  EngineOptions full = SmallOptions();
+  full.chunked_lm_head = false;
+  auto chunked_engine = MakeEngine(f.model, SmallOptions());
+  auto full_engine = MakeEngine(f.model, full);
+  std::vector<SamplingParams> cases(5);
+  cases[0].do_sample = false;
+  cases[0].n = 3;
+  cases[1].temperature = 0.8;
+  cases[1].n = 4;
+  cases[2].top_k = 20;
+  cases[2].temperature = 1.2;
+  cases[3].top_k = 40;
+  cases[3].top_p = 0.8;
+  cases[4].temperature = 0.9;
+  cases[4].repetition_penalty = 1.3;
+  for (size_t c = 0; c < cases.size(); ++c) {
+    SamplingParams& p = cases[c];
+    p.max_tokens = 8;
+    p.seed = 17;
+    p.ignore_eos = true;
+    for (int64_t prompts : {2, 24}) {
+      std::vector<std::vector<int64_t>> in(f.prompts.begin(),
+                                           f.prompts.begin() + prompts);
+      auto a = chunked_engine->Generate(in, p);
+      auto b = full_engine->Generate(in, p);
+      for (int64_t i = 0; i < prompts; ++i) {
+        ASSERT_TRUE(a[i].ok() && b[i].ok());
+        ASSERT_EQ(a[i]->outputs.size(), b[i]->outputs.size());
+        for (size_t s = 0; s < a[i]->outputs.size(); ++s) {
+          EXPECT_EQ(a[i]->outputs[s].token_ids, b[i]->outputs[s].token_ids)
+              << "case " << c << " prompt " << i << " sample " << s;
+          EXPECT_EQ(a[i]->outputs[s].logprobs, b[i]->outputs[s].logprobs)
+              << "case " << c << " prompt " << i << " sample " << s;
+        }
+      }
+    }
+  }
+  // (The GreedyMatchesReference tests run the chunked head: the default.)
+}
+
 TEST(EngineTest, TokenCallbackStreamsEveryTokenInOrder) {
   // Under preemption (tiny KV) and forked samples, the callback sees exactly
   // the tokens and log-probs the finished outputs hold, in order.

@@ -336,15 +336,25 @@ at::Tensor FusedForward::Forward(const at::Tensor& input_ids,
   return out;
 }
 
-at::Tensor FusedForward::Logits(const at::Tensor& hidden) {
-  const auto t0 = Clock::now();
-  at::Tensor logits;
+at::Tensor FusedForward::PlainHeadWeight() const {
   const models::Linear* head = model_->lm_head.get();
-  const bool plain_head =
+  const bool plain =
       Applies() &&
       (head == nullptr ||
        (!head->bias.defined() &&
         !(head->lora.lora_A && head->lora.enabled && !head->lora.merged)));
+  if (!plain) return at::Tensor();
+  at::Tensor w =
+      (head != nullptr ? head->weight : model_->model->embed_tokens->weight)
+          .detach();
+  if (w.scalar_type() != at::kFloat || !w.is_contiguous()) return at::Tensor();
+  return w;
+}
+
+at::Tensor FusedForward::Logits(const at::Tensor& hidden) {
+  const auto t0 = Clock::now();
+  at::Tensor logits;
+  const models::Linear* head = model_->lm_head.get();
   if (tp_ != nullptr) {
     // Vocabulary-parallel head: this rank's rows of the (replicated) head
     // weight, the shards (fp32) all-gathered.
@@ -370,14 +380,11 @@ at::Tensor FusedForward::Logits(const at::Tensor& hidden) {
     stats_.gemm_flops += 2.0 * x.size(0) * x.size(1) * (e - b);
     return GatherVocabShards(local, *tp_);
   }
-  if (plain_head && hidden.size(0) <= kMaxSmallGemmRows) {
-    const at::Tensor w =
-        (head != nullptr ? head->weight : model_->model->embed_tokens->weight)
-            .detach();
+  const at::Tensor w = PlainHeadWeight();
+  if (w.defined() && hidden.size(0) <= kMaxSmallGemmRows) {
     const at::Tensor x = hidden.contiguous();
     logits = at::empty({x.size(0), w.size(0)}, at::kFloat);
-    if (!w.is_contiguous() ||
-        !SmallGemm(logits, x, w, at::Tensor(), false, /*w_transposed=*/true)) {
+    if (!SmallGemm(logits, x, w, at::Tensor(), false, /*w_transposed=*/true)) {
       logits = model_->Logits(hidden);
     }
   } else {
@@ -389,6 +396,29 @@ at::Tensor FusedForward::Logits(const at::Tensor& hidden) {
                          static_cast<double>(logits.size(1));
   }
   return logits;
+}
+
+std::function<void(int64_t, int64_t, float*)> FusedForward::LogitChunks(
+    const at::Tensor& hidden, int64_t* vocab) {
+  const at::Tensor w = PlainHeadWeight();
+  if (tp_ != nullptr || !w.defined() || hidden.scalar_type() != at::kFloat) {
+    return nullptr;
+  }
+  *vocab = w.size(0);
+  const at::Tensor x = hidden.contiguous();
+  return [this, w, x](int64_t v0, int64_t v1, float* out) {
+    const auto t0 = Clock::now();
+    const at::Tensor ws = w.narrow(0, v0, v1 - v0);
+    at::Tensor o = at::from_blob(out, {x.size(0), v1 - v0}, at::kFloat);
+    // The same kernel per element as Logits: weight-streaming at <= 8
+    // rows, else BLIS (its values do not depend on the column block).
+    if (x.size(0) > kMaxSmallGemmRows ||
+        !SmallGemm(o, x, ws, at::Tensor(), false, /*w_transposed=*/true)) {
+      at::mm_out(o, x, ws.t());
+    }
+    stats_.gemm_s += Since(t0);
+    stats_.gemm_flops += 2.0 * x.size(0) * x.size(1) * (v1 - v0);
+  };
 }
 
 }  // namespace verl::infer

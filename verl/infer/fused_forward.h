@@ -31,6 +31,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -69,6 +70,16 @@ class FusedForward {
                      models::AttentionBackend& attention);
   // hidden [S, H] -> logits [S, V].
   at::Tensor Logits(const at::Tensor& hidden);
+  // The LM head by vocabulary range, for a sampler that never needs all
+  // logits at once (SampleTokensChunked): fill(v0, v1, out) writes
+  // hidden's logits of tokens [v0, v1) into out ([S, v1 - v0] row-major),
+  // each value bit-equal to Logits(hidden)'s (the same kernel per element:
+  // the weight-streaming kernel at S <= 8, BLIS above, whose column blocks
+  // do not change a value). Null when Logits would not take the fused
+  // plain-head path (not fp32, a biased or active-LoRA head, tensor
+  // parallelism); *vocab is set to the head's rows otherwise.
+  std::function<void(int64_t, int64_t, float*)> LogitChunks(
+      const at::Tensor& hidden, int64_t* vocab);
 
   // Bytes held by the fused weight copies (0 until first used).
   int64_t WeightBytes() const;
@@ -90,6 +101,9 @@ class FusedForward {
     bool has_bias = false, moe = false;
   };
 
+  // The plain (bias-free, fp32, no active LoRA) head weight [V, H] the
+  // fused path multiplies by, or an undefined tensor.
+  at::Tensor PlainHeadWeight() const;
   static Packed MakePacked(std::vector<at::Tensor> sources, bool bias);
   // Re-copies `p` if any source changed since the last copy.
   static void Sync(Packed& p);

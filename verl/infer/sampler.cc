@@ -18,25 +18,42 @@ namespace {
 
 // Vocabulary chunk of the softmax statistics: the draw and the greedy
 // search touch one chunk of logits after the single vectorised pass.
-constexpr int64_t kChunk = 256;
+constexpr int64_t kChunk = kSamplerSubChunk;
 
-double Uniform01(SeqRng& rng) {
-  return static_cast<double>(rng() >> 11) * 0x1.0p-53;
+double UnitFromBits(uint64_t bits) {
+  return static_cast<double>(bits >> 11) * 0x1.0p-53;
+}
+
+double Uniform01(SeqRng& rng) { return UnitFromBits(rng()); }
+
+// SplitMix64's finaliser: the per-chunk uniforms of one token's draw.
+uint64_t Mix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
 }
 
 double InvTemperature(const SamplingParams& p) {
   return p.greedy() ? 1.0 : 1.0 / p.temperature;
 }
 
-// Per-thread buffers of the row kernel.
+bool UsesTopK(const SamplingParams& p, int64_t vocab) {
+  return p.top_k > 0 && p.top_k < vocab;
+}
+
+// Per-thread buffers of the full-row (top-p only) kernel.
 struct RowScratch {
   std::vector<float> penalized, chunk_max, chunk_sum, weights;
   std::vector<int64_t> kept;
 };
 
+// HF / vLLM repetition penalty of one logit: positive logits divided by the
+// penalty, negative ones multiplied.
+float Penalize(float x, float pen) { return x > 0 ? x / pen : x * pen; }
+
 // The logits a row samples from: `x` itself, or a copy with the repetition
-// penalty applied to every token in `context` (HF / vLLM: positive logits
-// divided by the penalty, negative ones multiplied). Each penalised value is
+// penalty applied to every token in `context`. Each penalised value is
 // computed from the original logit, so repeated tokens are penalised once.
 const float* PenalizedLogits(const float* x, int64_t vocab,
                              const SamplingParams& p,
@@ -49,166 +66,85 @@ const float* PenalizedLogits(const float* x, int64_t vocab,
   const float pen = static_cast<float>(p.repetition_penalty);
   for (int64_t t : *context) {
     if (t < 0 || t >= vocab) continue;
-    scratch->penalized[t] = x[t] > 0 ? x[t] / pen : x[t] * pen;
+    scratch->penalized[t] = Penalize(x[t], pen);
   }
   return scratch->penalized.data();
 }
 
-// One row's softmax over temperature-scaled logits, from one pass of
-// per-chunk maxima and exp-sums: the global maximum, the normaliser, and
-// each chunk's mass relative to the maximum.
+// Global softmax constants from per-chunk statistics: the maximum (first
+// largest chunk maximum) and log of the normaliser sum_c sum[c] *
+// exp((max[c] - max) / T).
+struct SoftmaxTotals {
+  float max = 0.f;
+  double total = 0.0, log_total = 0.0;
+};
+SoftmaxTotals TotalsFromChunks(const std::vector<float>& chunk_max,
+                               const std::vector<float>& chunk_sum,
+                               float inv_t) {
+  SoftmaxTotals t;
+  t.max = *std::max_element(chunk_max.begin(), chunk_max.end());
+  for (size_t c = 0; c < chunk_max.size(); ++c) {
+    t.total += chunk_sum[c] *
+               std::exp(static_cast<double>((chunk_max[c] - t.max) * inv_t));
+  }
+  t.log_total = std::log(t.total);
+  return t;
+}
+
+// log_softmax(x / T) of a logit x.
+float LogProb(float x, const SoftmaxTotals& t, float inv_t) {
+  return static_cast<float>((x - t.max) * inv_t - t.log_total);
+}
+
+// One row's softmax over temperature-scaled logits of a whole row (the
+// top-p-only path and SamplingDistribution).
 class RowSoftmax {
  public:
   RowSoftmax(const float* x, int64_t vocab, float inv_t, RowScratch* s)
       : x_(x), vocab_(vocab), inv_t_(inv_t), s_(s) {
-    nch_ = (vocab + kChunk - 1) / kChunk;
-    s->chunk_max.resize(nch_);
-    s->chunk_sum.resize(nch_);
+    const int64_t nch = (vocab + kChunk - 1) / kChunk;
+    s->chunk_max.resize(nch);
+    s->chunk_sum.resize(nch);
     Kernels().chunk_softmax_stats(x, vocab, kChunk, inv_t, s->chunk_max.data(),
                                   s->chunk_sum.data());
-    max_ = *std::max_element(s->chunk_max.begin(), s->chunk_max.end());
-    total_ = 0.0;
-    for (int64_t c = 0; c < nch_; ++c) total_ += ChunkMass(c);
-    log_total_ = std::log(total_);
+    t_ = TotalsFromChunks(s->chunk_max, s->chunk_sum, inv_t);
   }
 
-  float max() const { return max_; }
-  double total() const { return total_; }
-  // log_softmax(x / T) at token t.
-  float LogProb(int64_t t) const {
-    return static_cast<float>((x_[t] - max_) * inv_t_ - log_total_);
-  }
+  double total() const { return t_.total; }
+  float LogProb(int64_t t) const { return infer::LogProb(x_[t], t_, inv_t_); }
   // exp((x_t - max) / T): token t's unnormalised probability.
   double Weight(int64_t t) const {
-    return std::exp(static_cast<double>((x_[t] - max_) * inv_t_));
+    return std::exp(static_cast<double>((x_[t] - t_.max) * inv_t_));
   }
-  // The first maximum of the row (greedy): only its chunk is searched.
-  // NaN logits compare equal to nothing: token 0 rather than an index past
-  // the vocabulary.
-  int64_t ArgMax() const {
-    const int64_t c =
-        std::find(s_->chunk_max.begin(), s_->chunk_max.end(), max_) -
-        s_->chunk_max.begin();
-    if (c >= nch_) return 0;
-    const float* lo = x_ + c * kChunk;
-    const int64_t t =
-        std::find(lo, x_ + std::min(vocab_, (c + 1) * kChunk), max_) - x_;
-    return t < vocab_ ? t : 0;
-  }
-  // Inverse-CDF draw over the whole vocabulary in index order: whole chunks
-  // are skipped by their mass; exp is evaluated inside one chunk only.
-  int64_t Draw(double u) const {
-    const double target = u * total_;
-    double cum = 0.0;
-    int64_t last = -1;  // last chunk with mass (rounding fallback)
-    for (int64_t c = 0; c < nch_; ++c) {
-      const double mass = ChunkMass(c);
-      if (mass > 0) last = c;
-      if (cum + mass <= target) {
-        cum += mass;
-        continue;
-      }
-      const int64_t t = DrawInChunk(c, target - cum);
-      if (t >= 0) return t;
-      cum += mass;
-    }
-    return std::max<int64_t>(0, LastWithWeight(std::max<int64_t>(last, 0)));
-  }
-  // Weights of all tokens into scratch->weights (for full distributions).
+  // Weights of all tokens into scratch->weights.
   const float* AllWeights() const {
     s_->weights.resize(vocab_);
-    Kernels().scaled_exp(x_, vocab_, max_, inv_t_, s_->weights.data());
+    Kernels().scaled_exp(x_, vocab_, t_.max, inv_t_, s_->weights.data());
     return s_->weights.data();
   }
-  int64_t num_chunks() const { return nch_; }
-  const std::vector<float>& chunk_max() const { return s_->chunk_max; }
 
  private:
-  double ChunkMass(int64_t c) const {
-    return s_->chunk_sum[c] *
-           std::exp(static_cast<double>((s_->chunk_max[c] - max_) * inv_t_));
-  }
-  // The token of chunk c where the running sum passes `target`, or -1.
-  int64_t DrawInChunk(int64_t c, double target) const {
-    const int64_t lo = c * kChunk, n = std::min(kChunk, vocab_ - lo);
-    float w[kChunk];
-    Kernels().scaled_exp(x_ + lo, n, max_, inv_t_, w);
-    double cum = 0.0;
-    for (int64_t i = 0; i < n; ++i) {
-      cum += w[i];
-      if (cum > target) return lo + i;
-    }
-    return -1;
-  }
-  int64_t LastWithWeight(int64_t c) const {
-    const int64_t lo = c * kChunk, n = std::min(kChunk, vocab_ - lo);
-    float w[kChunk];
-    Kernels().scaled_exp(x_ + lo, n, max_, inv_t_, w);
-    for (int64_t i = n - 1; i >= 0; --i) {
-      if (w[i] > 0.f) return lo + i;
-    }
-    return lo;
-  }
-
   const float* x_;
-  int64_t vocab_, nch_;
-  float inv_t_, max_;
-  double total_, log_total_;
+  int64_t vocab_;
+  float inv_t_;
+  SoftmaxTotals t_;
   RowScratch* s_;
 };
 
-// Tokens a filtered row may draw from, most likely first (ties: lower id):
-// the top-k by partial selection, then the smallest prefix whose mass
-// reaches top_p. Returns false (and leaves `kept` empty) when neither
-// filter is active.
-bool FilterTokens(const float* x, int64_t vocab, const SamplingParams& p,
-                  const RowSoftmax& sm, std::vector<int64_t>* kept) {
-  kept->clear();
-  const bool use_k = p.top_k > 0 && p.top_k < vocab;
-  const bool use_p = p.top_p < 1.0;
-  if (!use_k && !use_p) return false;
+// Top-p without top-k: the smallest prefix of the vocabulary, most likely
+// first (ties: lower id), whose mass reaches top_p, grown geometrically
+// (nth_element + sort of a prefix) so the nucleus costs O(V) rather than a
+// sort of the vocabulary.
+void NucleusTokens(const float* x, int64_t vocab, const SamplingParams& p,
+                   const RowSoftmax& sm, std::vector<int64_t>* kept) {
   auto heavier = [x](int64_t a, int64_t b) {
     return x[a] > x[b] || (x[a] == x[b] && a < b);
   };
-  const int64_t limit = use_k ? p.top_k : vocab;
-  if (use_k && limit <= sm.num_chunks()) {
-    // The k-th largest chunk maximum bounds the k-th largest logit from
-    // below: only chunks reaching it can hold candidates.
-    std::vector<float> maxima = sm.chunk_max();
-    std::nth_element(maxima.begin(), maxima.begin() + (limit - 1), maxima.end(),
-                     std::greater<float>());
-    const float bound = maxima[limit - 1];
-    for (int64_t c = 0; c < sm.num_chunks(); ++c) {
-      if (sm.chunk_max()[c] < bound) continue;
-      const int64_t hi = std::min(vocab, (c + 1) * kChunk);
-      for (int64_t i = c * kChunk; i < hi; ++i) {
-        if (x[i] >= bound) kept->push_back(i);
-      }
-    }
-  } else {
-    kept->resize(vocab);
-    for (int64_t i = 0; i < vocab; ++i) (*kept)[i] = i;
-  }
-  if (use_k && static_cast<int64_t>(kept->size()) > limit) {
-    std::nth_element(kept->begin(), kept->begin() + (limit - 1), kept->end(),
-                     heavier);
-    kept->resize(limit);
-  }
-  if (!use_p) {
-    std::sort(kept->begin(), kept->end(), heavier);
-    return true;
-  }
-  // Top-p sums weights repeatedly: evaluate them once, vectorised.
+  kept->resize(vocab);
+  for (int64_t i = 0; i < vocab; ++i) (*kept)[i] = i;
   const float* w = sm.AllWeights();
-  double total = sm.total();  // mass of the candidates
-  if (use_k) {
-    total = 0.0;
-    for (int64_t i : *kept) total += w[i];
-  }
-  // Select the heaviest m tokens in sorted order; for top-p grow m
-  // geometrically until they hold top_p of the mass, so the nucleus costs
-  // O(V) rather than a full sort of the vocabulary.
-  const int64_t size = static_cast<int64_t>(kept->size());
+  const double total = sm.total();
+  const int64_t size = vocab;
   int64_t m = std::min<int64_t>(size, 64);
   while (true) {
     if (m < size) {
@@ -221,71 +157,286 @@ bool FilterTokens(const float* x, int64_t vocab, const SamplingParams& p,
       cum += w[(*kept)[i]];
       if (cum >= p.top_p * total) {
         kept->resize(i + 1);
-        return true;
+        return;
       }
     }
-    if (m >= size) return true;  // rounding: keep all candidates
+    if (m >= size) return;  // rounding: keep all candidates
     m = std::min<int64_t>(size, m * 8);
   }
 }
 
-// Inverse-CDF draw over `kept` in its order; `w`: the row's weights when
-// already evaluated (top-p), else null.
-int64_t DrawKept(const RowSoftmax& sm, const std::vector<int64_t>& kept,
-                 const float* w, SeqRng& rng) {
-  auto weight = [&](int64_t t) { return w != nullptr ? w[t] : sm.Weight(t); };
-  const double u = Uniform01(rng);
+// Inverse-CDF draw with uniform u over items [0, n) in order, weighted by
+// weight(i); returns the item index.
+template <typename WeightFn>
+int64_t InverseCdf(int64_t n, double u, WeightFn weight) {
   double total = 0.0;
-  for (int64_t t : kept) total += weight(t);
+  for (int64_t i = 0; i < n; ++i) total += weight(i);
   const double target = u * total;
   double cum = 0.0;
-  for (int64_t t : kept) {
-    cum += weight(t);
-    if (cum > target) return t;
+  for (int64_t i = 0; i < n; ++i) {
+    cum += weight(i);
+    if (cum > target) return i;
   }
-  for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
-    if (weight(*it) > 0) return *it;
+  for (int64_t i = n - 1; i >= 0; --i) {
+    if (weight(i) > 0) return i;
   }
-  return kept.front();
+  return 0;
 }
 
-// Samples one row: the token and its log-probability under the
-// temperature-scaled (penalised, unfiltered) distribution. With `probs`
-// set, returns the filtered, renormalised distribution there instead of
-// drawing.
-SampledToken SampleRowImpl(const float* raw, int64_t vocab,
-                           const SamplingParams& p,
-                           const std::vector<int64_t>* context, SeqRng* rng,
-                           RowScratch* scratch, std::vector<double>* probs) {
+// A top-k candidate: logit and token id.
+struct Cand {
+  float x;
+  int64_t id;
+};
+bool Heavier(const Cand& a, const Cand& b) {
+  return a.x > b.x || (a.x == b.x && a.id < b.id);
+}
+
+// Sampling state of one row fed the row's logits in vocabulary order, a
+// chunk at a time (RowSampler.Consume), so the row never has to exist in
+// full. Per 256-token chunk it keeps the softmax statistics (max, exp-sum);
+// besides them:
+//  - greedy: a copy of the first chunk holding the maximum;
+//  - top-k (with or without top-p): every token at or above the k-th
+//    heaviest candidate so far, pruned to k by partial selection;
+//  - unfiltered draws: the chunk chosen by a sequential weighted reservoir
+//    over the chunks' masses (chunk c replaces the choice with probability
+//    mass_c / mass_{0..c}, uniform c derived from the token's one generator
+//    draw), then an inverse-CDF draw inside it; P(token) = mass_c / total *
+//    w_t / mass_c, the softmax.
+// The full-logits path (SampleTokens) runs the same class, so both paths
+// give the same tokens and log-probs for the same logits.
+class RowSampler {
+ public:
+  RowSampler(const SamplingParams& p, const std::vector<int64_t>* context,
+             int64_t vocab, SeqRng* rng)
+      : p_(&p), vocab_(vocab), inv_t_(static_cast<float>(InvTemperature(p))) {
+    CHECK(SamplesInChunks(p, vocab)) << "top-p without top-k needs the row";
+    mode_ = p.greedy()           ? Mode::kGreedy
+            : UsesTopK(p, vocab) ? Mode::kTopK
+                                 : Mode::kUnfiltered;
+    const int64_t nch = (vocab + kChunk - 1) / kChunk;
+    chunk_max_.resize(nch);
+    chunk_sum_.resize(nch);
+    if (p.repetition_penalty != 1.0 && context != nullptr) {
+      for (int64_t t : *context) {
+        if (t >= 0 && t < vocab) penalized_.push_back(t);
+      }
+      std::sort(penalized_.begin(), penalized_.end());
+      penalized_.erase(std::unique(penalized_.begin(), penalized_.end()),
+                       penalized_.end());
+    }
+    if (mode_ != Mode::kGreedy && rng != nullptr) draw_ = (*rng)();
+  }
+
+  // Logits of tokens [v0, v0 + n) (v0 a multiple of 256); `scratch` holds a
+  // penalised copy when the repetition penalty touches them.
+  void Consume(const float* seg, int64_t v0, int64_t n,
+               std::vector<float>* scratch) {
+    CHECK_EQ(v0 % kChunk, 0);
+    const float* x = seg;
+    auto lo = std::lower_bound(penalized_.begin(), penalized_.end(), v0);
+    if (lo != penalized_.end() && *lo < v0 + n) {
+      scratch->assign(seg, seg + n);
+      const float pen = static_cast<float>(p_->repetition_penalty);
+      for (; lo != penalized_.end() && *lo < v0 + n; ++lo) {
+        (*scratch)[*lo - v0] = Penalize(seg[*lo - v0], pen);
+      }
+      x = scratch->data();
+    }
+    const int64_t c0 = v0 / kChunk;
+    Kernels().chunk_softmax_stats(x, n, kChunk, inv_t_, &chunk_max_[c0],
+                                  &chunk_sum_[c0]);
+    for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+      const int64_t c = c0 + i0 / kChunk, len = std::min(kChunk, n - i0);
+      const float* sub = x + i0;
+      switch (mode_) {
+        case Mode::kGreedy:
+          if (keep_c_ < 0 || chunk_max_[c] > chunk_max_[keep_c_]) {
+            Keep(c, sub, len);
+          }
+          break;
+        case Mode::kUnfiltered:
+          ReservoirStep(c, sub, len);
+          break;
+        case Mode::kTopK:
+          if (!(chunk_max_[c] >= threshold_)) break;
+          for (int64_t i = 0; i < len; ++i) {
+            if (sub[i] >= threshold_)
+              cands_.push_back({sub[i], c * kChunk + i});
+          }
+          if (static_cast<int64_t>(cands_.size()) >= 2 * p_->top_k + kChunk) {
+            Prune();
+          }
+          break;
+      }
+    }
+  }
+
+  // The token and its log-probability once every chunk was consumed.
+  SampledToken Finish() {
+    const SoftmaxTotals t = TotalsFromChunks(chunk_max_, chunk_sum_, inv_t_);
+    auto logprob = [&](float x) { return LogProb(x, t, inv_t_); };
+    switch (mode_) {
+      case Mode::kGreedy: {
+        // First maximum of the (penalised) logits; NaN rows give token 0.
+        for (size_t i = 0; i < kept_.size(); ++i) {
+          if (kept_[i] == t.max) {
+            return {keep_c_ * kChunk + static_cast<int64_t>(i),
+                    logprob(kept_[i])};
+          }
+        }
+        return {0, std::numeric_limits<float>::quiet_NaN()};
+      }
+      case Mode::kUnfiltered: {
+        if (keep_c_ < 0) return {0, std::numeric_limits<float>::quiet_NaN()};
+        const int64_t n = static_cast<int64_t>(kept_.size());
+        weights_.resize(n);
+        Kernels().scaled_exp(kept_.data(), n, chunk_max_[keep_c_], inv_t_,
+                             weights_.data());
+        const int64_t i =
+            InverseCdf(n, SamplerUniform(draw_, -1),
+                       [&](int64_t j) { return double{weights_[j]}; });
+        return {keep_c_ * kChunk + i, logprob(kept_[i])};
+      }
+      case Mode::kTopK: {
+        const int64_t n = FilteredCandidates(t);
+        const double u = UnitFromBits(draw_);
+        const int64_t i =
+            p_->top_p < 1.0
+                ? InverseCdf(n, u,
+                             [&](int64_t j) { return double{weights_[j]}; })
+                : InverseCdf(n, u, [&](int64_t j) {
+                    return std::exp(
+                        static_cast<double>((cands_[j].x - t.max) * inv_t_));
+                  });
+        return {cands_[i].id, logprob(cands_[i].x)};
+      }
+    }
+    return {0, 0.f};
+  }
+
+  // Top-k rows after Finish's totals: the top-k (then top-p) candidates,
+  // heaviest first, in cands_[0, n); with top-p their float weights
+  // exp((x - max) / T) in weights_. Returns n.
+  int64_t FilteredCandidates(const SoftmaxTotals& t) {
+    const int64_t k = p_->top_k;
+    if (static_cast<int64_t>(cands_.size()) > k) {
+      std::nth_element(cands_.begin(), cands_.begin() + (k - 1), cands_.end(),
+                       Heavier);
+      cands_.resize(k);
+    }
+    std::sort(cands_.begin(), cands_.end(), Heavier);
+    const int64_t n = static_cast<int64_t>(cands_.size());
+    if (p_->top_p >= 1.0) return n;
+    xs_.resize(n);
+    weights_.resize(n);
+    for (int64_t i = 0; i < n; ++i) xs_[i] = cands_[i].x;
+    Kernels().scaled_exp(xs_.data(), n, t.max, inv_t_, weights_.data());
+    double total = 0.0;
+    for (int64_t i = 0; i < n; ++i) total += weights_[i];
+    double cum = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      cum += weights_[i];
+      if (cum >= p_->top_p * total) return i + 1;
+    }
+    return n;  // rounding: keep all candidates
+  }
+
+  SoftmaxTotals Totals() const {
+    return TotalsFromChunks(chunk_max_, chunk_sum_, inv_t_);
+  }
+  const std::vector<Cand>& candidates() const { return cands_; }
+
+ private:
+  enum class Mode { kGreedy, kTopK, kUnfiltered };
+
+  void Keep(int64_t c, const float* sub, int64_t len) {
+    keep_c_ = c;
+    kept_.assign(sub, sub + len);
+  }
+
+  // Chunk c joins the reservoir with mass sum[c] * exp((max[c] - ref) / T)
+  // relative to the running reference maximum `ref`.
+  void ReservoirStep(int64_t c, const float* sub, int64_t len) {
+    const float m = chunk_max_[c];
+    const double s = chunk_sum_[c];
+    if (!(s > 0)) return;  // no mass (all -inf) or NaN
+    if (cum_ == 0.0) {
+      ref_ = m;
+    } else if (m > ref_) {
+      cum_ *= std::exp(static_cast<double>((ref_ - m) * inv_t_));
+      ref_ = m;
+    }
+    const double mass = s * std::exp(static_cast<double>((m - ref_) * inv_t_));
+    cum_ += mass;
+    if (SamplerUniform(draw_, c) * cum_ < mass) Keep(c, sub, len);
+  }
+
+  // Keeps the k heaviest candidates; later tokens must reach the k-th.
+  void Prune() {
+    const int64_t k = p_->top_k;
+    std::nth_element(cands_.begin(), cands_.begin() + (k - 1), cands_.end(),
+                     Heavier);
+    cands_.resize(k);
+    threshold_ = cands_[k - 1].x;  // the lightest of the k
+  }
+
+  const SamplingParams* p_;
+  int64_t vocab_;
+  float inv_t_;
+  Mode mode_;
+  uint64_t draw_ = 0;
+  std::vector<int64_t> penalized_;  // sorted context tokens (penalty != 1)
+  std::vector<float> chunk_max_, chunk_sum_;
+  // Greedy / unfiltered: the kept chunk's index and (penalised) logits.
+  int64_t keep_c_ = -1;
+  std::vector<float> kept_;
+  double cum_ = 0.0;  // reservoir mass so far, relative to ref_
+  float ref_ = 0.f;
+  // Top-k candidates and the bound a token must reach to join them.
+  std::vector<Cand> cands_;
+  float threshold_ = -std::numeric_limits<float>::infinity();
+  std::vector<float> xs_, weights_;
+};
+
+// Samples a top-p-only row from its full logits. With `probs` set, returns
+// the filtered, renormalised distribution there instead of drawing.
+SampledToken SampleNucleusRow(const float* raw, int64_t vocab,
+                              const SamplingParams& p,
+                              const std::vector<int64_t>* context, SeqRng* rng,
+                              RowScratch* scratch, std::vector<double>* probs) {
   const float* x = PenalizedLogits(raw, vocab, p, context, scratch);
   const RowSoftmax sm(x, vocab, static_cast<float>(InvTemperature(p)), scratch);
-  if (p.greedy()) {
-    // First maximum of the (penalised) logits: exact, no rounding ties.
-    const int64_t token = sm.ArgMax();
-    if (probs != nullptr) {
-      probs->assign(vocab, 0.0);
-      (*probs)[token] = 1.0;
-    }
-    return {token, sm.LogProb(token)};
-  }
-  const bool filtered = FilterTokens(x, vocab, p, sm, &scratch->kept);
+  NucleusTokens(x, vocab, p, sm, &scratch->kept);
+  const std::vector<int64_t>& kept = scratch->kept;
   if (probs != nullptr) {
     probs->assign(vocab, 0.0);
-    if (filtered) {
-      double total = 0.0;
-      for (int64_t i : scratch->kept) total += sm.Weight(i);
-      for (int64_t i : scratch->kept) (*probs)[i] = sm.Weight(i) / total;
-    } else {
-      const float* w = sm.AllWeights();
-      for (int64_t i = 0; i < vocab; ++i) (*probs)[i] = w[i] / sm.total();
-    }
+    double total = 0.0;
+    for (int64_t i : kept) total += sm.Weight(i);
+    for (int64_t i : kept) (*probs)[i] = sm.Weight(i) / total;
     return {-1, 0.f};
   }
   CHECK(rng != nullptr) << "sampled row has no rng";
-  const float* w = p.top_p < 1.0 ? scratch->weights.data() : nullptr;
-  const int64_t token = filtered ? DrawKept(sm, scratch->kept, w, *rng)
-                                 : sm.Draw(Uniform01(*rng));
-  return {token, sm.LogProb(token)};
+  const float* w = scratch->weights.data();
+  const int64_t i =
+      InverseCdf(static_cast<int64_t>(kept.size()), Uniform01(*rng),
+                 [&](int64_t j) { return double{w[kept[j]]}; });
+  return {kept[i], sm.LogProb(kept[i])};
+}
+
+// One row of SampleTokens from its full logits.
+SampledToken SampleFullRow(const float* x, int64_t vocab, const SampleRow& row,
+                           RowScratch* scratch, std::vector<float>* pen) {
+  const SamplingParams& p = *row.params;
+  if (!SamplesInChunks(p, vocab)) {
+    return SampleNucleusRow(x, vocab, p, row.context, row.rng, scratch,
+                            nullptr);
+  }
+  CHECK(p.greedy() || row.rng != nullptr) << "sampled row has no rng";
+  RowSampler s(p, row.context, vocab, row.rng);
+  s.Consume(x, 0, vocab, pen);
+  return s.Finish();
 }
 
 }  // namespace
@@ -296,6 +447,14 @@ SeqRng MakeSequenceRng(uint64_t seed, int64_t index) {
                     static_cast<uint32_t>(index),
                     static_cast<uint32_t>(static_cast<uint64_t>(index) >> 32)};
   return SeqRng(seq);
+}
+
+double SamplerUniform(uint64_t draw, int64_t index) {
+  return UnitFromBits(Mix64(draw ^ Mix64(static_cast<uint64_t>(index) + 1)));
+}
+
+bool SamplesInChunks(const SamplingParams& p, int64_t vocab) {
+  return p.greedy() || p.top_p >= 1.0 || UsesTopK(p, vocab);
 }
 
 std::vector<SampledToken> SampleTokens(const at::Tensor& logits,
@@ -311,12 +470,49 @@ std::vector<SampledToken> SampleTokens(const at::Tensor& logits,
   at::parallel_for(0, static_cast<int64_t>(rows.size()), grain,
                    [&](int64_t begin, int64_t end) {
                      RowScratch scratch;
+                     std::vector<float> pen;
                      for (int64_t r = begin; r < end; ++r) {
-                       out[r] = SampleRowImpl(xs + r * vocab, vocab,
-                                              *rows[r].params, rows[r].context,
-                                              rows[r].rng, &scratch, nullptr);
+                       out[r] = SampleFullRow(xs + r * vocab, vocab, rows[r],
+                                              &scratch, &pen);
                      }
                    });
+  return out;
+}
+
+std::vector<SampledToken> SampleTokensChunked(
+    int64_t vocab, const LogitChunkFn& fill, const std::vector<SampleRow>& rows,
+    int64_t chunk) {
+  CHECK_GT(vocab, 0);
+  CHECK(chunk > 0 && chunk % kSamplerSubChunk == 0)
+      << "chunk " << chunk << " is not a multiple of " << kSamplerSubChunk;
+  const int64_t b = static_cast<int64_t>(rows.size());
+  std::vector<RowSampler> samplers;
+  samplers.reserve(b);
+  for (const SampleRow& row : rows) {
+    CHECK(SamplesInChunks(*row.params, vocab))
+        << "top-p without top-k needs the full logits (SampleTokens)";
+    CHECK(row.params->greedy() || row.rng != nullptr)
+        << "sampled row has no rng";
+    samplers.emplace_back(*row.params, row.context, vocab, row.rng);
+  }
+  chunk = std::min(chunk, (vocab + kSamplerSubChunk - 1) / kSamplerSubChunk *
+                              kSamplerSubChunk);
+  std::vector<float> buf(b * chunk);
+  // Rows per task: ~32K logits (a chunk's rows are few; both threads
+  // should share a step's 64 rows).
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / chunk);
+  for (int64_t v0 = 0; v0 < vocab; v0 += chunk) {
+    const int64_t n = std::min(chunk, vocab - v0);
+    fill(v0, v0 + n, buf.data());
+    at::parallel_for(0, b, grain, [&](int64_t begin, int64_t end) {
+      std::vector<float> pen;
+      for (int64_t r = begin; r < end; ++r) {
+        samplers[r].Consume(buf.data() + r * n, v0, n, &pen);
+      }
+    });
+  }
+  std::vector<SampledToken> out(b);
+  for (int64_t r = 0; r < b; ++r) out[r] = samplers[r].Finish();
   return out;
 }
 
@@ -325,7 +521,34 @@ std::vector<double> SamplingDistribution(const float* logits, int64_t vocab,
                                          const std::vector<int64_t>* context) {
   RowScratch scratch;
   std::vector<double> probs;
-  SampleRowImpl(logits, vocab, params, context, nullptr, &scratch, &probs);
+  if (!SamplesInChunks(params, vocab)) {
+    SampleNucleusRow(logits, vocab, params, context, nullptr, &scratch, &probs);
+    return probs;
+  }
+  probs.assign(vocab, 0.0);
+  RowSampler s(params, context, vocab, nullptr);
+  std::vector<float> pen;
+  s.Consume(logits, 0, vocab, &pen);
+  if (params.greedy()) {
+    probs[s.Finish().token] = 1.0;
+    return probs;
+  }
+  const SoftmaxTotals t = s.Totals();
+  const float inv_t = static_cast<float>(InvTemperature(params));
+  if (UsesTopK(params, vocab)) {
+    const int64_t n = s.FilteredCandidates(t);
+    double total = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      total += probs[s.candidates()[i].id] =
+          std::exp(static_cast<double>((s.candidates()[i].x - t.max) * inv_t));
+    }
+    for (int64_t i = 0; i < n; ++i) probs[s.candidates()[i].id] /= total;
+    return probs;
+  }
+  const float* x = PenalizedLogits(logits, vocab, params, context, &scratch);
+  const RowSoftmax sm(x, vocab, inv_t, &scratch);
+  const float* w = sm.AllWeights();
+  for (int64_t i = 0; i < vocab; ++i) probs[i] = w[i] / sm.total();
   return probs;
 }
 

@@ -3,21 +3,31 @@
 // Token sampling for a batch of sequences from their next-token logits,
 // parallel over rows. Per row: repetition penalty over the row's context (if
 // not 1), then greedy (argmax) or temperature -> top-k -> top-p -> draw from
-// the renormalised distribution with the sequence's own generator, so
-// results do not depend on batch composition or preemption. One vectorised
-// pass (kernels.h) gives per-chunk maxima and exp-sums of the row; greedy,
-// the log-prob, the unfiltered inverse-CDF draw and top-k's candidate bound
-// need nothing else but one chunk; top-k is a partial selection (no sort of
-// the vocabulary), top-p grows a sorted prefix geometrically. Returns the token
-// and its log-probability under the temperature-scaled (unfiltered)
-// distribution, which is what verl compares against as rollout_log_probs
-// (temperature 1 for greedy rows).
+// the renormalised distribution with the sequence's own generator (one draw
+// per token), so results do not depend on batch composition or preemption.
+// One vectorised pass (kernels.h) gives per-chunk (256 tokens) maxima and
+// exp-sums of the row; the log-prob follows from them. Greedy keeps the
+// chunk holding the maximum; top-k keeps candidates at or above the k-th
+// heaviest so far (partial selection, no sort of the vocabulary); an
+// unfiltered draw picks a chunk by a weighted reservoir over the chunks'
+// masses and draws inside it. Only top-p without top-k needs every token's
+// weight (it grows a sorted prefix geometrically).
+//
+// Because nothing else needs the whole row, the logits can come in
+// vocabulary chunks (SampleTokensChunked: the engine's LM head computed
+// chunk by chunk, so [rows, vocab] logits never exist); both entry points
+// give the same tokens and log-probs for the same logits.
+//
+// Returns the token and its log-probability under the temperature-scaled
+// (unfiltered) distribution, which is what verl compares against as
+// rollout_log_probs (temperature 1 for greedy rows).
 #ifndef VERL_INFER_SAMPLER_H_
 #define VERL_INFER_SAMPLER_H_
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -46,6 +56,30 @@ struct SampledToken {
 // logits: [B, V] (any float dtype); rows.size() == B.
 std::vector<SampledToken> SampleTokens(const at::Tensor& logits,
                                        const std::vector<SampleRow>& rows);
+
+// Statistics chunk of the sampler; SampleTokensChunked's chunks are
+// multiples of it.
+inline constexpr int64_t kSamplerSubChunk = 256;
+
+// The unfiltered draw's uniforms: from the token's one generator draw
+// `draw`, chunk c's reservoir uniform is SamplerUniform(draw, c) and the
+// draw inside the chosen chunk uses SamplerUniform(draw, -1).
+double SamplerUniform(uint64_t draw, int64_t index);
+
+// Whether a row with `p` can be sampled from logits in chunks: all but top-p
+// without top-k (< vocab), whose nucleus needs every token's weight.
+bool SamplesInChunks(const SamplingParams& p, int64_t vocab);
+
+// Writes the logits of tokens [v0, v1) for every row into out, row-major
+// [rows, v1 - v0].
+using LogitChunkFn = std::function<void(int64_t v0, int64_t v1, float* out)>;
+
+// SampleTokens over logits produced `chunk` tokens at a time (a multiple of
+// kSamplerSubChunk) by `fill`, in vocabulary order; every row must satisfy
+// SamplesInChunks. Same result as SampleTokens on the concatenated logits.
+std::vector<SampledToken> SampleTokensChunked(
+    int64_t vocab, const LogitChunkFn& fill, const std::vector<SampleRow>& rows,
+    int64_t chunk = 4096);
 
 // The distribution a row is drawn from (after repetition penalty over
 // `context`, temperature, top-k, top-p), as probabilities over the

@@ -8,11 +8,13 @@
 #include <ATen/ops/randn.h>
 #include <ATen/ops/softmax.h>
 #include <ATen/ops/tensor.h>
+#include <ATen/ops/topk.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string>
 
 #include "verl/core/test_util.h"
 
@@ -231,10 +233,12 @@ TEST(SamplerTest, RepetitionPenaltyMatchesHfDefinition) {
   }
 }
 
-// Dense double-precision reference of the sampling rules (the previous,
-// unchunked sampler): full softmax, first argmax, top-k / top-p over the
-// fully sorted vocabulary (logit descending, ties by id), inverse-CDF draw
-// with the same uniform from the row's generator.
+// Dense double-precision reference of the sampling rules: full softmax,
+// first argmax, top-k / top-p over the fully sorted vocabulary (logit
+// descending, ties by id) and an inverse-CDF draw with the uniform of the
+// row's generator; an unfiltered draw picks a 256-token chunk by the
+// sequential weighted reservoir over the chunks' masses (SamplerUniform(r,
+// c)), then draws inside it with SamplerUniform(r, -1).
 SampledToken DenseSample(const std::vector<float>& raw, const SamplingParams& p,
                          const std::vector<int64_t>* context, SeqRng* rng) {
   std::vector<float> x = raw;
@@ -259,24 +263,47 @@ SampledToken DenseSample(const std::vector<float>& raw, const SamplingParams& p,
   std::vector<int64_t> order(v);
   std::iota(order.begin(), order.end(), 0);
   const bool use_k = p.top_k > 0 && p.top_k < v, use_p = p.top_p < 1.0;
-  if (use_k || use_p) {
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int64_t a, int64_t b) { return x[a] > x[b]; });
-    if (use_k) order.resize(p.top_k);
-    if (use_p) {
-      double mass = 0, cum = 0;
-      for (int64_t i : order) mass += w[i];
-      size_t n = 0;
-      while (n < order.size()) {
-        cum += w[order[n++]];
-        if (cum >= p.top_p * mass) break;
+  const uint64_t draw = (*rng)();
+  if (!use_k && !use_p) {
+    constexpr int64_t kC = kSamplerSubChunk;
+    double cum = 0;
+    int64_t chosen = 0;
+    for (int64_t c = 0; c * kC < v; ++c) {
+      double mass = 0;
+      for (int64_t i = c * kC; i < std::min(v, (c + 1) * kC); ++i) {
+        mass += w[i];
       }
-      order.resize(n);
+      cum += mass;
+      if (SamplerUniform(draw, c) * cum < mass) chosen = c;
     }
+    order.assign(order.begin() + chosen * kC,
+                 order.begin() + std::min(v, (chosen + 1) * kC));
+    double kept = 0;
+    for (int64_t i : order) kept += w[i];
+    const double target = SamplerUniform(draw, -1) * kept;
+    double c2 = 0;
+    for (int64_t i : order) {
+      c2 += w[i];
+      if (c2 > target) return {i, logprob(i)};
+    }
+    return {order.back(), logprob(order.back())};
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return x[a] > x[b]; });
+  if (use_k) order.resize(p.top_k);
+  if (use_p) {
+    double mass = 0, cum = 0;
+    for (int64_t i : order) mass += w[i];
+    size_t n = 0;
+    while (n < order.size()) {
+      cum += w[order[n++]];
+      if (cum >= p.top_p * mass) break;
+    }
+    order.resize(n);
   }
   double kept = 0;
   for (int64_t i : order) kept += w[i];
-  const double target = static_cast<double>((*rng)() >> 11) * 0x1.0p-53 * kept;
+  const double target = static_cast<double>(draw >> 11) * 0x1.0p-53 * kept;
   double cum = 0;
   for (int64_t i : order) {
     cum += w[i];
@@ -337,6 +364,115 @@ TEST(SamplerTest, ChunkedSamplerMatchesDenseReference) {
         }
       }
     }
+  }
+}
+
+// The LM head in vocabulary chunks: SampleTokensChunked, fed the same
+// logits a chunk at a time, gives exactly SampleTokens' tokens and
+// log-probs (greedy, top-k 1, temperature, top-k, top-k + top-p, repetition
+// penalty), at the vocabulary and at sizes that end mid-chunk.
+TEST(SamplerTest, ChunkedLogitsGiveTheSameTokensAsFullLogits) {
+  at::manual_seed(5);
+  for (int64_t vocab : {151936, 1000, 300}) {
+    const int64_t rows = 5;
+    const at::Tensor logits = at::randn({rows, vocab}) * 3.0;
+    const float* lp = logits.data_ptr<float>();
+    std::vector<int64_t> context = {5, 17, 17, 200, vocab - 1};
+    std::vector<SamplingParams> cases(7);
+    cases[0].do_sample = false;
+    cases[1].top_k = 1;
+    cases[1].temperature = 0.7;
+    cases[2].temperature = 1.0;
+    cases[3].temperature = 0.8;
+    cases[3].top_k = 50;
+    cases[4].top_k = 100;
+    cases[4].top_p = 0.7;
+    cases[4].temperature = 1.3;
+    cases[5].temperature = 0.9;
+    cases[5].repetition_penalty = 1.3;
+    cases[6].do_sample = false;
+    cases[6].repetition_penalty = 1.3;
+    for (int64_t chunk : {4096, 512}) {
+      for (size_t c = 0; c < cases.size(); ++c) {
+        const SamplingParams& p = cases[c];
+        ASSERT_TRUE(SamplesInChunks(p, vocab));
+        std::vector<SeqRng> full_rngs, chunk_rngs;
+        for (int64_t r = 0; r < rows; ++r) {
+          full_rngs.push_back(MakeSequenceRng(11, r));
+          chunk_rngs.push_back(MakeSequenceRng(11, r));
+        }
+        std::vector<SampleRow> full_rows, chunk_rows;
+        for (int64_t r = 0; r < rows; ++r) {
+          full_rows.push_back({&p, &full_rngs[r], &context});
+          chunk_rows.push_back({&p, &chunk_rngs[r], &context});
+        }
+        int64_t calls = 0;
+        auto fill = [&](int64_t v0, int64_t v1, float* out) {
+          ++calls;
+          for (int64_t r = 0; r < rows; ++r) {
+            std::copy(lp + r * vocab + v0, lp + r * vocab + v1,
+                      out + r * (v1 - v0));
+          }
+        };
+        for (int draw = 0; draw < 3; ++draw) {
+          const auto want = SampleTokens(logits, full_rows);
+          const auto got = SampleTokensChunked(vocab, fill, chunk_rows, chunk);
+          for (int64_t r = 0; r < rows; ++r) {
+            EXPECT_EQ(got[r].token, want[r].token)
+                << "vocab " << vocab << " case " << c << " row " << r;
+            EXPECT_EQ(got[r].logprob, want[r].logprob)
+                << "vocab " << vocab << " case " << c << " row " << r;
+          }
+        }
+        EXPECT_EQ(calls, 3 * ((vocab + chunk - 1) / chunk));
+      }
+    }
+  }
+  SamplingParams nucleus;
+  nucleus.top_p = 0.9;
+  EXPECT_FALSE(SamplesInChunks(nucleus, 1000));
+  nucleus.top_k = 40;
+  EXPECT_TRUE(SamplesInChunks(nucleus, 1000));
+}
+
+// The unfiltered draw over many chunks (chunk by reservoir, token inside
+// it) follows softmax(x / T): per-chunk and top-token frequencies of 24000
+// draws against the closed form.
+TEST(SamplerTest, ReservoirDrawOverChunksFollowsSoftmax) {
+  at::manual_seed(3);
+  const int64_t vocab = 1100, rows = 8;  // 5 chunks, the last partial
+  const at::Tensor row = at::randn({vocab}) * 1.5;
+  SamplingParams p;
+  p.temperature = 0.8;
+  const at::Tensor want = at::softmax(row.to(at::kDouble) / 0.8, 0);
+  const at::Tensor logits = row.unsqueeze(0).repeat({rows, 1});
+  std::vector<SeqRng> rngs;
+  for (int64_t i = 0; i < rows; ++i) rngs.push_back(MakeSequenceRng(21, i));
+  std::vector<SampleRow> sample_rows;
+  for (SeqRng& r : rngs) sample_rows.push_back({&p, &r});
+  const int64_t n = 24000;
+  std::vector<int64_t> counts(vocab, 0);
+  for (int64_t drawn = 0; drawn < n; drawn += rows) {
+    for (const SampledToken& t : SampleTokens(logits, sample_rows)) {
+      ++counts[t.token];
+    }
+  }
+  auto check = [&](double w, int64_t count, const std::string& what) {
+    EXPECT_NEAR(static_cast<double>(count) / n, w,
+                5 * std::sqrt(w * (1 - w) / n) + 1e-3)
+        << what;
+  };
+  for (int64_t c = 0; c * kSamplerSubChunk < vocab; ++c) {
+    const int64_t lo = c * kSamplerSubChunk;
+    const int64_t hi = std::min(vocab, lo + kSamplerSubChunk);
+    check(want.narrow(0, lo, hi - lo).sum().item<double>(),
+          std::accumulate(counts.begin() + lo, counts.begin() + hi, int64_t{0}),
+          "chunk " + std::to_string(c));
+  }
+  const at::Tensor top = std::get<1>(want.topk(5));
+  for (int64_t i = 0; i < 5; ++i) {
+    const int64_t t = top[i].item<int64_t>();
+    check(want[t].item<double>(), counts[t], "token " + std::to_string(t));
   }
 }
 
