@@ -3,8 +3,11 @@
 // the errors a wrong path or preset gives.
 #include "verl/rl/trainer/policy_loader.h"
 
+#include <ATen/ops/abs.h>
 #include <ATen/ops/allclose.h>
+#include <ATen/ops/arange.h>
 #include <ATen/ops/equal.h>
+#include <ATen/ops/zeros_like.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -12,9 +15,11 @@
 #include <map>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "verl/core/test_util.h"
+#include "verl/models/decoder.h"
 #include "verl/models/hf_checkpoint.h"
 #include "verl/models/megatron/megatron_gpt.h"
 #include "verl/models/megatron/moe_layer.h"
@@ -290,6 +295,58 @@ TEST(MakeMegatronModelTest, MoeKeysReachTheModel) {
                   .status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "moe_router_enable_expert_bias=true"));
+}
+
+// A sigmoid-router MoE model (DeepSeek-V3's router on standard attention)
+// under megatron.dtype bfloat16 with the expert-bias update: the weights
+// are bf16, the router's expert_bias stays fp32 (as Megatron's buffer), and
+// one training forward-backward + FinalizeGrads moves every bias by exactly
+// +-rate or 0 (1e-3 steps would vanish in bf16 around the bias values).
+TEST(MakeMegatronModelTest, ExpertBiasStaysFp32UnderBf16) {
+  auto p =
+      LoadPolicy(Preset("tiny-qwen3-moe"), models::MakeBuiltinTokenizer(), 3);
+  ASSERT_TRUE(p.ok()) << p.status();
+  models::ModelConfig c = p->model->config();
+  c.model_type = "deepseek_v3";
+  c.architecture = "DeepseekV3ForCausalLM";
+  c.scoring_func = "sigmoid";
+  c.n_group = 4;
+  c.topk_group = 2;
+  c.routed_scaling_factor = 2.5;
+  std::shared_ptr<models::CausalLM> source = models::CreateModel(c, 5, 0.1);
+  {
+    at::NoGradGuard no_grad;  // biases away from zero: bf16 would lose 1e-3
+    for (const auto& item : source->named_parameters()) {
+      if (absl::EndsWith(item.key(), "e_score_correction_bias")) {
+        item.value().fill_(3.0);
+      }
+    }
+  }
+  parallel::megatron::ModelParallelSizes sizes;
+  sizes.etp = 1;
+  auto mpu = parallel::megatron::ParallelState::Initialize(
+      parallel::SingleProcessCommunicator(), sizes);
+  ASSERT_TRUE(mpu.ok()) << mpu.status();
+  parallel::megatron::MegatronConfig config;
+  config.set_dtype("bfloat16");
+  config.mutable_override_transformer_config()
+      ->set_moe_router_enable_expert_bias(true);
+  auto model = MakeMegatronModel(*source, config,
+                                 "actor_rollout_ref.actor.megatron", *mpu);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const auto& moe = (*model)->layers.at(0)->moe;
+  ASSERT_NE(moe, nullptr);
+  EXPECT_EQ(moe->router->weight.scalar_type(), at::kBFloat16);
+  EXPECT_EQ(moe->router->expert_bias.scalar_type(), at::kFloat);
+  const at::Tensor ids = at::arange(24, at::kLong) % c.vocab_size;
+  const at::Tensor pos = at::arange(24, at::kLong);
+  (*model)->Forward(ids, pos, {0, 24}).to(at::kFloat).sum().backward();
+  (*model)->FinalizeGrads();
+  at::Tensor moved = (moe->router->expert_bias - 3.0).abs();
+  EXPECT_GT(moved.max().item<double>(), 0.0);
+  EXPECT_TRUE(
+      at::allclose(moved * (moved - 1e-3), at::zeros_like(moved), 0.0, 1e-9))
+      << moved;
 }
 
 }  // namespace
