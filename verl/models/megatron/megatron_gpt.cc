@@ -792,4 +792,24 @@ void MegatronGPTModel::SumGrads(const std::vector<at::Tensor>& params,
   }
 }
 
+parallel::megatron::PipelineStageFns StageFns(
+    MegatronGPTModel& model,
+    std::function<StageMicroBatch(int64_t mb)> micro_batch) {
+  parallel::megatron::PipelineStageFns fns;
+  fns.input_shape = [&model, micro_batch](int64_t m) {
+    return model.StageHiddenShape(*micro_batch(m).cu_seqlens);
+  };
+  fns.forward = [&model, micro_batch](int64_t m, const at::Tensor& in) {
+    const StageMicroBatch b = micro_batch(m);
+    return model.StageForward(b.ids, b.pos, *b.cu_seqlens, in);
+  };
+  fns.num_chunks = model.num_chunks();
+  fns.chunk_forward = [&model, micro_batch](int64_t m, int64_t chunk,
+                                            const at::Tensor& in) {
+    const StageMicroBatch b = micro_batch(m);
+    return model.StageForward(b.ids, b.pos, *b.cu_seqlens, in, nullptr, chunk);
+  };
+  return fns;
+}
+
 }  // namespace verl::models

@@ -87,6 +87,7 @@
 #include "verl/models/model_config.h"
 #include "verl/models/recompute.h"
 #include "verl/parallel/megatron/parallel_state.h"
+#include "verl/parallel/megatron/pipeline_schedule.h"
 #include "verl/parallel/megatron/tp_layers.h"
 
 namespace verl::models {
@@ -365,6 +366,20 @@ class MegatronGPTModel : public torch::nn::Module {
   std::vector<int64_t> local_index_;
   std::vector<int> layer_stage_;
 };
+
+// One packed micro-batch as StageForward takes it (the vector must outlive
+// the schedule's callbacks).
+struct StageMicroBatch {
+  at::Tensor ids, pos;
+  const std::vector<int64_t>* cu_seqlens = nullptr;
+};
+
+// The pipeline schedules' stage callbacks of `model` (input_shape, forward,
+// num_chunks and chunk_forward for virtual stages) over micro-batches
+// `micro_batch(m)`; the caller adds `loss`. `model` must outlive them.
+parallel::megatron::PipelineStageFns StageFns(
+    MegatronGPTModel& model,
+    std::function<StageMicroBatch(int64_t mb)> micro_batch);
 
 }  // namespace verl::models
 

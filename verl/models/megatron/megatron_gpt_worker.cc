@@ -568,18 +568,9 @@ absl::Status RunCase(const Case& c, bool check_folder,
   // 1F1B (interleaved with virtual stages) over the micro-batches (a plain
   // loop at pp = 1); the loss and the outputs on the last stage.
   std::vector<StageResult> got(n);
-  mg::PipelineStageFns fns;
-  fns.input_shape = [&](int64_t m) {
-    return model.StageHiddenShape(mbs[m].cu);
-  };
-  fns.forward = [&](int64_t m, const at::Tensor& in) {
-    return model.StageForward(mbs[m].ids, mbs[m].pos, mbs[m].cu, in);
-  };
-  fns.num_chunks = model.num_chunks();
-  fns.chunk_forward = [&](int64_t m, int64_t chunk, const at::Tensor& in) {
-    return model.StageForward(mbs[m].ids, mbs[m].pos, mbs[m].cu, in, nullptr,
-                              chunk);
-  };
+  mg::PipelineStageFns fns = StageFns(model, [&mbs](int64_t m) {
+    return StageMicroBatch{mbs[m].ids, mbs[m].pos, &mbs[m].cu};
+  });
   fns.loss = [&](int64_t m, const at::Tensor& out) {
     const MicroBatch& mb = mbs[m];
     got[m].out = out.detach();

@@ -361,23 +361,10 @@ namespace mg = parallel::megatron;
 // The packed micro-batches' stage forward for the pipeline schedules.
 mg::PipelineStageFns StageFns(models::MegatronGPTModel& model,
                               const std::vector<PackedResponses>& packed) {
-  mg::PipelineStageFns fns;
-  fns.input_shape = [&model, &packed](int64_t m) {
-    return model.StageHiddenShape(packed[m].info.cu_seqlens);
-  };
-  fns.forward = [&model, &packed](int64_t m, const at::Tensor& in) {
+  return models::StageFns(model, [&packed](int64_t m) {
     const PackedResponses& p = packed[m];
-    return model.StageForward(p.ids, p.pos, p.info.cu_seqlens, in);
-  };
-  // Virtual pipeline stages: the interleaved schedule runs each chunk.
-  fns.num_chunks = model.num_chunks();
-  fns.chunk_forward = [&model, &packed](int64_t m, int64_t chunk,
-                                        const at::Tensor& in) {
-    const PackedResponses& p = packed[m];
-    return model.StageForward(p.ids, p.pos, p.info.cu_seqlens, in, nullptr,
-                              chunk);
-  };
-  return fns;
+    return models::StageMicroBatch{p.ids, p.pos, &p.info.cu_seqlens};
+  });
 }
 
 // The interleaved schedule's micro-batch count requirement, naming the

@@ -194,18 +194,9 @@ absl::StatusOr<double> MegatronStep(models::MegatronGPTModel& model,
       MicroBatches(data, model.num_chunks() > 1 ? 2 : 1);
   std::vector<at::Tensor> log_probs;
   for (const Packed& mb : mbs) log_probs.push_back(at::zeros({mb.ids.size(0)}));
-  mg::PipelineStageFns fns;
-  fns.input_shape = [&](int64_t m) {
-    return model.StageHiddenShape(mbs[m].cu);
-  };
-  fns.forward = [&](int64_t m, const at::Tensor& in) {
-    return model.StageForward(mbs[m].ids, mbs[m].pos, mbs[m].cu, in);
-  };
-  fns.num_chunks = model.num_chunks();
-  fns.chunk_forward = [&](int64_t m, int64_t chunk, const at::Tensor& in) {
-    return model.StageForward(mbs[m].ids, mbs[m].pos, mbs[m].cu, in, nullptr,
-                              chunk);
-  };
+  mg::PipelineStageFns fns = models::StageFns(model, [&mbs](int64_t m) {
+    return models::StageMicroBatch{mbs[m].ids, mbs[m].pos, &mbs[m].cu};
+  });
   fns.loss = [&](int64_t m, const at::Tensor& logits) {
     mg::VocabParallelOutput out = mg::VocabParallelLogProbsAndEntropy(
         logits, mbs[m].labels, model.config().vocab_size, model.tp(), 1.0,
