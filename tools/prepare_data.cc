@@ -20,6 +20,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "verl/core/file_util.h"
 #include "verl/core/main_guard.h"
 #include "verl/core/status.h"
@@ -41,6 +42,12 @@ ABSL_FLAG(int64_t, val_size, 200, "built-in tasks: test rows");
 ABSL_FLAG(uint64_t, seed, 0, "built-in tasks: generator seed");
 ABSL_FLAG(int, max_operand, 99, "arithmetic: operands in [0, max_operand]");
 ABSL_FLAG(std::string, ops, "+-", "arithmetic: operators to draw from");
+ABSL_FLAG(std::string, geo_types, "quadrant+nearest+distance+bearing",
+          "geo_map: '+'-separated question types drawn (a type listed twice "
+          "is drawn twice as often)");
+ABSL_FLAG(bool, geo_districts, false,
+          "geo_map: tinted quadrants, landmarks inset (the VLM quickstart's "
+          "maps, docs/vlm.md)");
 
 namespace {
 
@@ -112,6 +119,9 @@ absl::Status Run() {
     verl::rl::GeoMapTaskOptions o;
     o.num_rows = absl::GetFlag(FLAGS_train_size);
     o.seed = absl::GetFlag(FLAGS_seed);
+    o.question_types = absl::StrSplit(absl::GetFlag(FLAGS_geo_types),
+                                      absl::ByAnyChar("+,"), absl::SkipEmpty());
+    o.districts = absl::GetFlag(FLAGS_geo_districts);
     // JSONL cannot hold bytes: the images go to files the rows name.
     if (format == "jsonl") o.image_dir = out + "/images";
     VERL_ASSIGN_OR_RETURN(train, verl::rl::MakeGeoMapRows(o));

@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "verl/core/file_util.h"
@@ -19,6 +22,9 @@ struct Rgb {
 };
 
 constexpr Rgb kLand{236, 226, 198};
+// District tints (GeoMap::districts), NW NE SW SE; NW is the plain land.
+constexpr Rgb kDistrict[] = {
+    kLand, {198, 228, 184}, {192, 212, 238}, {236, 196, 214}};
 constexpr Rgb kGridLine{196, 186, 160};
 constexpr Rgb kRoad{110, 110, 110};
 constexpr Rgb kInk{20, 20, 20};
@@ -88,6 +94,12 @@ Image RenderGeoMap(const GeoMap& map, int cell_px) {
   img.width = img.height = static_cast<int64_t>(map.grid) * cell_px;
   img.rgb.resize(img.width * img.height * 3);
   Fill(img, 0, 0, img.width, img.height, kLand);
+  if (map.districts) {
+    const int half = map.grid / 2 * cell_px;
+    for (int q = 1; q < 4; ++q) {
+      Fill(img, (q % 2) * half, (q / 2) * half, half, half, kDistrict[q]);
+    }
+  }
   for (int i = 1; i < map.grid; ++i) {  // cell boundaries
     Fill(img, i * cell_px, 0, 1, img.height, kGridLine);
     Fill(img, 0, i * cell_px, img.width, 1, kGridLine);
@@ -104,11 +116,15 @@ Image RenderGeoMap(const GeoMap& map, int cell_px) {
     Fill(img, x + cell_px / 2, 6 * scale + 1, std::max(1, scale),
          cell_px - 6 * scale - 2, kInk);
   }
-  const int scale = std::max(1, (cell_px - 2) / 6);
+  // The square leaves the cell's grid line (and, with districts, a band of
+  // the district's tint) around it.
+  const int inset = map.districts ? std::max(2, cell_px / 5) : 1;
+  const int side = cell_px - 2 * inset + 1;
+  const int scale = std::max(1, (side - 1) / 6);
   for (const GeoLandmark& l : map.landmarks) {
     const Rgb color = kLandmarkColors[(l.label - 'A') % 8];
-    Fill(img, l.col * cell_px + 1, l.row * cell_px + 1, cell_px - 1,
-         cell_px - 1, color);
+    Fill(img, l.col * cell_px + inset, l.row * cell_px + inset, side, side,
+         color);
     const int gx = l.col * cell_px + (cell_px - 3 * scale + 1) / 2;
     const int gy = l.row * cell_px + (cell_px - 5 * scale + 1) / 2;
     DrawGlyph(img, l.label, gx, gy, scale, kWhite);
@@ -163,6 +179,21 @@ absl::StatusOr<std::vector<nlohmann::json>> MakeGeoMapRows(
         "geo_map: grid=", o.grid, " (even, >= 2), cell_px=", o.cell_px,
         " (>= 7), num_landmarks=", o.num_landmarks, " (2..8)"));
   }
+  static const char* const kTypes[] = {"quadrant", "nearest", "distance",
+                                       "bearing"};
+  std::vector<int> kinds;  // indices into kTypes
+  for (const std::string& t : o.question_types) {
+    const auto* it = std::find(std::begin(kTypes), std::end(kTypes), t);
+    if (it == std::end(kTypes)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("geo_map: unknown question type '", t,
+                       "' (quadrant, nearest, distance, bearing)"));
+    }
+    kinds.push_back(static_cast<int>(it - std::begin(kTypes)));
+  }
+  if (kinds.empty()) {
+    return absl::InvalidArgumentError("geo_map: no question types");
+  }
   if (!o.image_dir.empty()) VERL_RETURN_IF_ERROR(core::MakeDirs(o.image_dir));
   std::mt19937_64 rng(o.seed);
   auto uniform = [&](int lo, int hi) {
@@ -173,7 +204,8 @@ absl::StatusOr<std::vector<nlohmann::json>> MakeGeoMapRows(
   for (int64_t i = 0; i < o.num_rows; ++i) {
     GeoMap map;
     map.grid = o.grid;
-    const int kind = uniform(0, 3);
+    map.districts = o.districts;
+    const int kind = kinds[uniform(0, static_cast<int>(kinds.size()) - 1)];
     std::string question, answer, type;
     while (true) {
       map.landmarks.clear();
@@ -254,6 +286,7 @@ absl::StatusOr<std::vector<nlohmann::json>> MakeGeoMapRows(
           {"grid", o.grid},
           {"landmarks", landmarks}}},
     });
+    if (o.districts) rows.back()["extra_info"]["districts"] = true;
   }
   return rows;
 }

@@ -38,6 +38,13 @@ struct GeoMap {
   int grid = 6;  // cells per side (even: the quadrants split the grid)
   std::vector<GeoLandmark> landmarks;
   std::vector<int> road_rows, road_cols;  // east-west / north-south roads
+  // Four districts: each quadrant's land in its own tint, and landmark
+  // squares inset so the tint shows around them inside their cell. A tiny
+  // vision-language model then reads a landmark's quadrant from its own
+  // patch; without it the quadrant is an absolute position, which the
+  // RoPE-only towers of tiny-qwen2.5-vl do not learn in a quickstart's
+  // few hundred steps (docs/vlm.md).
+  bool districts = false;
 };
 
 // The map as an RGB image of grid * cell_px pixels per side (cell_px >= 7).
@@ -57,6 +64,11 @@ struct GeoMapTaskOptions {
   // 14: one cell per vision patch, an 84x84 image = 9 image tokens.
   int cell_px = 14;
   int num_landmarks = 3;  // 2..8, labelled A, B, ...
+  // The question types drawn, uniformly per row, from this list (a type
+  // listed twice is drawn twice as often); the default draws all four.
+  std::vector<std::string> question_types = {"quadrant", "nearest", "distance",
+                                             "bearing"};
+  bool districts = false;  // GeoMap::districts
   std::string split = "train";
   // Empty: images inline as {"bytes": PNG} (Parquet). Else each PNG is
   // written there and the row holds {"path": ...} (JSONL).

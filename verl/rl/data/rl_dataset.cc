@@ -87,10 +87,11 @@ std::vector<int64_t> Permutation(int64_t n, uint64_t seed) {
 
 // "builtin:<task>/<split>[?key=value&...]" names a generated dataset (no
 // file needed). Options: rows, seed, max_operand, ops and calculator=1
-// (arithmetic; the tool quickstart),
-// num_numbers and max_number (countdown), min_k, max_k, min_answers and
-// max_answers (multiples), grid, cell_px and landmarks (geo_map: map images
-// inline as PNG bytes, for vision-language models).
+// (arithmetic; the tool quickstart), num_numbers and max_number
+// (countdown), min_k, max_k, min_answers and max_answers (multiples), grid,
+// cell_px, landmarks, districts=1 and types (geo_map: map images inline as
+// PNG bytes, for vision-language models; types is a '+'-separated list of
+// question types, e.g. types=quadrant+bearing).
 absl::StatusOr<std::vector<nlohmann::json>> ReadRows(const std::string& file) {
   constexpr absl::string_view kBuiltin = "builtin:";
   if (file.rfind(std::string(kBuiltin), 0) != 0) {
@@ -194,6 +195,15 @@ absl::StatusOr<std::vector<nlohmann::json>> ReadRows(const std::string& file) {
                               {"landmarks", &o.num_landmarks}}) {
       VERL_ASSIGN_OR_RETURN(int64_t v, int_opt(key, *field));
       *field = static_cast<int>(std::min<int64_t>(v, 1000));
+    }
+    VERL_ASSIGN_OR_RETURN(int64_t districts, int_opt("districts", 0));
+    o.districts = districts != 0;
+    if (auto it = opts.find("types"); it != opts.end()) {
+      // '+'-separated (a ',' would split a data.*_files list), e.g.
+      // types=quadrant+quadrant+bearing.
+      o.question_types =
+          absl::StrSplit(it->second, absl::ByAnyChar("+,"), absl::SkipEmpty());
+      opts.erase(it);
     }
     absl::StatusOr<std::vector<nlohmann::json>> geo = MakeGeoMapRows(o);
     if (!geo.ok()) return Annotate(geo.status(), file);

@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "verl/core/file_util.h"
 #include "verl/core/test_util.h"
+#include "verl/rl/data/geo_map_task.h"
 #include "verl/rl/data/parquet/dataset_file.h"
 #include "verl/rl/data/synthetic_tasks.h"
 
@@ -223,6 +224,20 @@ TEST(RLDatasetTest, BuiltinTasksNeedNoFiles) {
             std::string::npos);
   o.files = {"builtin:arithmetic/dev"};
   EXPECT_NE(RLDataset::Load(o).status().message().find("split"),
+            std::string::npos);
+  // geo_map's types ('+'-separated) and districts reach the generator.
+  o.files = {"builtin:geo_map/test?rows=5&types=quadrant+bearing&districts=1"};
+  auto geo = RLDataset::Load(o);
+  ASSERT_TRUE(geo.ok()) << geo.status();
+  GeoMapTaskOptions g;
+  g.num_rows = 5;
+  g.seed = 1000003;
+  g.split = "test";
+  g.question_types = {"quadrant", "bearing"};
+  g.districts = true;
+  EXPECT_EQ(geo->rows(), *MakeGeoMapRows(g));
+  o.files = {"builtin:geo_map/test?rows=5&types=quadrant+heading"};
+  EXPECT_NE(RLDataset::Load(o).status().message().find("heading"),
             std::string::npos);
 }
 

@@ -211,6 +211,63 @@ TEST(GeoMapTaskTest, AnswersImagesAndDeterminism) {
   EXPECT_FALSE(MakeGeoMapRows(o).ok());
 }
 
+// The VLM quickstart's options: question_types restricts and weights the
+// draw (the default list draws the same rows as before), districts tints
+// each quadrant and insets the landmark squares so the tint shows inside
+// the landmark's own cell.
+TEST(GeoMapTaskTest, QuestionTypesAndDistricts) {
+  GeoMapTaskOptions o;
+  o.num_rows = 40;
+  auto all = MakeGeoMapRows(o);
+  ASSERT_TRUE(all.ok()) << all.status();
+  o.question_types = {"quadrant", "nearest", "distance", "bearing"};
+  EXPECT_EQ(*all, *MakeGeoMapRows(o));
+  o.question_types = {"quadrant", "quadrant", "bearing"};
+  o.districts = true;
+  auto rows = MakeGeoMapRows(o);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(*rows, *MakeGeoMapRows(o));
+  std::map<std::string, int> types;
+  // Pixel (1, 1) of a landmark's cell (inside the grid line, outside the
+  // inset square): the tint of the landmark's quadrant (NW plain land, NE
+  // green, SW blue, SE pink).
+  const std::map<std::string, std::vector<int>> tint = {
+      {"NW", {236, 226, 198}},
+      {"NE", {198, 228, 184}},
+      {"SW", {192, 212, 238}},
+      {"SE", {236, 196, 214}}};
+  for (const auto& row : *rows) {
+    const std::string gt = row["reward_model"]["ground_truth"];
+    EXPECT_EQ(gt, ExpectedGeoAnswer(row)) << row["extra_info"].dump();
+    ++types[row["extra_info"]["question_type"]];
+    EXPECT_EQ(row["extra_info"]["districts"], true);
+    const auto& bytes = row["images"][0]["bytes"].get_binary();
+    auto img = models::vlm::DecodeImage(std::string(bytes.begin(), bytes.end()),
+                                        "geo_map row");
+    ASSERT_TRUE(img.ok()) << img.status();
+    for (const auto& l : row["extra_info"]["landmarks"]) {
+      const int col = l["col"], r = l["row"];
+      const std::string quadrant =
+          std::string(r < 3 ? "N" : "S") + (col < 3 ? "W" : "E");
+      const int x = col * 14 + 1, y = r * 14 + 1;
+      for (int c = 0; c < 3; ++c) {  // roads run through cell pixels 6-7
+        EXPECT_EQ(img->at(y, x, c), tint.at(quadrant)[c]) << quadrant;
+      }
+      // The landmark's colour at its cell centre (A is red).
+      if (l["label"] == "A")
+        EXPECT_EQ(img->at(r * 14 + 7, col * 14 + 4, 0), 200);
+    }
+  }
+  EXPECT_EQ(types.size(), 2u);
+  EXPECT_GT(types["quadrant"], types["bearing"]);
+  o.question_types = {"quadrant", "heading"};
+  auto bad = MakeGeoMapRows(o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("heading"), std::string::npos);
+  o.question_types.clear();
+  EXPECT_FALSE(MakeGeoMapRows(o).ok());
+}
+
 TEST(GeoMapTaskTest, BearingAndNearestEdgeCases) {
   GeoMap map;
   map.grid = 6;
