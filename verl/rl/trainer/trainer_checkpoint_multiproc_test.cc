@@ -27,7 +27,7 @@
 #include "verl/ckpt/safetensors.h"
 #include "verl/core/test_util.h"
 #include "verl/models/megatron/megatron_merger.h"
-#include "verl/parallel/launcher.h"
+#include "verl/parallel/test_worker.h"
 
 namespace verl::rl {
 namespace {
@@ -41,17 +41,8 @@ namespace fs = std::filesystem;
 constexpr double kReshardAtol = 1e-5;
 
 int RunWorker(int nproc, const std::vector<std::string>& args) {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* workspace = std::getenv("TEST_WORKSPACE");
-  const std::string program =
-      absl::StrCat(srcdir ? srcdir : ".", "/", workspace ? workspace : "verl",
-                   "/verl/rl/trainer/testing/trainer_checkpoint_worker");
-  parallel::LaunchOptions options;
-  options.nproc_per_node = nproc;
-  options.master_port = 0;
-  auto code = parallel::RunWorkers(program, args, options);
-  EXPECT_TRUE(code.ok()) << code.status();
-  return code.ok() ? *code : -1;
+  return parallel::RunTestWorker(
+      "verl/rl/trainer/testing/trainer_checkpoint_worker", nproc, args);
 }
 
 std::string TmpDir(const std::string& name) {

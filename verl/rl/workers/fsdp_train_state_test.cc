@@ -15,14 +15,12 @@
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
 
-#include <cstdlib>
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "verl/core/test_util.h"
-#include "verl/parallel/launcher.h"
+#include "verl/parallel/test_worker.h"
 
 namespace verl::rl {
 namespace {
@@ -30,17 +28,8 @@ namespace {
 using ::verl::core::testing::StatusIs;
 
 int RunWorker(int nproc, const std::vector<std::string>& args) {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* workspace = std::getenv("TEST_WORKSPACE");
-  const std::string program =
-      absl::StrCat(srcdir ? srcdir : ".", "/", workspace ? workspace : "verl",
-                   "/verl/rl/workers/testing/fsdp_train_state_worker");
-  parallel::LaunchOptions options;
-  options.nproc_per_node = nproc;
-  options.master_port = 0;
-  auto code = parallel::RunWorkers(program, args, options);
-  EXPECT_TRUE(code.ok()) << code.status();
-  return code.ok() ? *code : -1;
+  return parallel::RunTestWorker(
+      "verl/rl/workers/testing/fsdp_train_state_worker", nproc, args);
 }
 
 TEST(FsdpTrainStateTest, OneRankMatchesReplicated) {
