@@ -13,7 +13,7 @@
 // "text", "token_ids", "logprobs", "finish_reason"}]} or {"index", "error"}
 // for a bad line (the others are still served). A progress bar goes to
 // stderr, a summary (requests, tokens, tokens/s, prefix-cache hit rate,
-// preemptions) to stdout.
+// preemptions, prefill and decode tok/s) to stdout.
 #include <ATen/Parallel.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
@@ -207,8 +207,22 @@ absl::Status Run() {
   const int64_t total = static_cast<int64_t>(line_of.size());
   int64_t done = 0, tokens = 0;
   const bool progress = absl::GetFlag(FLAGS_progress);
+  // Steps that computed prompt tokens count as prefill time, the others
+  // (one new token per running sequence) as decode time.
+  double prefill_s = 0, decode_s = 0;
+  int64_t decode_only_tokens = 0;
   while (engine->HasUnfinished()) {
-    for (infer::RequestOutput& r : engine->Step()) {
+    const infer::EngineStats before = engine->stats();
+    const double step0 = secs();
+    std::vector<infer::RequestOutput> finished = engine->Step();
+    const infer::EngineStats after = engine->stats();
+    if (after.prefill_tokens > before.prefill_tokens) {
+      prefill_s += secs() - step0;
+    } else {
+      decode_s += secs() - step0;
+      decode_only_tokens += after.decode_tokens - before.decode_tokens;
+    }
+    for (infer::RequestOutput& r : finished) {
       json outputs = json::array();
       for (const infer::CompletionOutput& c : r.outputs) {
         json o = {{"index", c.index},
@@ -238,10 +252,12 @@ absl::Status Run() {
   absl::PrintF(
       "requests=%d failed=%d prompt_tokens=%d generated_tokens=%d "
       "time_s=%.2f tokens_per_s=%.1f prefix_cache_hit_rate=%.3f "
-      "preemptions=%d steps=%d\n",
+      "preemptions=%d steps=%d prefill_tok_s=%.1f decode_tok_s=%.1f\n",
       total, bad, s.prompt_tokens, tokens, elapsed,
       elapsed > 0 ? tokens / elapsed : 0.0, s.prefix_cache_hit_rate,
-      s.preemptions, s.steps);
+      s.preemptions, s.steps,
+      prefill_s > 0 ? s.prefill_tokens / prefill_s : 0.0,
+      decode_s > 0 ? decode_only_tokens / decode_s : 0.0);
   return absl::OkStatus();
 }
 

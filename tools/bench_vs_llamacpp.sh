@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The rollout engine against llama.cpp on the same model (issue #20): a
+# Qwen2-shaped HF folder with random weights (//tools:init_model; default
+# hidden 512, 8 layers, 8/4 heads, intermediate 1408, tied embeddings, f32)
+# is exported to GGUF f32 with the project's exporter (//tools:export_gguf);
+# llama.cpp from the npm package node-llama-cpp (installed by tools/setup.sh;
+# its prebuilt CPU build, flash attention off, f32 K/V) runs the GGUF file
+# and //tools:generate runs the HF folder, in interleaved pairs (ours,
+# llama.cpp, ours, ...) at 1/8/32/64 concurrent sequences of PROMPT random
+# tokens, GEN greedy tokens each (EOS ignored). Prints each pair and the
+# median prefill / decode tok/s ratios (project / llama.cpp) with the load
+# average. Skips (exit 0) with one line when node or node-llama-cpp is absent.
+#
+# usage: tools/bench_vs_llamacpp.sh [--vocab=8192] [--seqs=1,8,32,64]
+#          [--prompt=128] [--gen=128] [--pairs=3] [--threads=2]
+#          [--preset=qwen2-30m] [--num_kv_heads=4] [--workdir=DIR]
+# Run from the repository root (builds the tools with bazel) or set BIN_DIR
+# to a folder holding init_model, export_gguf and generate.
+set -euo pipefail
+vocab=8192 seqs=1,8,32,64 prompt=128 gen=128 pairs=3 threads=2
+preset=qwen2-30m kv=4 workdir=""
+for arg in "$@"; do
+  case "$arg" in
+    --vocab=*) vocab="${arg#*=}" ;;
+    --seqs=*) seqs="${arg#*=}" ;;
+    --prompt=*) prompt="${arg#*=}" ;;
+    --gen=*) gen="${arg#*=}" ;;
+    --pairs=*) pairs="${arg#*=}" ;;
+    --threads=*) threads="${arg#*=}" ;;
+    --preset=*) preset="${arg#*=}" ;;
+    --num_kv_heads=*) kv="${arg#*=}" ;;
+    --workdir=*) workdir="${arg#*=}" ;;
+    *) echo "bench_vs_llamacpp: unknown argument '$arg'" >&2; exit 2 ;;
+  esac
+done
+npm_root="${NPM_ROOT:-/usr/local/lib/node_modules}"
+if ! command -v node >/dev/null || [ ! -d "$npm_root/node-llama-cpp" ]; then
+  echo "bench_vs_llamacpp: node-llama-cpp not installed under $npm_root (tools/setup.sh installs it); skipped"
+  exit 0
+fi
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+if [ -z "${BIN_DIR:-}" ]; then
+  bazel build //tools:init_model //tools:export_gguf //tools:generate >&2
+  BIN_DIR="$(bazel info bazel-bin)/tools"
+fi
+[ -n "$workdir" ] || workdir="$(mktemp -d)"
+mkdir -p "$workdir"
+model="$workdir/model-v$vocab"
+if [ ! -d "$model" ]; then
+  "$BIN_DIR/init_model" --preset="$preset" --seed=1 --vocab_size="$vocab" \
+    --num_kv_heads="$kv" --output_dir="$model" >&2
+fi
+[ -f "$model.gguf" ] || "$BIN_DIR/export_gguf" --hf_dir="$model" --output="$model.gguf" --outtype=f32 >&2
+
+export OMP_WAIT_POLICY=passive BLIS_NUM_THREADS="$threads"
+results="$workdir/results.txt"
+: > "$results"
+IFS=, read -r -a seq_list <<< "$seqs"
+for s in "${seq_list[@]}"; do
+  # The same random prompts (ids below vocab - 512, clear of the specials).
+  python3 - "$s" "$prompt" "$vocab" > "$workdir/prompts-$s.jsonl" <<'PY'
+import json, random, sys
+s, p, v = map(int, sys.argv[1:])
+rng = random.Random(s)
+for _ in range(s):
+    print(json.dumps({"prompt_token_ids": [rng.randrange(v - 512) for _ in range(p)]}))
+PY
+  for ((i = 0; i < pairs; ++i)); do
+    ours=$("$BIN_DIR/generate" --model="$model" --input="$workdir/prompts-$s.jsonl" \
+      --output="$workdir/out.jsonl" --do_sample=false --ignore_eos --max_tokens="$gen" \
+      --threads="$threads" --kv_cache_mb=$((s * (prompt + gen) / 16 + 64)) \
+      --max_model_len=$((prompt + gen + 16)) --enable_prefix_caching=false \
+      --progress=false | tail -1)
+    op=$(sed -E 's/.*prefill_tok_s=([0-9.]+).*/\1/' <<< "$ours")
+    od=$(sed -E 's/.*decode_tok_s=([0-9.]+).*/\1/' <<< "$ours")
+    theirs=$(node "$here/testdata/llamacpp_bench.mjs" "$model.gguf" "$s" "$prompt" \
+      "$gen" "$threads" "$vocab" "$s")
+    lp=$(python3 -c 'import json,sys; print("%.1f" % json.loads(sys.argv[1])["prefill_tok_s"])' "$theirs")
+    ld=$(python3 -c 'import json,sys; print("%.1f" % json.loads(sys.argv[1])["decode_tok_s"])' "$theirs")
+    load=$(cut -d' ' -f1-3 /proc/loadavg)
+    echo "seqs $s pair $i: project prefill $op decode $od | llama.cpp prefill $lp decode $ld | load $load"
+    echo "$s $op $od $lp $ld" >> "$results"
+  done
+done
+python3 - "$results" "$vocab" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+print(f"vocab {sys.argv[2]}: medians of interleaved pairs (project / llama.cpp)")
+print("| sequences | prefill tok/s (project / llama.cpp) | decode tok/s (project / llama.cpp) |")
+print("|---|---|---|")
+for s in sorted({int(r[0]) for r in rows}):
+    rs = [list(map(float, r[1:])) for r in rows if int(r[0]) == s]
+    op, od, lp, ld = (statistics.median(x[i] for x in rs) for i in range(4))
+    pr = statistics.median(x[0] / x[2] for x in rs)
+    dr = statistics.median(x[1] / x[3] for x in rs)
+    print(f"| {s} | {pr:.2f}x ({op:.0f} / {lp:.0f}) | {dr:.2f}x ({od:.0f} / {ld:.0f}) |")
+PY
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

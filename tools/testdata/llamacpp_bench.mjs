@@ -1,0 +1,66 @@
+// llama.cpp (the npm package node-llama-cpp, CPU build) throughput on a GGUF
+// file, for tools/bench_vs_llamacpp.sh: S sequences of P random prompt
+// tokens each are prefilled together (one batched evaluation), then each
+// continues greedily for G tokens, all sequences decoding in the same
+// batches (node-llama-cpp batches the sequences' pending tokens into one
+// llama_decode). Flash attention off, f32 K/V cache. Prints one JSON line
+// {"seqs", "prefill_tok_s", "decode_tok_s", "generated"}.
+// usage: node llamacpp_bench.mjs FILE.gguf SEQS PROMPT GEN THREADS VOCAB SEED
+import { join } from 'node:path'
+
+const root = process.env.NPM_ROOT || '/usr/local/lib/node_modules'
+const { getLlama } = await import(join(root, 'node-llama-cpp/dist/index.js'))
+const [modelPath, seqsArg, promptArg, genArg, threadsArg, vocabArg, seedArg] =
+  process.argv.slice(2)
+const S = Number(seqsArg), P = Number(promptArg), G = Number(genArg)
+const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error' })
+const model = await llama.loadModel({ modelPath })
+const context = await model.createContext({
+  sequences: S,
+  contextSize: S * (P + G + 8),
+  batchSize: Math.min(S * P, 8192),
+  threads: Number(threadsArg),
+  flashAttention: false,
+  experimentalKvCacheKeyType: 'F32',
+  experimentalKvCacheValueType: 'F32',
+})
+// Deterministic random prompts (xorshift) below vocab - 512 (clear of the
+// special tokens at the end).
+let state = BigInt(seedArg || 1) * 2654435761n + 1n
+const vocab = Number(vocabArg)
+function next () {
+  state ^= (state << 13n) & 0xffffffffffffffffn
+  state ^= state >> 7n
+  state ^= (state << 17n) & 0xffffffffffffffffn
+  return Number(state % BigInt(Math.max(2, vocab - 512)))
+}
+const seqs = [], prompts = []
+for (let s = 0; s < S; ++s) {
+  seqs.push(context.getSequence())
+  prompts.push(Array.from({ length: P }, next))
+}
+let t0 = performance.now()
+await Promise.all(seqs.map((seq, s) =>
+  seq.evaluateWithoutGeneratingNewTokens(prompts[s].slice(0, P - 1))))
+const prefill = performance.now() - t0
+let generated = 0
+t0 = performance.now()
+await Promise.all(seqs.map(async (seq, s) => {
+  let n = 0
+  for await (const token of seq.evaluate([prompts[s][P - 1]],
+    { temperature: 0, yieldEogToken: true })) {
+    void token
+    if (++n >= G) break
+  }
+  generated += n
+}))
+const decode = performance.now() - t0
+console.log(JSON.stringify({
+  seqs: S,
+  prefill_tok_s: (S * (P - 1)) / (prefill / 1000),
+  decode_tok_s: generated / (decode / 1000),
+  generated,
+}))
+await context.dispose()
+await model.dispose()
+await llama.dispose()
