@@ -43,6 +43,20 @@ ModelConfig Qwen2_30m() {
   return c;
 }
 
+// Qwen2.5-0.5B's shape (its config.json) with random weights: what a real
+// small model costs here (~494M parameters, ~2 GB in fp32).
+ModelConfig Qwen25_05b() {
+  ModelConfig c = TinyQwen2();
+  c.vocab_size = 151936;
+  c.hidden_size = 896;
+  c.intermediate_size = 4864;
+  c.num_hidden_layers = 24;
+  c.num_attention_heads = 14;
+  c.num_key_value_heads = 2;
+  c.max_position_embeddings = 32768;
+  return c;
+}
+
 ModelConfig TinyQwen3() {
   ModelConfig c = Tiny("Qwen3ForCausalLM", "qwen3");
   c.qk_norm = true;
@@ -134,10 +148,15 @@ struct Preset {
 };
 
 constexpr Preset kPresets[] = {
-    {"tiny-qwen2", TinyQwen2},        {"qwen2-30m", Qwen2_30m},
-    {"tiny-qwen3", TinyQwen3},        {"tiny-llama3", TinyLlama3},
-    {"tiny-mistral", TinyMistral},    {"tiny-qwen2-moe", TinyQwen2Moe},
-    {"tiny-qwen3-moe", TinyQwen3Moe}, {"tiny-deepseek-v3", TinyDeepseekV3},
+    {"tiny-qwen2", TinyQwen2},
+    {"qwen2-30m", Qwen2_30m},
+    {"qwen2.5-0.5b", Qwen25_05b},
+    {"tiny-qwen3", TinyQwen3},
+    {"tiny-llama3", TinyLlama3},
+    {"tiny-mistral", TinyMistral},
+    {"tiny-qwen2-moe", TinyQwen2Moe},
+    {"tiny-qwen3-moe", TinyQwen3Moe},
+    {"tiny-deepseek-v3", TinyDeepseekV3},
 };
 
 }  // namespace
