@@ -9,7 +9,9 @@
 # llama.cpp, ours, ...) at 1/8/32/64 concurrent sequences of PROMPT random
 # tokens, GEN greedy tokens each (EOS ignored). Prints each pair and the
 # median prefill / decode tok/s ratios (project / llama.cpp) with the load
-# average. Skips (exit 0) with one line when node or node-llama-cpp is absent.
+# average; also the project's decode against llama.cpp's batched forward
+# alone (fixed tokens, no sampling: node-llama-cpp samples each sequence in
+# its own JavaScript step, which llama.cpp's own tools do not). Skips (exit 0) with one line when node or node-llama-cpp is absent.
 #
 # usage: tools/bench_vs_llamacpp.sh [--vocab=8192] [--seqs=1,8,32,64]
 #          [--prompt=128] [--gen=128] [--pairs=3] [--threads=2]
@@ -77,22 +79,24 @@ PY
       "$gen" "$threads" "$vocab" "$s")
     lp=$(python3 -c 'import json,sys; print("%.1f" % json.loads(sys.argv[1])["prefill_tok_s"])' "$theirs")
     ld=$(python3 -c 'import json,sys; print("%.1f" % json.loads(sys.argv[1])["decode_tok_s"])' "$theirs")
+    lf=$(python3 -c 'import json,sys; print("%.1f" % json.loads(sys.argv[1])["forward_tok_s"])' "$theirs")
     load=$(cut -d' ' -f1-3 /proc/loadavg)
-    echo "seqs $s pair $i: project prefill $op decode $od | llama.cpp prefill $lp decode $ld | load $load"
-    echo "$s $op $od $lp $ld" >> "$results"
+    echo "seqs $s pair $i: project prefill $op decode $od | llama.cpp prefill $lp decode $ld forward-only $lf | load $load"
+    echo "$s $op $od $lp $ld $lf" >> "$results"
   done
 done
 python3 - "$results" "$vocab" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 print(f"vocab {sys.argv[2]}: medians of interleaved pairs (project / llama.cpp)")
-print("| sequences | prefill tok/s (project / llama.cpp) | decode tok/s (project / llama.cpp) |")
-print("|---|---|---|")
+print("| sequences | prefill tok/s (project / llama.cpp) | decode tok/s (project / llama.cpp) | decode vs llama.cpp's forward without sampling |")
+print("|---|---|---|---|")
 for s in sorted({int(r[0]) for r in rows}):
     rs = [list(map(float, r[1:])) for r in rows if int(r[0]) == s]
-    op, od, lp, ld = (statistics.median(x[i] for x in rs) for i in range(4))
+    op, od, lp, ld, lf = (statistics.median(x[i] for x in rs) for i in range(5))
     pr = statistics.median(x[0] / x[2] for x in rs)
     dr = statistics.median(x[1] / x[3] for x in rs)
-    print(f"| {s} | {pr:.2f}x ({op:.0f} / {lp:.0f}) | {dr:.2f}x ({od:.0f} / {ld:.0f}) |")
+    fr = statistics.median(x[1] / x[4] for x in rs)
+    print(f"| {s} | {pr:.2f}x ({op:.0f} / {lp:.0f}) | {dr:.2f}x ({od:.0f} / {ld:.0f}) | {fr:.2f}x ({od:.0f} / {lf:.0f}) |")
 PY
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -4,7 +4,10 @@
 // continues greedily for G tokens, all sequences decoding in the same
 // batches (node-llama-cpp batches the sequences' pending tokens into one
 // llama_decode). Flash attention off, f32 K/V cache. Prints one JSON line
-// {"seqs", "prefill_tok_s", "decode_tok_s", "generated"}.
+// {"seqs", "prefill_tok_s", "decode_tok_s", "generated", "forward_tok_s"}:
+// forward_tok_s feeds G more fixed tokens per sequence, one batched step at
+// a time, without sampling (llama.cpp's batched forward alone; a bound on
+// what its decode costs without node-llama-cpp's per-token sampling path).
 // usage: node llamacpp_bench.mjs FILE.gguf SEQS PROMPT GEN THREADS VOCAB SEED
 import { join } from 'node:path'
 
@@ -17,7 +20,7 @@ const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error' })
 const model = await llama.loadModel({ modelPath })
 const context = await model.createContext({
   sequences: S,
-  contextSize: S * (P + G + 8),
+  contextSize: S * (P + 2 * G + 8),
   batchSize: Math.min(S * P, 8192),
   threads: Number(threadsArg),
   flashAttention: false,
@@ -55,11 +58,21 @@ await Promise.all(seqs.map(async (seq, s) => {
   generated += n
 }))
 const decode = performance.now() - t0
+// Fixed-token steps: every sequence appends one token per step, all S in
+// one batch, no sampling.
+const steps = Math.min(G, 32)
+t0 = performance.now()
+for (let i = 0; i < steps; ++i) {
+  await Promise.all(seqs.map((seq, s) =>
+    seq.evaluateWithoutGeneratingNewTokens([prompts[s][i % P]])))
+}
+const forward = performance.now() - t0
 console.log(JSON.stringify({
   seqs: S,
   prefill_tok_s: (S * (P - 1)) / (prefill / 1000),
   decode_tok_s: generated / (decode / 1000),
   generated,
+  forward_tok_s: (S * steps) / (forward / 1000),
 }))
 await context.dispose()
 await model.dispose()
