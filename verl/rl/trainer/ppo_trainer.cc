@@ -68,7 +68,6 @@ absl::Status PpoTrainer::InitData() {
       LoadImageProcessor(config_.actor_rollout_ref().model()));
   enc.max_prompt_length = data.max_prompt_length();
   enc.truncation = TruncationMode::Value_Name(data.truncation());
-  const infer::RolloutConfig& rollout = config_.actor_rollout_ref().rollout();
   enc.return_raw_chat = data.return_raw_chat() || UsesAgentLoop(config_);
   encoder_ = std::make_unique<PromptEncoder>(tokenizer_.get(), enc);
 
