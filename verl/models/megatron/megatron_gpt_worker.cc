@@ -212,6 +212,15 @@ ModelConfig TinyConfig(const Case& c) {
   return config;
 }
 
+// Detached parameters by name (an HF source for LoadMegatronFromHf).
+std::map<std::string, at::Tensor> NamedParams(const torch::nn::Module& m) {
+  std::map<std::string, at::Tensor> params;
+  for (const auto& item : m.named_parameters()) {
+    params[item.key()] = item.value().detach();
+  }
+  return params;
+}
+
 std::map<std::string, at::Tensor> NamedGrads(const torch::nn::Module& m) {
   std::map<std::string, at::Tensor> grads;
   for (const auto& item : m.named_parameters()) {
@@ -340,9 +349,7 @@ absl::Status RunHfMmapCase(const std::shared_ptr<mg::ParallelState>& mpu) {
     std::shared_ptr<CausalLM> ref = CreateModel(c, /*seed=*/5, 0.02);
     HfCheckpoint ckpt;
     ckpt.config = c;
-    for (const auto& item : ref->named_parameters()) {
-      ckpt.tensors[item.key()] = item.value().detach();
-    }
+    ckpt.tensors = NamedParams(*ref);
     VERL_RETURN_IF_ERROR(SaveHfCheckpoint(dir, ckpt));
   }
   VERL_RETURN_IF_ERROR(mpu->world()->Barrier());
@@ -550,13 +557,7 @@ absl::Status RunCase(const Case& c, bool check_folder,
   const std::vector<MicroBatch> mbs =
       MakeMicroBatches(config, absl::GetFlag(FLAGS_microbatches), gen);
   const int64_t n = static_cast<int64_t>(mbs.size());
-  auto ref_params = [&] {
-    std::map<std::string, at::Tensor> params;
-    for (const auto& item : ref->named_parameters()) {
-      params[item.key()] = item.value().detach();
-    }
-    return params;
-  };
+  auto ref_params = [&] { return NamedParams(*ref); };
 
   MegatronGPTModel model(config, options, mpu);
   VERL_RETURN_IF_ERROR(
@@ -849,10 +850,7 @@ absl::Status RunMoeCase(const MoeCase& c, bool check_folder,
       ValidateMegatronModel(config, options, mpu->layout().sizes()));
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(2);
   std::shared_ptr<CausalLM> ref = ReferenceModel(config, gen);
-  std::map<std::string, at::Tensor> ref_params;
-  for (const auto& item : ref->named_parameters()) {
-    ref_params[item.key()] = item.value().detach();
-  }
+  const std::map<std::string, at::Tensor> ref_params = NamedParams(*ref);
   // The reference per dp rank: outputs of this rank's batch, gradients of
   // every batch.
   const int64_t dp = mpu->layout().dp(), me = mpu->dp_rank();
@@ -1078,10 +1076,7 @@ absl::Status RunMoeBiasCase(const MoeCase& c,
       ValidateMegatronModel(config, options, mpu->layout().sizes()));
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(2);
   std::shared_ptr<CausalLM> ref = ReferenceModel(config, gen);
-  std::map<std::string, at::Tensor> params;
-  for (const auto& item : ref->named_parameters()) {
-    params[item.key()] = item.value().detach();
-  }
+  const std::map<std::string, at::Tensor> params = NamedParams(*ref);
   MegatronGPTModel model(config, options, mpu);
   VERL_RETURN_IF_ERROR(LoadMegatronFromHf(HfSourceFromMap(params), &model));
   MegatronGPTModel one(config, options, OneProcessMpu());
