@@ -841,16 +841,34 @@ MoeBatch MakeMoeBatch(int64_t dp_rank, int64_t vocab) {
   return m;
 }
 
+// A MoE case's config and options (validated for `mpu`'s sizes) and its
+// reference model (the same on every rank) with its parameters by name.
+struct MoeCaseSetup {
+  ModelConfig config;
+  MegatronModelOptions options;
+  std::shared_ptr<CausalLM> ref;
+  std::map<std::string, at::Tensor> params;
+};
+
+absl::StatusOr<MoeCaseSetup> SetUpMoeCase(const MoeCase& c,
+                                          const mg::ParallelState& mpu) {
+  MoeCaseSetup s{MoeConfig(c), MoeOptions(c), nullptr, {}};
+  VERL_RETURN_IF_ERROR(
+      ValidateMegatronModel(s.config, s.options, mpu.layout().sizes()));
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(2);
+  s.ref = ReferenceModel(s.config, gen);
+  s.params = NamedParams(*s.ref);
+  return s;
+}
+
 absl::Status RunMoeCase(const MoeCase& c, bool check_folder,
                         const std::shared_ptr<mg::ParallelState>& mpu,
                         mg::Comparer& cmp) {
-  const ModelConfig config = MoeConfig(c);
-  const MegatronModelOptions options = MoeOptions(c);
-  VERL_RETURN_IF_ERROR(
-      ValidateMegatronModel(config, options, mpu->layout().sizes()));
-  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(2);
-  std::shared_ptr<CausalLM> ref = ReferenceModel(config, gen);
-  const std::map<std::string, at::Tensor> ref_params = NamedParams(*ref);
+  VERL_ASSIGN_OR_RETURN(const MoeCaseSetup setup, SetUpMoeCase(c, *mpu));
+  const ModelConfig& config = setup.config;
+  const MegatronModelOptions& options = setup.options;
+  const std::shared_ptr<CausalLM>& ref = setup.ref;
+  const std::map<std::string, at::Tensor>& ref_params = setup.params;
   // The reference per dp rank: outputs of this rank's batch, gradients of
   // every batch.
   const int64_t dp = mpu->layout().dp(), me = mpu->dp_rank();
@@ -1070,13 +1088,10 @@ void MoeTrainStep(MegatronGPTModel& model, const MoeBatch& batch,
 absl::Status RunMoeBiasCase(const MoeCase& c,
                             const std::shared_ptr<mg::ParallelState>& mpu,
                             mg::Comparer& cmp) {
-  const ModelConfig config = MoeConfig(c);
-  const MegatronModelOptions options = MoeOptions(c);
-  VERL_RETURN_IF_ERROR(
-      ValidateMegatronModel(config, options, mpu->layout().sizes()));
-  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(2);
-  std::shared_ptr<CausalLM> ref = ReferenceModel(config, gen);
-  const std::map<std::string, at::Tensor> params = NamedParams(*ref);
+  VERL_ASSIGN_OR_RETURN(const MoeCaseSetup setup, SetUpMoeCase(c, *mpu));
+  const ModelConfig& config = setup.config;
+  const MegatronModelOptions& options = setup.options;
+  const std::map<std::string, at::Tensor>& params = setup.params;
   MegatronGPTModel model(config, options, mpu);
   VERL_RETURN_IF_ERROR(LoadMegatronFromHf(HfSourceFromMap(params), &model));
   MegatronGPTModel one(config, options, OneProcessMpu());
