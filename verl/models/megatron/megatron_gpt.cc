@@ -106,12 +106,14 @@ absl::Status ValidateMoe(const ModelConfig& c, const MegatronModelOptions& o,
     return Bad(kEp, sizes.ep,
                absl::StrCat("does not divide num_experts ", c.num_experts));
   }
+  // Expert tensor parallelism splits every expert's ffn over etp (null:
+  // tp, as Megatron).
   const int etp = sizes.etp > 0 ? sizes.etp : sizes.tp;
-  if (etp != 1) {
-    return absl::UnimplementedError(absl::StrCat(
-        "megatron.expert_tensor_parallel_size=", etp,
-        ": expert tensor parallelism is not built (set 1; null means "
-        "tensor_model_parallel_size)"));
+  if (etp < 1 || c.moe_intermediate_size % etp != 0) {
+    return Bad("megatron.expert_tensor_parallel_size", etp,
+               absl::StrCat("must be >= 1 and divide moe_intermediate_size ",
+                            c.moe_intermediate_size,
+                            " (null means tensor_model_parallel_size)"));
   }
   if (sizes.tp > 1 && !o.sequence_parallel) {
     return absl::InvalidArgumentError(
@@ -405,7 +407,7 @@ at::Tensor TpMlp::Forward(const at::Tensor& x) const {
 
 TpTransformerLayer::TpTransformerLayer(const ModelConfig& c, int64_t layer,
                                        const MegatronModelOptions& o,
-                                       CommPtr tp, CommPtr ep) {
+                                       CommPtr tp, CommPtr ep, CommPtr etp) {
   input_layernorm =
       Norm(this, "input_layernorm", c.hidden_size, c.rms_norm_eps);
   self_attention = register_module(
@@ -413,8 +415,8 @@ TpTransformerLayer::TpTransformerLayer(const ModelConfig& c, int64_t layer,
   pre_mlp_layernorm =
       Norm(this, "pre_mlp_layernorm", c.hidden_size, c.rms_norm_eps);
   if (c.LayerIsMoe(layer)) {
-    moe = register_module("mlp",
-                          std::make_shared<MegatronMoeLayer>(c, o, tp, ep));
+    moe = register_module(
+        "mlp", std::make_shared<MegatronMoeLayer>(c, o, tp, ep, etp));
   } else {
     mlp = register_module("mlp", std::make_shared<TpMlp>(c, o, tp));
   }
@@ -484,7 +486,7 @@ MegatronGPTModel::MegatronGPTModel(
     for (int64_t l = first; l < first + count; ++l) {
       local_index_[l] = static_cast<int64_t>(layers.size());
       layers.push_back(std::make_shared<TpTransformerLayer>(
-          config_, l, options_, group, ep()));
+          config_, l, options_, group, ep(), etp()));
       list->register_module(std::to_string(l), layers.back());
     }
     chunk_begin_.push_back(static_cast<int64_t>(layers.size()));

@@ -198,10 +198,11 @@ class MegatronMoeLayer;  // moe_layer.h
 
 class TpTransformerLayer : public torch::nn::Module {
  public:
-  // `ep`: the expert-parallel group (needed when `layer` is an MoE layer).
+  // `ep`: the expert-parallel group (needed when `layer` is an MoE layer);
+  // `etp`: the expert tensor-parallel group (null: etp 1).
   TpTransformerLayer(const ModelConfig& config, int64_t layer,
                      const MegatronModelOptions& options, CommPtr tp,
-                     CommPtr ep = nullptr);
+                     CommPtr ep = nullptr, CommPtr etp = nullptr);
   at::Tensor Forward(const at::Tensor& x, const at::Tensor& cos,
                      const at::Tensor& sin,
                      std::shared_ptr<AttentionBackend> backend) const;
@@ -285,6 +286,9 @@ class MegatronGPTModel : public torch::nn::Module {
   }
   const CommPtr& ep() const {
     return mpu_->group(parallel::megatron::MpuGroup::kEp);
+  }
+  const CommPtr& etp() const {
+    return mpu_->group(parallel::megatron::MpuGroup::kEtp);
   }
   const std::shared_ptr<parallel::megatron::ParallelState>& mpu() const {
     return mpu_;

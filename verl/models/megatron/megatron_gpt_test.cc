@@ -136,10 +136,26 @@ TEST(MegatronGptTest, Ep2MatchesSingleProcess) {
 }
 
 // tp 2 (sequence parallel: each tp rank routes its half of the tokens) x
-// ep 2 (the ep group is the tp group) x dp 2 on 4 processes.
+// ep 2 x dp 2 on 4 processes: with etp 1 (the ep group is the tp group),
+// then with etp 2 (each expert's fc1 / fc2 split over the tp pair, which
+// all-gathers the dispatched rows and reduce-scatters the partial outputs;
+// ep over the dp pair; the HF export gathers the shards back).
 TEST(MegatronGptTest, Tp2Ep2MatchesSingleProcess) {
   EXPECT_EQ(RunWorker(4, {"--ep=2", "--tp_div=2",
                           "--cases=qwen3_moe_sp,dsv3_router_sp"}),
+            0);
+  EXPECT_EQ(RunWorker(4, {"--ep=2", "--etp=2", "--tp_div=2",
+                          "--cases=qwen3_moe_sp,dsv3_router_sp"}),
+            0);
+}
+
+// etp 2 with tp 1: 4 dp ranks, the expert grid etp 2 x ep 2 (each expert
+// split over a dp pair holding different batches); Qwen3-MoE, and
+// DeepSeek-V3's router with position dropping (the kept pairs gathered over
+// etp).
+TEST(MegatronGptTest, Etp2Ep2Tp1MatchesSingleProcess) {
+  EXPECT_EQ(RunWorker(4, {"--ep=2", "--etp=2", "--tp_div=4",
+                          "--cases=qwen3_moe,dsv3_capacity_position_sp"}),
             0);
 }
 
@@ -201,16 +217,19 @@ TEST(MegatronGptTest, ValidationNamesTheKey) {
   c.num_experts = 4;
   c.num_experts_per_tok = 2;
   c.moe_intermediate_size = 8;
-  EXPECT_THAT(ValidateMegatronModel(c, o, Tp(2)),
-              StatusIs(absl::StatusCode::kUnimplemented,
-                       "megatron.expert_tensor_parallel_size=2: expert tensor "
-                       "parallelism is not built"));
-  auto ep = [](int tp, int ep) {
+  auto ep = [](int tp, int ep, int etp = 1) {
     parallel::megatron::ModelParallelSizes s = Tp(tp);
     s.ep = ep;
-    s.etp = 1;
+    s.etp = etp;
     return s;
   };
+  // Expert tensor parallelism: etp (null: tp) must divide the experts' ffn.
+  EXPECT_THAT(ValidateMegatronModel(c, o, ep(1, 2, 3)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "megatron.expert_tensor_parallel_size=3: must be >= 1 "
+                       "and divide moe_intermediate_size 8"));
+  EXPECT_TRUE(ValidateMegatronModel(c, o, ep(1, 2, 2)).ok());
+  EXPECT_TRUE(ValidateMegatronModel(c, o, ep(1, 2, 8)).ok());
   EXPECT_TRUE(ValidateMegatronModel(c, o, ep(1, 4)).ok());
   EXPECT_THAT(ValidateMegatronModel(c, o, ep(1, 3)),
               StatusIs(absl::StatusCode::kInvalidArgument,

@@ -89,8 +89,8 @@ ABSL_FLAG(int, microbatches, 1,
 ABSL_FLAG(int, layers, 3, "num_hidden_layers");
 ABSL_FLAG(int, first_stage_layers, -1, "num_layers_in_first_pipeline_stage");
 ABSL_FLAG(int, ep, 1,
-          "expert_model_parallel_size (MoE cases; expert tp is 1, tp = world "
-          "/ cp / --tp_div)");
+          "expert_model_parallel_size (MoE cases; tp = world / cp / --tp_div)");
+ABSL_FLAG(int, etp, 1, "expert_tensor_parallel_size (MoE cases)");
 ABSL_FLAG(int, tp_div, 1, "tp = world / cp / tp_div (the rest is dp)");
 
 namespace verl::models {
@@ -987,6 +987,17 @@ absl::Status RunMoeCase(const MoeCase& c, bool check_folder,
     return absl::InternalError(
         absl::StrCat("checked ", experts, " expert parameters of ", checked));
   }
+  // Expert tensor parallelism: each expert's fc1 rows / fc2 columns split.
+  const int64_t etp = mpu->layout().sizes().etp;
+  for (const auto& layer : model.layers) {
+    if (!layer->moe) continue;
+    const auto& e = *layer->moe->local_experts.front();
+    if (e.linear_fc1->weight.size(0) !=
+            2 * config.moe_intermediate_size / etp ||
+        e.linear_fc2->weight.size(1) != config.moe_intermediate_size / etp) {
+      return absl::InternalError(tag + "expert shards not split over etp");
+    }
+  }
   // Expert load: this dp rank's tokens, k slots each; the softmax router's
   // counts equal the reference routing's.
   const std::map<int64_t, std::vector<double>> load = model.TakeExpertLoad();
@@ -1150,7 +1161,7 @@ int Main(int argc, char** argv) {
   sizes.tp =
       dist.world->size() / (sizes.cp * sizes.pp * absl::GetFlag(FLAGS_tp_div));
   sizes.ep = absl::GetFlag(FLAGS_ep);
-  sizes.etp = 1;
+  sizes.etp = absl::GetFlag(FLAGS_etp);
   absl::StatusOr<std::shared_ptr<mg::ParallelState>> mpu =
       mg::ParallelState::Initialize(dist.world, sizes);
   if (!mpu.ok()) {

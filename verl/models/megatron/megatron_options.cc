@@ -43,15 +43,15 @@ absl::StatusOr<MegatronSettings> MegatronSettingsFromConfig(
         prefix, ".virtual_pipeline_model_parallel_size=", vpp,
         ": must be >= 1, and > 1 only with pipeline_model_parallel_size > 1"));
   }
-  // Expert parallelism: MoE layers over ep (ValidateMegatronModel checks
-  // the model's experts); experts are not tensor-parallel, so etp must be 1
-  // for MoE models (null means tp, as in Megatron).
+  // Expert parallelism: MoE layers over ep, each expert split over etp
+  // (null means tp, as in Megatron); ValidateMegatronModel checks them
+  // against the model's experts, the layout against the world size.
   if (c.has_expert_tensor_parallel_size() &&
-      c.expert_tensor_parallel_size() != tp &&
-      c.expert_tensor_parallel_size() != 1) {
-    return NotBuilt(prefix, "expert_tensor_parallel_size",
-                    absl::StrCat(c.expert_tensor_parallel_size()),
-                    "expert tensor parallelism (other than 1 or tp)");
+      c.expert_tensor_parallel_size() < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix,
+        ".expert_tensor_parallel_size=", c.expert_tensor_parallel_size(),
+        ": must be >= 1 (null: tensor_model_parallel_size)"));
   }
   if (c.use_dist_checkpointing()) {
     return NotBuilt(prefix, "use_dist_checkpointing", "true",

@@ -66,6 +66,10 @@ TEST(MegatronOptionsTest, ServedKeysMap) {
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->sizes.ep, 2);
   EXPECT_EQ(s->sizes.etp, 1);
+  c.set_expert_tensor_parallel_size(2);  // expert tp other than 1 or tp
+  s = MegatronSettingsFromConfig(c, kPrefix);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->sizes.etp, 2);
   EXPECT_EQ(s->sizes.vpp, 0);
   c.set_virtual_pipeline_model_parallel_size(2);  // pp 2: served
   s = MegatronSettingsFromConfig(c, kPrefix);
@@ -127,8 +131,10 @@ TEST(MegatronOptionsTest, UnservedKeysFailNamingTheKey) {
       {[](MegatronConfig* c) { c->set_expert_model_parallel_size(0); },
        absl::StatusCode::kInvalidArgument,
        "megatron.expert_model_parallel_size=0: must be >= 1"},
-      {[](MegatronConfig* c) { c->set_expert_tensor_parallel_size(2); },
-       absl::StatusCode::kUnimplemented, "expert_tensor_parallel_size=2"},
+      {[](MegatronConfig* c) { c->set_expert_tensor_parallel_size(0); },
+       absl::StatusCode::kInvalidArgument,
+       "actor_rollout_ref.actor.megatron.expert_tensor_parallel_size=0: must "
+       "be >= 1"},
       {[](MegatronConfig* c) { c->set_use_dist_checkpointing(true); },
        absl::StatusCode::kUnimplemented, "use_dist_checkpointing=true"},
       {[](MegatronConfig* c) {

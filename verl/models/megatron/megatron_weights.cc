@@ -151,13 +151,17 @@ class ShardBuilder {
       if (!absl::SimpleAtoi(parts.first, &i)) return Unknown(name);
       const std::string e =
           absl::StrCat(hf, "experts.", moe.first_expert + i, ".");
+      // This rank's etp shard (fc1 rows [gate_r; up_r], fc2 columns).
+      const RankInfo etp{model_.etp()->rank(), model_.etp()->size()};
       if (parts.second == "linear_fc1.weight") {
-        VERL_ASSIGN_OR_RETURN(at::Tensor gate, Get(e + "gate_proj.weight"));
-        VERL_ASSIGN_OR_RETURN(at::Tensor up, Get(e + "up_proj.weight"));
+        VERL_ASSIGN_OR_RETURN(at::Tensor gate,
+                              Split(e + "gate_proj.weight", 0, etp));
+        VERL_ASSIGN_OR_RETURN(at::Tensor up,
+                              Split(e + "up_proj.weight", 0, etp));
         return at::cat({gate, up});
       }
       if (parts.second == "linear_fc2.weight") {
-        return Get(e + "down_proj.weight");
+        return Split(e + "down_proj.weight", 1, etp);
       }
       return Unknown(name);
     }
@@ -178,9 +182,14 @@ class ShardBuilder {
     return Unknown(name);
   }
 
+  // This rank's shard along `dim` over tp (or the group `r` describes).
   absl::StatusOr<at::Tensor> Split(const std::string& hf_name, int64_t dim) {
+    return Split(hf_name, dim, r_);
+  }
+  absl::StatusOr<at::Tensor> Split(const std::string& hf_name, int64_t dim,
+                                   RankInfo r) {
     VERL_ASSIGN_OR_RETURN(at::Tensor full, Get(hf_name));
-    return mg::ShardOf(full, dim, r_.rank, r_.size, hf_name.c_str());
+    return mg::ShardOf(full, dim, r.rank, r.size, hf_name.c_str());
   }
 
   absl::StatusOr<at::Tensor> VocabRows(const std::string& hf_name) {
@@ -244,7 +253,8 @@ void GatherMlp(const TpMlp& mlp, const std::string& hf, const ParamTensorFn& of,
 }
 
 // An MoE layer: the router (replicated), every expert (each rank's stacked
-// local experts all-gathered over ep), the shared experts (over tp).
+// local experts' shards all-gathered over etp — gate and up halves
+// separately — then over ep), the shared experts (over tp).
 void GatherMoe(const MegatronGPTModel& model, const MegatronMoeLayer& moe,
                const std::string& hf, const ParamTensorFn& of,
                std::map<std::string, at::Tensor>* out) {
@@ -253,18 +263,22 @@ void GatherMoe(const MegatronGPTModel& model, const MegatronMoeLayer& moe,
     (*out)[hf + "gate.e_score_correction_bias"] =
         Of(of, moe.router->expert_bias).clone();
   }
-  std::vector<at::Tensor> fc1, fc2;
+  std::vector<at::Tensor> gate, up, fc2;
   for (const auto& e : moe.local_experts) {
-    fc1.push_back(Of(of, e->linear_fc1->weight));
+    std::vector<at::Tensor> gate_up = Of(of, e->linear_fc1->weight).chunk(2, 0);
+    gate.push_back(gate_up[0]);
+    up.push_back(gate_up[1]);
     fc2.push_back(Of(of, e->linear_fc2->weight));
   }
-  at::Tensor all_fc1 = Gathered(at::stack(fc1), 0, *model.ep());
-  at::Tensor all_fc2 = Gathered(at::stack(fc2), 0, *model.ep());
-  for (int64_t g = 0; g < all_fc1.size(0); ++g) {
+  parallel::Communicator& etp = *model.etp();
+  parallel::Communicator& ep = *model.ep();
+  at::Tensor all_gate = Gathered(Gathered(at::stack(gate), 1, etp), 0, ep);
+  at::Tensor all_up = Gathered(Gathered(at::stack(up), 1, etp), 0, ep);
+  at::Tensor all_fc2 = Gathered(Gathered(at::stack(fc2), 2, etp), 0, ep);
+  for (int64_t g = 0; g < all_gate.size(0); ++g) {
     const std::string e = absl::StrCat(hf, "experts.", g, ".");
-    std::vector<at::Tensor> gate_up = all_fc1[g].chunk(2, 0);
-    (*out)[e + "gate_proj.weight"] = gate_up[0].contiguous();
-    (*out)[e + "up_proj.weight"] = gate_up[1].contiguous();
+    (*out)[e + "gate_proj.weight"] = all_gate[g].contiguous();
+    (*out)[e + "up_proj.weight"] = all_up[g].contiguous();
     (*out)[e + "down_proj.weight"] = all_fc2[g].contiguous();
   }
   if (moe.shared_experts) {

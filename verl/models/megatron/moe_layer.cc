@@ -44,7 +44,7 @@ MoeRouter::MoeRouter(int64_t num_experts, int64_t hidden, bool with_bias) {
 
 MegatronMoeLayer::MegatronMoeLayer(const ModelConfig& c,
                                    const MegatronModelOptions& o, CommPtr tp,
-                                   CommPtr ep)
+                                   CommPtr ep, CommPtr etp)
     : num_experts(c.num_experts),
       top_k(c.num_experts_per_tok),
       sigmoid(c.scoring_func == "sigmoid"),
@@ -53,9 +53,12 @@ MegatronMoeLayer::MegatronMoeLayer(const ModelConfig& c,
       drop_policy(o.moe_token_drop_policy == "position"
                       ? TokenDropPolicy::kPosition
                       : TokenDropPolicy::kProbs),
-      ep_(std::move(ep)) {
+      ep_(std::move(ep)),
+      etp_(std::move(etp)) {
   CHECK(ep_ != nullptr) << "MoE layer without an ep group";
   CHECK_EQ(num_experts % ep_->size(), 0);
+  const int64_t etp_size = etp_ ? etp_->size() : 1;
+  CHECK_EQ(c.moe_intermediate_size % etp_size, 0);
   group_options.top_k = top_k;
   group_options.n_group = c.n_group;
   group_options.topk_group = c.topk_group;
@@ -70,7 +73,7 @@ MegatronMoeLayer::MegatronMoeLayer(const ModelConfig& c,
       experts->register_module("local_experts", std::make_shared<ModuleList>());
   for (int64_t i = 0; i < local; ++i) {
     local_experts.push_back(
-        std::make_shared<ExpertMlp>(h, c.moe_intermediate_size));
+        std::make_shared<ExpertMlp>(h, c.moe_intermediate_size / etp_size));
     list->Add(local_experts.back());
   }
   const int64_t shared = sigmoid ? c.n_shared_experts * c.moe_intermediate_size
@@ -115,16 +118,26 @@ at::Tensor MegatronMoeLayer::Forward(const at::Tensor& x) const {
   const mg::ExpertDispatch plan =
       mg::PlanExpertDispatch(routing.indices, num_experts, *ep_, last_kept);
   at::Tensor rows = mg::DispatchTokens(x, plan, ep_);
+  const std::vector<int64_t>* offsets = &plan.local_offsets;
+  mg::EtpGather gather;
+  const bool etp = etp_ && etp_->size() > 1;
+  if (etp) {  // every etp member's rows for the shards of these experts
+    gather = mg::PlanEtpGather(plan.local_offsets, *etp_);
+    rows = mg::GatherExpertRows(rows, gather, etp_);
+    offsets = &gather.local_offsets;
+  }
   // Each local expert on its block; the empty slice keeps `rows` in the
   // graph when no token came here (every rank joins the backward).
   std::vector<at::Tensor> outs = {rows.narrow(0, 0, 0)};
   for (size_t e = 0; e < local_experts.size(); ++e) {
-    const int64_t begin = plan.local_offsets[e];
-    const int64_t n = plan.local_offsets[e + 1] - begin;
+    const int64_t begin = (*offsets)[e];
+    const int64_t n = (*offsets)[e + 1] - begin;
     if (n > 0)
       outs.push_back(local_experts[e]->Forward(rows.narrow(0, begin, n)));
   }
-  at::Tensor out = mg::CombineTokens(at::cat(outs), routing.weights, plan, ep_);
+  at::Tensor y = at::cat(outs);
+  if (etp) y = mg::ReduceScatterExpertRows(y, gather, etp_);
+  at::Tensor out = mg::CombineTokens(y, routing.weights, plan, ep_);
   if (shared_experts) {
     at::Tensor s = shared_experts->Forward(x);
     if (shared_gate_weight.defined()) {

@@ -7,8 +7,8 @@
 //   mlp.router.weight                             [E, H]   replicated
 //   mlp.router.expert_bias                        [E]      sigmoid router only
 //                                                          (no gradient)
-//   mlp.experts.local_experts.{i}.linear_fc1.weight [2F, H] [gate; up]
-//   mlp.experts.local_experts.{i}.linear_fc2.weight [H, F]
+//   mlp.experts.local_experts.{i}.linear_fc1.weight [2F/etp, H] [gate; up]
+//   mlp.experts.local_experts.{i}.linear_fc2.weight [H, F/etp]
 //   mlp.shared_experts.linear_fc1.weight / linear_fc2.weight  tp-sharded
 //   mlp.shared_experts.gate_weight                [1, H]   Qwen2-MoE only
 //
@@ -23,9 +23,16 @@
 // this rank routes to them (CapacityKeepMask, Megatron's
 // apply_router_token_dropping in the router, before the dispatch). Shared
 // experts run densely (tp-sharded like the
-// dense MLP) beside the routed ones. Experts are not tensor-parallel
-// (expert_tensor_parallel_size 1); with tp > 1 the layer needs sequence
+// dense MLP) beside the routed ones. With tp > 1 the layer needs sequence
 // parallelism (as Megatron), so each tp rank routes its own T/tp tokens.
+//
+// Expert tensor parallelism (expert_tensor_parallel_size etp > 1): each
+// local expert's linear_fc1 is column-split over the etp group (this rank's
+// rows [gate_r; up_r], [2F/etp, H]) and linear_fc2 row-split ([H, F/etp]),
+// as Megatron's TEColumnParallelGroupedLinear / RowParallel experts; after
+// the ep all-to-all the rows are all-gathered over etp and the experts'
+// partial outputs reduce-scattered back before the combine
+// (expert_parallel.h's GatherExpertRows / ReduceScatterExpertRows).
 #ifndef VERL_MODELS_MEGATRON_MOE_LAYER_H_
 #define VERL_MODELS_MEGATRON_MOE_LAYER_H_
 
@@ -46,7 +53,8 @@
 
 namespace verl::models {
 
-// One expert: linear_fc1 [2F, H] = [gate; up] (SwiGLU), linear_fc2 [H, F].
+// One expert (or its etp shard, ffn = F / etp): linear_fc1 [2 ffn, H] =
+// [gate; up] (SwiGLU), linear_fc2 [H, ffn]; a shard's output is partial.
 class ExpertMlp : public torch::nn::Module {
  public:
   ExpertMlp(int64_t hidden, int64_t ffn);
@@ -67,12 +75,14 @@ class MoeRouter : public torch::nn::Module {
 
 class MegatronMoeLayer : public torch::nn::Module {
  public:
+  // `etp`: the expert tensor-parallel group (null: none, etp 1).
   MegatronMoeLayer(const ModelConfig& config,
-                   const MegatronModelOptions& options, CommPtr tp, CommPtr ep);
+                   const MegatronModelOptions& options, CommPtr tp, CommPtr ep,
+                   CommPtr etp = nullptr);
 
-  // This rank's tokens x [N, H] -> [N, H]. Collective over ep (and tp for
-  // the shared experts). Records the router logits and routing of the call
-  // (last_router_logits / last_indices).
+  // This rank's tokens x [N, H] -> [N, H]. Collective over ep and etp (and
+  // tp for the shared experts). Records the router logits and routing of the
+  // call (last_router_logits / last_indices).
   at::Tensor Forward(const at::Tensor& x) const;
 
   int64_t num_experts, top_k;
@@ -100,7 +110,7 @@ class MegatronMoeLayer : public torch::nn::Module {
   mutable at::Tensor last_router_logits, last_indices, last_kept;
 
  private:
-  CommPtr ep_;
+  CommPtr ep_, etp_;
 };
 
 // Per-layer expert load metrics (verl-style names, the role prefixes

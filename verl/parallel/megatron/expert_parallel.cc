@@ -121,4 +121,60 @@ at::Tensor CombineTokens(const at::Tensor& y, const at::Tensor& weights,
   return out.index_add(0, plan.token_of, rows * w);
 }
 
+EtpGather PlanEtpGather(const std::vector<int64_t>& local_offsets,
+                        Communicator& etp) {
+  CHECK(!local_offsets.empty()) << "local_offsets must start with 0";
+  const int64_t el = static_cast<int64_t>(local_offsets.size()) - 1;
+  const int64_t members = etp.size();
+  std::vector<int64_t> mine(el);
+  for (int64_t e = 0; e < el; ++e) {
+    mine[e] = local_offsets[e + 1] - local_offsets[e];
+  }
+  at::Tensor counts = at::tensor(mine, at::kLong);
+  if (members > 1) counts = AllGatherDim(counts, 0, etp);
+  counts = counts.view({members, el}).contiguous();
+  EtpGather g;
+  at::Tensor rows = counts.sum(1);
+  g.member_rows.assign(rows.data_ptr<int64_t>(),
+                       rows.data_ptr<int64_t>() + members);
+  // [member][local expert] blocks -> by local expert (stable: each expert's
+  // rows stay in member order).
+  at::Tensor local_expert = at::arange(el, at::kLong)
+                                .repeat({members})
+                                .repeat_interleave(counts.reshape({-1}));
+  g.regroup = std::get<1>(local_expert.sort(/*stable=*/true, 0, false));
+  g.ungroup = at::empty_like(g.regroup);
+  g.ungroup.index_put_({g.regroup}, at::arange(g.regroup.numel(), at::kLong));
+  at::Tensor per_expert = counts.sum(0);
+  g.local_offsets.assign(1, 0);
+  for (int64_t e = 0; e < el; ++e) {
+    g.local_offsets.push_back(g.local_offsets.back() +
+                              per_expert[e].item<int64_t>());
+  }
+  return g;
+}
+
+at::Tensor GatherExpertRows(const at::Tensor& rows, const EtpGather& g,
+                            const CommPtr& etp) {
+  if (etp->size() == 1) return rows;
+  // A variable-count all-gather as an all-to-all of this rank's rows sent
+  // to every member; autograd sums the copies' gradients (reduce-scatter).
+  const int64_t m = rows.size(0);
+  CHECK_EQ(m, g.member_rows[etp->rank()]);
+  const std::vector<int64_t> send(etp->size(), m);
+  at::Tensor all =
+      AllToAllRows(rows.repeat({etp->size(), 1}), send, g.member_rows, etp);
+  return all.index_select(0, g.regroup);
+}
+
+at::Tensor ReduceScatterExpertRows(const at::Tensor& y, const EtpGather& g,
+                                   const CommPtr& etp) {
+  if (etp->size() == 1) return y;
+  const int64_t m = g.member_rows[etp->rank()];
+  const std::vector<int64_t> recv(etp->size(), m);
+  at::Tensor parts =
+      AllToAllRows(y.index_select(0, g.ungroup), g.member_rows, recv, etp);
+  return parts.reshape({etp->size(), m, y.size(1)}).sum(0);
+}
+
 }  // namespace verl::parallel::megatron

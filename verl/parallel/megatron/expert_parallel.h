@@ -25,6 +25,19 @@
 //   at::Tensor rows = DispatchTokens(x, plan, ep);      // [M, H] by expert
 //   ... y = local expert e on rows[plan.local_offsets[e] ...] ...
 //   at::Tensor out = CombineTokens(y, routing.weights, plan, ep);  // [N, H]
+//
+// Expert tensor parallelism (etp > 1, Megatron's AlltoAll dispatcher with
+// an expert tp group): the etp group's members hold the same experts, fc1
+// column-split and fc2 row-split, but received different tokens. After the
+// ep dispatch the rows are all-gathered over etp (variable row counts, the
+// per-expert counts exchanged first) and regrouped by local expert; the
+// experts' partial outputs are reduce-scattered back to the rows' owners
+// before the combine:
+//
+//   EtpGather g = PlanEtpGather(plan.local_offsets, *etp);
+//   rows = GatherExpertRows(rows, g, etp);           // [sum M_m, H]
+//   ... local expert e on rows[g.local_offsets[e] ...] (weight shards) ...
+//   y = ReduceScatterExpertRows(y, g, etp);          // [M, H], summed
 #ifndef VERL_PARALLEL_MEGATRON_EXPERT_PARALLEL_H_
 #define VERL_PARALLEL_MEGATRON_EXPERT_PARALLEL_H_
 
@@ -79,6 +92,34 @@ at::Tensor DispatchTokens(const at::Tensor& x, const ExpertDispatch& plan,
 // [N, k] are cast to it). Collective over `ep`.
 at::Tensor CombineTokens(const at::Tensor& y, const at::Tensor& weights,
                          const ExpertDispatch& plan, const CommPtr& ep);
+
+// The etp all-gather of one MoE layer's dispatched rows (no autograd state).
+struct EtpGather {
+  std::vector<int64_t> member_rows;  // rows each etp member received (M_m)
+  // Gathered rows come as [member][local expert] blocks: by expert =
+  // gathered[regroup]; ungroup is its inverse permutation.
+  at::Tensor regroup, ungroup;
+  // Local expert e holds gathered rows [local_offsets[e], local_offsets[e+1]).
+  std::vector<int64_t> local_offsets;
+};
+
+// Collective over `etp` (an all-gather of the [El] per-expert row counts).
+// `local_offsets`: this rank's ExpertDispatch::local_offsets.
+EtpGather PlanEtpGather(const std::vector<int64_t>& local_offsets,
+                        Communicator& etp);
+
+// rows [M, H] (DispatchTokens' output) -> every etp member's rows grouped by
+// local expert [sum M_m, H]. Backward: the members' partial gradients are
+// reduce-scattered back (summed onto their owner's rows). Collective over
+// `etp`.
+at::Tensor GatherExpertRows(const at::Tensor& rows, const EtpGather& g,
+                            const CommPtr& etp);
+
+// The experts' partial outputs y [sum M_m, H] (grouped as GatherExpertRows
+// returned them) -> this rank's rows [M, H], summed over the etp members.
+// Backward: all-gather. Collective over `etp`.
+at::Tensor ReduceScatterExpertRows(const at::Tensor& y, const EtpGather& g,
+                                   const CommPtr& etp);
 
 }  // namespace verl::parallel::megatron
 

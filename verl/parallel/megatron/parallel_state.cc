@@ -95,7 +95,11 @@ absl::StatusOr<MegatronLayout> MegatronLayout::Create(int world_size,
   }
   const int expert = s.etp * s.ep * s.pp;
   if (world_size % expert != 0) {
-    return Invalid("expert_model_parallel_size", s.ep,
+    // Name etp when ep alone fits the world.
+    const bool etp_breaks = world_size % (s.ep * s.pp) == 0;
+    return Invalid(etp_breaks ? "expert_tensor_parallel_size"
+                              : "expert_model_parallel_size",
+                   etp_breaks ? s.etp : s.ep,
                    absl::StrCat("world size ", world_size,
                                 " is not divisible by etp*ep*pp = ", s.etp, "*",
                                 s.ep, "*", s.pp, " = ", expert));

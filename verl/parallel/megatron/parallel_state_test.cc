@@ -111,6 +111,13 @@ TEST(MegatronLayoutTest, ExpertGroups) {
             (Groups{{0, 1, 2, 3}, {4, 5, 6, 7}}));
   EXPECT_EQ(d.AllGroups(MpuGroup::kEdp),
             (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+  // etp 2 with tp 1 (4 dp ranks): experts split over dp pairs.
+  MegatronLayout e = Layout(4, Sizes(1, 1, 1, 2, 2));
+  EXPECT_EQ(e.dp(), 4);
+  EXPECT_EQ(e.edp(), 1);
+  EXPECT_EQ(e.AllGroups(MpuGroup::kEtp), (Groups{{0, 1}, {2, 3}}));
+  EXPECT_EQ(e.AllGroups(MpuGroup::kEp), (Groups{{0, 2}, {1, 3}}));
+  EXPECT_EQ(e.AllGroups(MpuGroup::kEtpEp), (Groups{{0, 1, 2, 3}}));
 }
 
 TEST(MegatronLayoutTest, SizesThatDoNotFitAreOneLineErrors) {
@@ -123,6 +130,10 @@ TEST(MegatronLayoutTest, SizesThatDoNotFitAreOneLineErrors) {
   EXPECT_THAT(MegatronLayout::Create(8, Sizes(2, 1, 1, 3)).status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "megatron.expert_model_parallel_size=3"));
+  EXPECT_THAT(MegatronLayout::Create(4, Sizes(1, 1, 1, 2, 3)).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "megatron.expert_tensor_parallel_size=3: world size 4 "
+                       "is not divisible by etp*ep*pp = 3*2*1 = 6"));
   EXPECT_THAT(MegatronLayout::Create(4, Sizes(0)).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, "must be >= 1"));
   EXPECT_THAT(MegatronLayout::Create(4, Sizes(1, 1, 1, 1, 0, 2)).status(),

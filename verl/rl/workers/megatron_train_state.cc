@@ -434,9 +434,10 @@ absl::StatusOr<double> MegatronTrainState::StepOnDevice() {
     // The stages hold different parameters: over tp x pp.
     VERL_ASSIGN_OR_RETURN(sq, SumOver(*mpu_->group(mg::MpuGroup::kMp), sq));
     if (f.has_experts) {
-      // Each expert once: the ep group holds every expert (etp = 1).
+      // Each expert shard once: the etp x ep group holds every expert's
+      // every etp shard (Megatron's expert grad-norm group).
       VERL_ASSIGN_OR_RETURN(
-          expert_sq, SumOver(*mpu_->group(mg::MpuGroup::kEp), expert_sq));
+          expert_sq, SumOver(*mpu_->group(mg::MpuGroup::kEtpEp), expert_sq));
       sq += expert_sq;
     }
   }

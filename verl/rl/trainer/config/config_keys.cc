@@ -264,7 +264,8 @@ constexpr KeyRule kKeyRules[] = {
     {"**.megatron.expert_model_parallel_size", kServed,
      "MoE models; with use_distributed_optimizer=false"},
     {"**.megatron.expert_tensor_parallel_size", kServed,
-     "1 for MoE models (null = tp); other values refused"},
+     "MoE experts' ffn split over etp (null = tp); must divide "
+     "moe_intermediate_size"},
     {"**.megatron.virtual_pipeline_model_parallel_size", kServed,
      "the interleaved 1F1B schedule; layers split evenly over pp x vpp, "
      "micro-batches a multiple of pp"},
