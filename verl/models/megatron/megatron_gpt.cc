@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
+#include "verl/models/megatron/mla_layer.h"
 #include "verl/models/megatron/moe_layer.h"
 #include "verl/parallel/comm_autograd.h"
 #include "verl/parallel/megatron/context_parallel.h"
@@ -45,7 +46,15 @@ class RingAttentionBackend : public AttentionBackend {
       : layout_(std::move(layout)), cp_(std::move(cp)) {}
   at::Tensor Attend(int64_t layer, const at::Tensor& q, const at::Tensor& k,
                     const at::Tensor& v) override {
-    return mg::RingAttention(q, k, v, layout_, cp_);
+    const int64_t dv = v.size(-1), dk = k.size(-1);
+    if (dv == dk) return mg::RingAttention(q, k, v, layout_, cp_);
+    // MLA: values narrower than keys ride the ring zero-padded to the key
+    // width (Megatron pads them so for packed attention); the padded output
+    // columns are zeros and dropped.
+    CHECK_LT(dv, dk) << "ring attention: value head dim above the key's";
+    return mg::RingAttention(q, k, at::constant_pad_nd(v, {0, dk - dv}),
+                             layout_, cp_)
+        .narrow(-1, 0, dv);
   }
 
  private:
@@ -191,10 +200,7 @@ absl::Status ValidateMegatronModel(const ModelConfig& c,
                absl::StrCat("does not divide intermediate_size ",
                             c.intermediate_size));
   }
-  if (c.IsMla()) {
-    return absl::UnimplementedError(
-        "megatron: multi-head latent attention (deepseek_v3) is not built yet");
-  }
+  if (c.IsMla()) VERL_RETURN_IF_ERROR(ValidateMegatronMla(c, tp));
   VERL_RETURN_IF_ERROR(ValidateMoe(c, o, sizes));
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     if (c.LayerSlidingWindow(l) > 0) {
@@ -410,8 +416,13 @@ TpTransformerLayer::TpTransformerLayer(const ModelConfig& c, int64_t layer,
                                        CommPtr tp, CommPtr ep, CommPtr etp) {
   input_layernorm =
       Norm(this, "input_layernorm", c.hidden_size, c.rms_norm_eps);
-  self_attention = register_module(
-      "self_attention", std::make_shared<TpSelfAttention>(c, layer, o, tp));
+  if (c.IsMla()) {
+    mla_attention = register_module(
+        "self_attention", std::make_shared<TpMlaAttention>(c, layer, o, tp));
+  } else {
+    self_attention = register_module(
+        "self_attention", std::make_shared<TpSelfAttention>(c, layer, o, tp));
+  }
   pre_mlp_layernorm =
       Norm(this, "pre_mlp_layernorm", c.hidden_size, c.rms_norm_eps);
   if (c.LayerIsMoe(layer)) {
@@ -428,8 +439,12 @@ TpTransformerLayer::TpTransformerLayer(const ModelConfig& c, int64_t layer,
 at::Tensor TpTransformerLayer::Forward(
     const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
     std::shared_ptr<AttentionBackend> backend) const {
-  at::Tensor h = x + self_attention->Forward(input_layernorm->Forward(x), cos,
-                                             sin, std::move(backend));
+  const at::Tensor normed_in = input_layernorm->Forward(x);
+  at::Tensor h =
+      x +
+      (mla_attention
+           ? mla_attention->Forward(normed_in, cos, sin, std::move(backend))
+           : self_attention->Forward(normed_in, cos, sin, std::move(backend)));
   at::Tensor normed = pre_mlp_layernorm->Forward(h);
   if (moe) return h + moe->Forward(normed);
   if (!recompute_mlp) return h + mlp->Forward(normed);
@@ -505,7 +520,12 @@ MegatronGPTModel::MegatronGPTModel(
                               options_.sequence_parallel, group));
     }
   }
-  inv_freq_ = RopeInvFreq(config_);
+  // MLA: the rotary tables cover the rope part of q/k only (HF sets
+  // head_dim so too).
+  ModelConfig rope = config_;
+  if (rope.IsMla()) rope.head_dim = rope.qk_rope_head_dim;
+  inv_freq_ = RopeInvFreq(rope);
+  rope_scale_ = RopeAttentionFactor(rope);
 }
 
 at::Tensor MegatronGPTModel::RunLayers(
@@ -673,6 +693,10 @@ at::Tensor MegatronGPTModel::StageForward(
     }
   }
   auto [cos, sin] = RopeCosSin(inv_freq_, k.pos, h.scalar_type());
+  if (rope_scale_ != 1.0) {
+    cos = cos * rope_scale_;
+    sin = sin * rope_scale_;
+  }
   h = RunLayers(h, cos, sin, k.backend, chunk_begin_[chunk],
                 chunk_begin_[chunk + 1]);
   if (!last_stage_ || chunk != num_chunks() - 1) return h;
@@ -737,9 +761,14 @@ void MegatronGPTModel::FinalizeGrads() {
         partial.push_back(layer->moe->shared_gate_weight);
       }
     }
-    if (layer->self_attention->q_layernorm) {
+    if (layer->self_attention && layer->self_attention->q_layernorm) {
       partial.push_back(layer->self_attention->q_layernorm->weight);
       partial.push_back(layer->self_attention->k_layernorm->weight);
+    }
+    if (sp && layer->mla_attention) {  // each tp rank's tokens only
+      for (const at::Tensor& p : layer->mla_attention->ReplicatedParameters()) {
+        partial.push_back(p);
+      }
     }
   }
   mg::SumGradsOverTensorParallel(partial, *mpu_->tp());

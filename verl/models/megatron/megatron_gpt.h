@@ -59,6 +59,10 @@
 // ring); the output is all-gathered over cp at the end. FinalizeGrads()
 // then also sums every gradient over cp (each rank's covers its tokens).
 //
+// Multi-head latent attention (DeepSeek-V3 configs, kv_lora_rank > 0):
+// Megatron's MLASelfAttention in place of linear_qkv (mla_layer.h); the
+// rotary tables then cover qk_rope_head_dim (YaRN as HF's).
+//
 // MoE layers (Qwen2/3-MoE, DeepSeek-V3's router; verl/models/megatron/
 // moe_layer.h): experts split over the mpu's ep group, tokens dispatched by
 // all-to-all. Every rank routes its own tokens (with ep > 1 over dp ranks,
@@ -195,6 +199,7 @@ class TpMlp : public torch::nn::Module {
 };
 
 class MegatronMoeLayer;  // moe_layer.h
+class TpMlaAttention;    // mla_layer.h
 
 class TpTransformerLayer : public torch::nn::Module {
  public:
@@ -208,7 +213,10 @@ class TpTransformerLayer : public torch::nn::Module {
                      std::shared_ptr<AttentionBackend> backend) const;
 
   std::shared_ptr<RMSNorm> input_layernorm, pre_mlp_layernorm;
+  // One of the two (both registered as "self_attention"): multi-head
+  // latent attention for DeepSeek-V3 configs (kv_lora_rank > 0).
   std::shared_ptr<TpSelfAttention> self_attention;
+  std::shared_ptr<TpMlaAttention> mla_attention;
   std::shared_ptr<TpMlp> mlp;             // dense layers
   std::shared_ptr<MegatronMoeLayer> moe;  // MoE layers (also "mlp")
   bool recompute_mlp = false;
@@ -359,6 +367,7 @@ class MegatronGPTModel : public torch::nn::Module {
   std::shared_ptr<parallel::megatron::ParallelState> mpu_;
   int64_t padded_vocab_ = 0;
   at::Tensor inv_freq_;
+  double rope_scale_ = 1.0;  // cos/sin factor (YaRN's attention_factor)
   at::Tensor moe_aux_loss_;
   std::map<int64_t, at::Tensor> expert_load_;  // layer -> [E] double
   std::map<int64_t, at::Tensor> bias_load_;    // the same, for the bias

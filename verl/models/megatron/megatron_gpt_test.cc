@@ -41,14 +41,14 @@ int RunWorker(int nproc, const std::vector<std::string>& args) {
 TEST(MegatronGptTest, Tp2MatchesSingleProcess) {
   EXPECT_EQ(RunWorker(2, {"--cases=qwen2,qwen3_sp_full_uniform_tied,"
                           "llama_kv1_sp_selective,qwen2_value_sp_selective,"
-                          "hf_mmap"}),
+                          "dsv3_mla,dsv3_mla_noq_sp_core_attn,hf_mmap"}),
             0);
 }
 
 TEST(MegatronGptTest, Tp4WithFewerKvHeadsMatchesSingleProcess) {
   EXPECT_EQ(RunWorker(4, {"--cases=qwen2_kv2_sp_core_attn,"
                           "qwen3_kv4_full_block_tied,qwen3_kv1_sp_full,"
-                          "llama_kv2_value_full"}),
+                          "llama_kv2_value_full,dsv3_mla_noq_sp_core_attn"}),
             0);
 }
 
@@ -58,16 +58,18 @@ TEST(MegatronGptTest, Tp4WithFewerKvHeadsMatchesSingleProcess) {
 TEST(MegatronGptTest, Cp2MatchesSingleProcess) {
   EXPECT_EQ(RunWorker(2, {"--cp=2",
                           "--cases=qwen2,qwen3_sp_full_uniform_tied,"
-                          "llama_kv1_sp_selective,llama_kv2_value_full"}),
+                          "llama_kv1_sp_selective,llama_kv2_value_full,"
+                          "dsv3_mla"}),
             0);
 }
 
 TEST(MegatronGptTest, Tp2Cp2MatchesSingleProcess) {
-  EXPECT_EQ(RunWorker(4, {"--cp=2",
-                          "--cases=qwen2,qwen3_sp_full_uniform_tied,"
-                          "llama_kv1_sp_selective,"
-                          "qwen2_value_sp_selective"}),
-            0);
+  EXPECT_EQ(
+      RunWorker(4, {"--cp=2",
+                    "--cases=qwen2,qwen3_sp_full_uniform_tied,"
+                    "llama_kv1_sp_selective,"
+                    "qwen2_value_sp_selective,dsv3_mla_noq_sp_core_attn"}),
+      0);
 }
 
 // Pipeline parallelism: 3 micro-batches through 1F1B (and forward-only)
@@ -81,7 +83,7 @@ TEST(MegatronGptTest, Pp2MatchesSingleProcess) {
   EXPECT_EQ(
       RunWorker(2, {"--pp=2", "--microbatches=3", "--first_stage_layers=1",
                     "--cases=qwen2,qwen3_sp_full_uniform_tied,"
-                    "llama_kv2_value_full"}),
+                    "llama_kv2_value_full,dsv3_mla"}),
       0);
 }
 
@@ -119,7 +121,8 @@ TEST(MegatronGptTest, Pp4MatchesSingleProcess) {
 // Expert parallelism: ep = 2 over 2 dp ranks (tp 1), each with its own
 // batch; Qwen3-MoE (softmax top-k, renormalised, a dense layer between),
 // Qwen2-MoE (gated shared expert) and DeepSeek-V3's router (sigmoid + bias,
-// group-limited, shared expert, first layer dense; standard attention).
+// group-limited, shared expert, first layer dense; multi-head latent
+// attention).
 // Logits, log-probs, entropy, the aux loss, the expert load and every
 // gradient (experts: summed over the dp ranks' batches) equal the
 // single-process model's. With capacity dropping (factor 0.5; probs and
@@ -280,6 +283,33 @@ TEST(MegatronGptTest, ValidationNamesTheKey) {
   o.recompute_modules = {"moe_act"};
   EXPECT_THAT(ValidateMegatronModel(Config(), o, Tp(2)),
               StatusIs(absl::StatusCode::kUnimplemented, "moe_act"));
+}
+
+// Multi-head latent attention: heads split over tp; what MLA does not serve
+// named.
+TEST(MegatronGptTest, MlaValidation) {
+  ModelConfig c = Config();
+  c.num_key_value_heads = 4;
+  c.q_lora_rank = 6;
+  c.kv_lora_rank = 8;
+  c.qk_nope_head_dim = 4;
+  c.qk_rope_head_dim = 2;
+  c.v_head_dim = 3;
+  MegatronModelOptions o;
+  EXPECT_TRUE(ValidateMegatronModel(c, o, Tp(4)).ok());
+  c.attention_bias = true;
+  EXPECT_THAT(ValidateMegatronModel(c, o, Tp(2)),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       "attention_bias=true with multi-head latent attention"));
+  c.attention_bias = false;
+  c.qk_rope_head_dim = 3;
+  EXPECT_THAT(ValidateMegatronModel(c, o, Tp(2)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "qk_rope_head_dim=3: must be even"));
+  c.qk_rope_head_dim = 2;
+  c.v_head_dim = 0;
+  EXPECT_THAT(ValidateMegatronModel(c, o, Tp(2)),
+              StatusIs(absl::StatusCode::kInvalidArgument, "v_head_dim=0"));
 }
 
 // The MoE keys of override_transformer_config: refused on a dense model,

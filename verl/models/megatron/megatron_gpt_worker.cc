@@ -110,6 +110,9 @@ struct Case {
   int64_t num_layers;
   std::vector<std::string> modules;
   bool value = false;  // critic: value head, loss on the values
+  // DeepSeek-V3 multi-head latent attention (YaRN rope) with this
+  // q_lora_rank (0: q_proj without compression); -1: the case's family.
+  int64_t mla_q_lora_rank = -1;
 };
 
 // Qwen2 (bias), Qwen3 (qk norm), Llama (neither); kv_heads 1 and 2 with
@@ -189,8 +192,56 @@ const std::vector<Case>& Cases() {
        1,
        {},
        true},
+      // MLA: replicated down projections, heads split over tp (4 heads: tp
+      // 2 and 4), the rope key gathered / copied into the tp region.
+      {"dsv3_mla",
+       4,
+       false,
+       false,
+       false,
+       false,
+       "",
+       "uniform",
+       1,
+       {},
+       false,
+       12},
+      {"dsv3_mla_noq_sp_core_attn",
+       4,
+       false,
+       false,
+       true,
+       true,
+       "selective",
+       "uniform",
+       1,
+       {"core_attn"},
+       false,
+       0},
   };
   return *cases;
+}
+
+// DeepSeek-V3's attention on `config`: multi-head latent attention with
+// q_lora_rank `q_lora_rank`, v narrower than q/k, interleaved rope under
+// YaRN with both mscales (so cos/sin and the softmax scale are scaled).
+void MakeMla(int64_t q_lora_rank, ModelConfig& config) {
+  config.architecture = "DeepseekV3ForCausalLM";
+  config.model_type = "deepseek_v3";
+  config.attention_bias = false;
+  config.qk_norm = false;
+  config.q_lora_rank = q_lora_rank;
+  config.kv_lora_rank = 12;
+  config.qk_nope_head_dim = 6;
+  config.qk_rope_head_dim = 4;
+  config.v_head_dim = 5;
+  config.head_dim = 4;  // = qk_rope_head_dim, as HF sets it
+  config.rope_interleave = true;
+  config.rope_scaling.rope_type = "yarn";
+  config.rope_scaling.factor = 4.0;
+  config.rope_scaling.original_max_position_embeddings = 8;
+  config.rope_scaling.mscale = 0.9;
+  config.rope_scaling.mscale_all_dim = 0.7;
 }
 
 ModelConfig TinyConfig(const Case& c) {
@@ -209,6 +260,7 @@ ModelConfig TinyConfig(const Case& c) {
   config.tie_word_embeddings = c.tie;
   config.rope_theta = 10000.0;
   config.is_value_model = c.value;
+  if (c.mla_q_lora_rank >= 0) MakeMla(c.mla_q_lora_rank, config);
   return config;
 }
 
@@ -802,7 +854,8 @@ ModelConfig MoeConfig(const MoeCase& c) {
   config.num_experts_per_tok = 2;
   config.moe_intermediate_size = 16;
   config.router_aux_loss_coef = 0.5;  // large enough to show in gradients
-  if (c.sigmoid) {
+  if (c.sigmoid) {  // the DeepSeek-V3 architecture, MLA included
+    MakeMla(/*q_lora_rank=*/12, config);
     config.scoring_func = "sigmoid";
     config.n_group = 4;
     config.topk_group = 2;

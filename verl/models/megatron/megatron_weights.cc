@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "verl/core/status.h"
 #include "verl/models/hf_checkpoint.h"
+#include "verl/models/megatron/mla_layer.h"
 #include "verl/models/megatron/moe_layer.h"
 #include "verl/parallel/comm_autograd.h"
 #include "verl/parallel/megatron/mappings.h"
@@ -60,6 +61,35 @@ at::Tensor FusedQkvRows(const at::Tensor& q, const at::Tensor& k,
   return at::cat(blocks).narrow(0, begin - first * block, h.fused_per_rank);
 }
 
+// Multi-head latent attention: Megatron's MLASelfAttention parameter (under
+// decoder.layers.L.self_attention.), HF's (under model.layers.L.self_attn.)
+// and the tp split (rows over heads, or -1: replicated). linear_proj is
+// o_proj as for the other families.
+struct MlaParam {
+  const char* megatron;
+  const char* hf;
+  int split_dim;
+};
+constexpr MlaParam kMlaParams[] = {
+    {"linear_q_down_proj.weight", "q_a_proj.weight", -1},
+    {"q_layernorm.weight", "q_a_layernorm.weight", -1},
+    {"linear_q_up_proj.weight", "q_b_proj.weight", 0},
+    {"linear_q_proj.weight", "q_proj.weight", 0},
+    {"linear_kv_down_proj.weight", "kv_a_proj_with_mqa.weight", -1},
+    {"kv_layernorm.weight", "kv_a_layernorm.weight", -1},
+    {"linear_kv_up_proj.weight", "kv_b_proj.weight", 0},
+};
+
+// The MLA entry of `rest` ("self_attention.<name>"), or null.
+const MlaParam* FindMlaParam(const std::string& rest) {
+  constexpr absl::string_view kAttn = "self_attention.";
+  if (!absl::StartsWith(rest, kAttn)) return nullptr;
+  for (const MlaParam& p : kMlaParams) {
+    if (rest.substr(kAttn.size()) == p.megatron) return &p;
+  }
+  return nullptr;
+}
+
 class ShardBuilder {
  public:
   ShardBuilder(const MegatronGPTModel& model, const HfTensorSource& hf)
@@ -92,6 +122,11 @@ class ShardBuilder {
     }
     if (rest == "pre_mlp_layernorm.weight") {
       return Get(hf + "post_attention_layernorm.weight");
+    }
+    if (const MlaParam* p = FindMlaParam(rest);
+        p != nullptr && model_.config().IsMla()) {
+      const std::string name = hf + "self_attn." + p->hf;
+      return p->split_dim < 0 ? Get(name) : Split(name, p->split_dim);
     }
     if (rest == "self_attention.q_layernorm.weight") {
       return Get(hf + "self_attn.q_norm.weight");
@@ -292,6 +327,25 @@ void GatherMoe(const MegatronGPTModel& model, const MegatronMoeLayer& moe,
   }
 }
 
+// Fused q/k/v attention -> HF's q/k/v_proj (+ biases), q/k norms, o_proj
+// under `hf` (model.layers.L.self_attn.).
+void GatherAttention(const TpSelfAttention& attn, const std::string& hf,
+                     const ParamTensorFn& of, parallel::Communicator& tp,
+                     std::map<std::string, at::Tensor>* out) {
+  UnfuseQkv(Gathered(Of(of, attn.linear_qkv->weight), 0, tp), attn.heads, hf,
+            "weight", out);
+  if (attn.linear_qkv->bias.defined()) {
+    UnfuseQkv(Gathered(Of(of, attn.linear_qkv->bias), 0, tp), attn.heads, hf,
+              "bias", out);
+  }
+  if (attn.q_layernorm) {
+    (*out)[hf + "q_norm.weight"] = Of(of, attn.q_layernorm->weight).clone();
+    (*out)[hf + "k_norm.weight"] = Of(of, attn.k_layernorm->weight).clone();
+  }
+  (*out)[hf + "o_proj.weight"] =
+      Gathered(Of(of, attn.linear_proj->weight), 1, tp);
+}
+
 void GatherLayer(const MegatronGPTModel& model, int64_t l,
                  const ParamTensorFn& of,
                  std::map<std::string, at::Tensor>* out) {
@@ -300,26 +354,24 @@ void GatherLayer(const MegatronGPTModel& model, int64_t l,
   CHECK(local != nullptr) << "decoder layer " << l
                           << " is on another pipeline stage";
   const TpTransformerLayer& layer = *local;
-  const TpSelfAttention& attn = *layer.self_attention;
   const std::string hf = absl::StrCat("model.layers.", l, ".");
   (*out)[hf + "input_layernorm.weight"] =
       Of(of, layer.input_layernorm->weight).clone();
   (*out)[hf + "post_attention_layernorm.weight"] =
       Of(of, layer.pre_mlp_layernorm->weight).clone();
-  UnfuseQkv(Gathered(Of(of, attn.linear_qkv->weight), 0, tp), attn.heads,
-            hf + "self_attn.", "weight", out);
-  if (attn.linear_qkv->bias.defined()) {
-    UnfuseQkv(Gathered(Of(of, attn.linear_qkv->bias), 0, tp), attn.heads,
-              hf + "self_attn.", "bias", out);
+  if (layer.mla_attention) {
+    for (const auto& item : layer.mla_attention->named_parameters()) {
+      const MlaParam* p = FindMlaParam("self_attention." + item.key());
+      if (p == nullptr) continue;  // linear_proj, below
+      const at::Tensor t = Of(of, item.value());
+      (*out)[hf + "self_attn." + p->hf] =
+          p->split_dim < 0 ? t.clone() : Gathered(t, p->split_dim, tp);
+    }
+    (*out)[hf + "self_attn.o_proj.weight"] =
+        Gathered(Of(of, layer.mla_attention->linear_proj->weight), 1, tp);
+  } else {
+    GatherAttention(*layer.self_attention, hf + "self_attn.", of, tp, out);
   }
-  if (attn.q_layernorm) {
-    (*out)[hf + "self_attn.q_norm.weight"] =
-        Of(of, attn.q_layernorm->weight).clone();
-    (*out)[hf + "self_attn.k_norm.weight"] =
-        Of(of, attn.k_layernorm->weight).clone();
-  }
-  (*out)[hf + "self_attn.o_proj.weight"] =
-      Gathered(Of(of, attn.linear_proj->weight), 1, tp);
   if (layer.moe) {
     GatherMoe(model, *layer.moe, hf + "mlp.", of, out);
   } else {
@@ -547,6 +599,14 @@ absl::StatusOr<MegatronParamSlice> MegatronSliceOf(
     split(0);
     return s;
   }
+  if (const MlaParam* mla = in_layer ? FindMlaParam(rest) : nullptr) {
+    if (mla->split_dim < 0) {
+      s.replicated = true;
+    } else {
+      split(mla->split_dim);
+    }
+    return s;
+  }
   if (in_layer && (rest == "self_attention.linear_proj.weight" ||
                    rest == "mlp.linear_fc2.weight")) {
     split(1);
@@ -584,6 +644,10 @@ absl::StatusOr<std::map<std::string, at::Tensor>> MegatronFullToHf(
         absl::StrCat("megatron tensor '", name, "' has no HF mapping"));
   }
   const std::string hf = absl::StrCat("model.layers.", layer, ".");
+  if (const MlaParam* p = FindMlaParam(rest); p != nullptr && config.IsMla()) {
+    out[hf + "self_attn." + p->hf] = full;
+    return out;
+  }
   static const std::map<std::string, std::string> kSame = {
       {"input_layernorm.weight", "input_layernorm.weight"},
       {"pre_mlp_layernorm.weight", "post_attention_layernorm.weight"},

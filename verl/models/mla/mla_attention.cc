@@ -8,14 +8,6 @@
 #include <limits>
 
 namespace verl::models {
-namespace {
-
-// HF builds the latent norms with DeepseekV3RMSNorm's default eps, not
-// config.rms_norm_eps.
-constexpr double kLatentNormEps = 1e-6;
-
-}  // namespace
-
 at::Tensor ApplyRopeMaybeInterleaved(const at::Tensor& x, const at::Tensor& cos,
                                      const at::Tensor& sin, bool interleave) {
   if (!interleave) return ApplyRope(x, cos, sin);
@@ -55,18 +47,18 @@ MlaAttention::MlaAttention(const ModelConfig& c, int64_t layer_index)
   };
   if (q_lora_rank > 0) {
     q_a_proj = linear("q_a_proj", h, q_lora_rank, b);
-    q_a_layernorm =
-        register_module("q_a_layernorm",
-                        std::make_shared<RMSNorm>(q_lora_rank, kLatentNormEps));
+    q_a_layernorm = register_module(
+        "q_a_layernorm",
+        std::make_shared<RMSNorm>(q_lora_rank, kMlaLatentNormEps));
     q_b_proj = linear("q_b_proj", q_lora_rank, num_heads * qk, false);
   } else {
     q_proj = linear("q_proj", h, num_heads * qk, false);
   }
   kv_a_proj_with_mqa =
       linear("kv_a_proj_with_mqa", h, kv_lora_rank + qk_rope_head_dim, b);
-  kv_a_layernorm =
-      register_module("kv_a_layernorm",
-                      std::make_shared<RMSNorm>(kv_lora_rank, kLatentNormEps));
+  kv_a_layernorm = register_module(
+      "kv_a_layernorm",
+      std::make_shared<RMSNorm>(kv_lora_rank, kMlaLatentNormEps));
   kv_b_proj = linear("kv_b_proj", kv_lora_rank,
                      num_heads * (qk_nope_head_dim + v_head_dim), false);
   o_proj = linear("o_proj", num_heads * v_head_dim, h, b);

@@ -34,6 +34,10 @@ namespace verl::models {
 at::Tensor ApplyRopeMaybeInterleaved(const at::Tensor& x, const at::Tensor& cos,
                                      const at::Tensor& sin, bool interleave);
 
+// HF builds the latent norms (q_a_layernorm, kv_a_layernorm) with
+// DeepseekV3RMSNorm's default eps, not config.rms_norm_eps.
+inline constexpr double kMlaLatentNormEps = 1e-6;
+
 // The softmax scale of an MLA layer (see the file comment).
 double MlaSoftmaxScale(const ModelConfig& config);
 

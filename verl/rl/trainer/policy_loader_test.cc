@@ -6,6 +6,7 @@
 #include <ATen/ops/abs.h>
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/zeros_like.h>
 
@@ -347,6 +348,40 @@ TEST(MakeMegatronModelTest, ExpertBiasStaysFp32UnderBf16) {
   EXPECT_TRUE(
       at::allclose(moved * (moved - 1e-3), at::zeros_like(moved), 0.0, 1e-9))
       << moved;
+}
+
+// The tiny DeepSeek-V3 preset (multi-head latent attention with q
+// compression and YaRN, a dense first layer, sigmoid-routed experts with a
+// shared expert) through the trainer's Megatron builder, with the expert
+// bias on: the Megatron model on one process gives the HF model's logits.
+TEST(MakeMegatronModelTest, DeepSeekV3PresetMatchesTheHfModel) {
+  auto p =
+      LoadPolicy(Preset("tiny-deepseek-v3"), models::MakeBuiltinTokenizer(), 3);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_TRUE(p->model->config().IsMla());
+  parallel::megatron::ModelParallelSizes sizes;
+  sizes.etp = 1;
+  auto mpu = parallel::megatron::ParallelState::Initialize(
+      parallel::SingleProcessCommunicator(), sizes);
+  ASSERT_TRUE(mpu.ok()) << mpu.status();
+  parallel::megatron::MegatronConfig config;
+  config.mutable_override_transformer_config()
+      ->set_moe_router_enable_expert_bias(true);
+  auto model = MakeMegatronModel(*p->model, config,
+                                 "actor_rollout_ref.actor.megatron", *mpu);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_NE((*model)->layers.at(0)->mla_attention, nullptr);
+  const std::vector<int64_t> cu = {0, 9, 20};
+  const at::Tensor ids = at::arange(20, at::kLong) * 7 % 97;
+  const at::Tensor pos =
+      at::cat({at::arange(9, at::kLong), at::arange(11, at::kLong)});
+  at::NoGradGuard no_grad;
+  const at::Tensor want = p->model->ForwardPacked(ids, pos, cu).logits;
+  const at::Tensor got = (*model)
+                             ->Forward(ids, pos, cu)
+                             .narrow(-1, 0, p->model->config().vocab_size);
+  EXPECT_LE((got - want).abs().max().item<double>(),
+            1e-5 * want.abs().max().item<double>());
 }
 
 }  // namespace
