@@ -18,7 +18,8 @@
 // resumed; with context_parallel_size=2 (cp 2, tp 1) the same; pipeline
 // stages with 1F1B and the interleaved schedule (pp 2, vpp 2; tp 2 x pp 2
 // x vpp 2 on 4 processes); the critic at pp 2; a tiny
-// Qwen3-MoE with expert_model_parallel_size=2 against one process.
+// Qwen3-MoE with expert_model_parallel_size=2 and a tiny DeepSeek-V3 (MLA,
+// expert-bias update) at tp 2 x ep 2 against one process.
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -99,6 +100,18 @@ TEST(TrainMegatronTest, Cp2ReproducesOneProcess) {
                  /*min_same_steps=*/1);
 }
 
+// `args` with actor and reference at tensor_model_parallel_size=2 (sequence
+// parallel), expert_tensor_parallel_size=1, expert_model_parallel_size=2.
+std::vector<std::string> Tp2Ep2(std::vector<std::string> args) {
+  for (const std::string role : {"actor", "ref"}) {
+    const std::string m = "actor_rollout_ref." + role + ".megatron.";
+    args.push_back(m + "tensor_model_parallel_size=2");
+    args.push_back(m + "expert_tensor_parallel_size=1");
+    args.push_back(m + "expert_model_parallel_size=2");
+  }
+  return args;
+}
+
 // Expert parallelism: the tiny Qwen3-MoE preset with actor and reference
 // under strategy=megatron in both runs (use_distributed_optimizer=false:
 // the distributed optimizer is not built for experts), the second on 2
@@ -121,13 +134,7 @@ TEST(TrainMegatronTest, MoeEp2ReproducesOneProcess) {
       // order may flip a near-tie of the router's top-k (measured at step
       // 2: one token of one layer on another expert).
       "trainer.total_training_steps=1"};
-  std::vector<std::string> ep2 = moe;
-  for (const std::string role : {"actor", "ref"}) {
-    const std::string m = "actor_rollout_ref." + role + ".megatron.";
-    ep2.push_back(m + "tensor_model_parallel_size=2");
-    ep2.push_back(m + "expert_tensor_parallel_size=1");
-    ep2.push_back(m + "expert_model_parallel_size=2");
-  }
+  std::vector<std::string> ep2 = Tp2Ep2(moe);
   ep2.push_back("actor_rollout_ref.rollout.tensor_model_parallel_size=2");
   const auto one = RunTrain("moe_one", Quickstart(1, moe));
   const auto two = RunTrain("moe_ep2", Quickstart(2, ep2));
@@ -136,6 +143,32 @@ TEST(TrainMegatronTest, MoeEp2ReproducesOneProcess) {
                  {"actor/pg_loss", "actor/grad_norm", "actor/kl_loss",
                   "actor/moe/imbalance_max", "actor/moe/layer_0/imbalance"},
                  /*min_same_steps=*/1);
+}
+
+// The DeepSeek-V3 architecture: tiny-deepseek-v3 (multi-head latent
+// attention with YaRN, a dense first layer, sigmoid-routed experts with a
+// shared expert) with aux-loss-free balancing on
+// (override_transformer_config.moe_router_enable_expert_bias), actor and
+// reference at tp 2 x ep 2 on 2 processes against one process, 2 steps
+// (rollout tp 1). The bias moves after every optimizer step, so from the
+// second mini-batch of step 1 on the routing depends on it (without the key
+// step 1's actor/moe/imbalance_mean is 2.945, with it 2.935): the runs agree
+// only if the 2-process update (the expert load summed over tp) equals the
+// one-process one. Measured: every metric of both steps within 1e-4.
+TEST(TrainMegatronTest, DeepSeekV3ExpertBiasTp2Ep2ReproducesOneProcess) {
+  const std::vector<std::string> dsv3 = {
+      "actor_rollout_ref.model.preset=tiny-deepseek-v3",
+      "actor_rollout_ref.actor.strategy=megatron",
+      "actor_rollout_ref.actor.megatron.use_distributed_optimizer=false",
+      "actor_rollout_ref.ref.strategy=megatron",
+      "+actor_rollout_ref.actor.megatron.override_transformer_config."
+      "moe_router_enable_expert_bias=true"};
+  const auto one = RunTrain("dsv3_one", Quickstart(1, dsv3));
+  const auto two = RunTrain("dsv3_ep2", Quickstart(2, Tp2Ep2(dsv3)));
+  ExpectSameRuns(one, "dsv3_one", two, "dsv3_ep2",
+                 "deepseek-v3 megatron tp=2 ep=2, expert bias", 2,
+                 {"actor/pg_loss", "actor/grad_norm", "actor/kl_loss",
+                  "actor/moe/imbalance_mean", "actor/moe/layer_3/imbalance"});
 }
 
 // Pipeline parallelism: actor and reference with
