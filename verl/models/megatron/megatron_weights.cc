@@ -568,6 +568,7 @@ absl::StatusOr<MegatronParamSlice> MegatronSliceOf(
   }
   const int64_t tp = model.tp()->size(), r = model.tp()->rank();
   MegatronParamSlice s;
+  s.key = name;
   s.view_shape = p->sizes().vec();
   s.global_shape = s.view_shape;
   s.offsets.assign(s.view_shape.size(), 0);
@@ -589,10 +590,45 @@ absl::StatusOr<MegatronParamSlice> MegatronSliceOf(
   const bool in_layer = SplitLayerName(name, &layer, &rest);
   if (absl::EndsWith(name, "layernorm.weight") ||
       (value && absl::StartsWith(name, "output_layer.")) ||
-      (in_layer && (rest == "self_attention.linear_proj.bias" ||
-                    rest == "mlp.linear_fc2.bias"))) {
+      (in_layer &&
+       (rest == "self_attention.linear_proj.bias" ||
+        rest == "mlp.linear_fc2.bias" || rest == "mlp.router.weight" ||
+        rest == "mlp.router.expert_bias" ||
+        rest == "mlp.shared_experts.gate_weight"))) {
     s.replicated = true;
     return s;
+  }
+  // The MoE layer's shared experts: as the dense MLP.
+  if (in_layer && absl::StartsWith(rest, "mlp.shared_experts.")) {
+    rest = "mlp." + rest.substr(std::string("mlp.shared_experts.").size());
+  }
+  constexpr absl::string_view kLocal = "mlp.experts.local_experts.";
+  if (in_layer && absl::StartsWith(rest, kLocal)) {
+    // A local expert's etp shard, keyed by its global index.
+    std::pair<std::string, std::string> parts =
+        absl::StrSplit(rest.substr(kLocal.size()), absl::MaxSplits('.', 1));
+    int64_t i = 0;
+    std::shared_ptr<TpTransformerLayer> local = model.LocalLayer(layer);
+    if (!absl::SimpleAtoi(parts.first, &i) || !local || !local->moe) {
+      return absl::NotFoundError(
+          absl::StrCat("megatron parameter '", name, "' is not an expert"));
+    }
+    s.key = absl::StrCat("decoder.layers.", layer, ".", kLocal,
+                         local->moe->first_expert + i, ".", parts.second);
+    s.expert = true;
+    const int64_t etp = model.etp()->size(), er = model.etp()->rank();
+    if (parts.second == "linear_fc1.weight") {
+      const int64_t f = s.view_shape[0] / 2;
+      s.view_shape = {2, f, s.view_shape[1]};
+      s.global_shape = {2, f * etp, s.view_shape[2]};
+      s.offsets = {0, er * f, 0};
+      return s;
+    }
+    if (parts.second == "linear_fc2.weight") {
+      s.global_shape[1] *= etp;
+      s.offsets[1] = er * s.view_shape[1];
+      return s;
+    }
   }
   if (in_layer && (rest == "self_attention.linear_qkv.weight" ||
                    rest == "self_attention.linear_qkv.bias")) {
@@ -648,6 +684,34 @@ absl::StatusOr<std::map<std::string, at::Tensor>> MegatronFullToHf(
     out[hf + "self_attn." + p->hf] = full;
     return out;
   }
+  // MoE names: the shared experts as a dense MLP under their HF prefix, the
+  // experts by global index (megatron_weights.h).
+  const std::string shared = config.scoring_func == "sigmoid"
+                                 ? "mlp.shared_experts."
+                                 : "mlp.shared_expert.";
+  constexpr absl::string_view kLocal = "mlp.experts.local_experts.";
+  std::string mlp = "mlp.";  // HF prefix of linear_fc1 / linear_fc2
+  if (absl::StartsWith(rest, "mlp.shared_experts.linear_fc")) {
+    mlp = shared;
+    rest = "mlp." + rest.substr(std::string("mlp.shared_experts.").size());
+  } else if (absl::StartsWith(rest, kLocal)) {
+    std::pair<std::string, std::string> parts =
+        absl::StrSplit(rest.substr(kLocal.size()), absl::MaxSplits('.', 1));
+    int64_t g = 0;
+    if (absl::SimpleAtoi(parts.first, &g) && g >= 0 && g < config.num_experts) {
+      mlp = absl::StrCat("mlp.experts.", g, ".");
+      rest = "mlp." + parts.second;
+    }
+  }
+  static const std::map<std::string, std::string> kMoe = {
+      {"mlp.router.weight", "mlp.gate.weight"},
+      {"mlp.router.expert_bias", "mlp.gate.e_score_correction_bias"},
+      {"mlp.shared_experts.gate_weight", "mlp.shared_expert_gate.weight"},
+  };
+  if (auto it = kMoe.find(rest); it != kMoe.end()) {
+    out[hf + it->second] = full;
+    return out;
+  }
   static const std::map<std::string, std::string> kSame = {
       {"input_layernorm.weight", "input_layernorm.weight"},
       {"pre_mlp_layernorm.weight", "post_attention_layernorm.weight"},
@@ -655,10 +719,11 @@ absl::StatusOr<std::map<std::string, at::Tensor>> MegatronFullToHf(
       {"self_attention.k_layernorm.weight", "self_attn.k_norm.weight"},
       {"self_attention.linear_proj.weight", "self_attn.o_proj.weight"},
       {"self_attention.linear_proj.bias", "self_attn.o_proj.bias"},
-      {"mlp.linear_fc2.weight", "mlp.down_proj.weight"},
-      {"mlp.linear_fc2.bias", "mlp.down_proj.bias"},
   };
-  if (auto it = kSame.find(rest); it != kSame.end()) {
+  if (rest == "mlp.linear_fc2.weight" || rest == "mlp.linear_fc2.bias") {
+    out[hf + mlp + "down_proj." +
+        (absl::EndsWith(rest, "weight") ? "weight" : "bias")] = full;
+  } else if (auto it = kSame.find(rest); it != kSame.end()) {
     out[hf + it->second] = full;
   } else if (rest == "self_attention.linear_qkv.weight" ||
              rest == "self_attention.linear_qkv.bias") {
@@ -678,8 +743,8 @@ absl::StatusOr<std::map<std::string, at::Tensor>> MegatronFullToHf(
           absl::StrCat("megatron tensor '", name,
                        "' must be [2, ffn, hidden] ([gate; up])"));
     }
-    out[hf + "mlp.gate_proj.weight"] = full.select(0, 0);
-    out[hf + "mlp.up_proj.weight"] = full.select(0, 1);
+    out[hf + mlp + "gate_proj.weight"] = full.select(0, 0);
+    out[hf + mlp + "up_proj.weight"] = full.select(0, 1);
   } else {
     return absl::NotFoundError(
         absl::StrCat("megatron tensor '", name, "' has no HF mapping"));

@@ -85,12 +85,20 @@ std::map<std::string, at::Tensor> GatherHfTensorsAllStages(
 // [gate; up], so a rank's [gate_r; up_r] is the box [0:2, r*f:(r+1)*f, :],
 // as Megatron's swiglu sharded factory stores it), and the vocabulary
 // unpadded (padding depends on tp; its rows are zero and not saved).
+// MoE: the router, its expert_bias and the shared-expert gate are
+// replicated, the shared experts tp-split as the dense MLP; a local expert
+// i of ep rank j is saved under its global index g = j*E/ep + i
+// (`decoder.layers.L.mlp.experts.local_experts.<g>.linear_fc{1,2}.weight`,
+// global [2, F, H] / [H, F]), its box this rank's etp shard, so a
+// checkpoint loads under any ep / etp.
 struct MegatronParamSlice {
+  std::string key;  // the dist_ckpt key (the parameter name but for experts)
   std::vector<int64_t> global_shape;
   std::vector<int64_t> offsets;     // of this rank's box
   std::vector<int64_t> view_shape;  // the local tensor viewed so
   int64_t rows = -1;  // real rows of the view's dim 0 (vocab padding); -1 all
   bool replicated = false;  // the same on every tp rank (tp rank 0 saves)
+  bool expert = false;      // a local expert's shard: replicas over edp only
 
   std::vector<int64_t> BoxSizes() const;
   // This rank's box of `local` (shaped like the parameter), a view.
@@ -101,7 +109,11 @@ absl::StatusOr<MegatronParamSlice> MegatronSliceOf(
 
 // HF tensors from the global tensor of one Megatron parameter (the layout
 // above): linear_qkv split per query group into q/k/v, linear_fc1 into
-// gate/up, norms, final norm, head (value models: output_layer -> score).
+// gate/up, norms, final norm, head (value models: output_layer -> score);
+// MoE: router -> mlp.gate (.weight, .e_score_correction_bias), experts by
+// global index -> mlp.experts.<g>.{gate,up,down}_proj, shared experts ->
+// mlp.shared_expert(s) (DeepSeek's plural for the sigmoid router), the
+// shared gate -> mlp.shared_expert_gate.
 // Works on meta tensors too (shapes only). NotFound for an unknown name.
 absl::StatusOr<std::map<std::string, at::Tensor>> MegatronFullToHf(
     const ModelConfig& config, const std::string& name, const at::Tensor& full);

@@ -214,14 +214,6 @@ absl::Status PpoTrainer::InitRoles() {
   policy.model->enable_gradient_checkpointing(
       model_settings.enable_gradient_checkpointing());
   VERL_RETURN_IF_ERROR(MakeRoleGroups());
-  if (policy.model->config().IsMoe() && (actor_mpu_ || critic_mpu_) &&
-      config_.trainer().save_freq() > 0) {
-    // dist_ckpt has no expert boxes yet (docs/megatron.md).
-    return absl::UnimplementedError(absl::StrCat(
-        "trainer.save_freq=", config_.trainer().save_freq(),
-        ": checkpoints of an MoE model under strategy=megatron are not "
-        "built yet (set -1)"));
-  }
   if (policy.vlm) VERL_RETURN_IF_ERROR(CheckVisionLanguageRoles());
   if (actor_cfg().freeze_vision_tower()) {
     auto* vlm = dynamic_cast<models::vlm::Qwen2VLForConditionalGeneration*>(

@@ -724,28 +724,37 @@ nlohmann::json TransformerConfigJson(const models::MegatronGPTModel& model,
                                      int pp) {
   const models::ModelConfig& c = model.config();
   const models::TpHeadLayout h = models::MakeTpHeadLayout(c, 1);
-  return {{"num_layers", c.num_hidden_layers},
-          {"hidden_size", c.hidden_size},
-          {"ffn_hidden_size", c.intermediate_size},
-          {"num_attention_heads", c.num_attention_heads},
-          {"num_query_groups", c.num_key_value_heads},
-          {"kv_channels", h.head_dim},
-          {"normalization", "RMSNorm"},
-          {"layernorm_epsilon", c.rms_norm_eps},
-          {"gated_linear_unit", true},
-          {"activation_func", "silu"},
-          {"add_bias_linear", false},
-          {"add_qkv_bias", c.attention_bias},
-          {"qk_layernorm", c.qk_norm},
-          {"rotary_base", c.rope_theta},
-          {"vocab_size", c.vocab_size},
-          {"padded_vocab_size", model.padded_vocab_size()},
-          {"share_embeddings_and_output_weights", c.tie_word_embeddings},
-          {"is_value_model", c.is_value_model},
-          {"tensor_model_parallel_size", model.tp()->size()},
-          {"pipeline_model_parallel_size", pp},
-          {"sequence_parallel", model.options().sequence_parallel},
-          {"params_dtype", "torch.float32"}};
+  nlohmann::json j = {
+      {"num_layers", c.num_hidden_layers},
+      {"hidden_size", c.hidden_size},
+      {"ffn_hidden_size", c.intermediate_size},
+      {"num_attention_heads", c.num_attention_heads},
+      {"num_query_groups", c.num_key_value_heads},
+      {"kv_channels", h.head_dim},
+      {"normalization", "RMSNorm"},
+      {"layernorm_epsilon", c.rms_norm_eps},
+      {"gated_linear_unit", true},
+      {"activation_func", "silu"},
+      {"add_bias_linear", false},
+      {"add_qkv_bias", c.attention_bias},
+      {"qk_layernorm", c.qk_norm},
+      {"rotary_base", c.rope_theta},
+      {"vocab_size", c.vocab_size},
+      {"padded_vocab_size", model.padded_vocab_size()},
+      {"share_embeddings_and_output_weights", c.tie_word_embeddings},
+      {"is_value_model", c.is_value_model},
+      {"tensor_model_parallel_size", model.tp()->size()},
+      {"pipeline_model_parallel_size", pp},
+      {"sequence_parallel", model.options().sequence_parallel},
+      {"params_dtype", "torch.float32"}};
+  if (c.IsMoe()) {  // Megatron's MoE fields
+    j["num_moe_experts"] = c.num_experts;
+    j["moe_router_topk"] = c.num_experts_per_tok;
+    j["moe_ffn_hidden_size"] = c.moe_intermediate_size;
+    j["expert_model_parallel_size"] = model.ep()->size();
+    j["expert_tensor_parallel_size"] = model.etp()->size();
+  }
+  return j;
 }
 
 }  // namespace
@@ -769,28 +778,42 @@ MegatronTrainState::PrepareDistCheckpoint(
     }
   }
   auto slices = std::make_shared<std::map<std::string, ckpt::DistSlice>>();
+  // Replicas (over dp, over tp for replicated tensors, over cp always,
+  // the tied head's copy on the last pipeline stage; experts: over edp
+  // only) are saved by one rank; `i` spreads the writes over the replicas.
+  const parallel::Communicator& edp = *mpu_->group(mg::MpuGroup::kEdp);
+  auto saves = [&](const models::MegatronParamSlice& sl, size_t i,
+                   const at::Tensor& p) {
+    if (sl.expert) return static_cast<int>(i % edp.size()) == edp.rank();
+    return static_cast<int>(i % dp) == dp_rank && mpu_->cp_rank() == 0 &&
+           (!sl.replicated || mpu_->tp_rank() == 0) &&
+           !(!model_->is_first_stage() && model_->word_embeddings &&
+             p.is_same(model_->word_embeddings->weight));
+  };
   for (size_t i = 0; i < f.params.size(); ++i) {
-    const std::string& name = f.names[i];
     VERL_ASSIGN_OR_RETURN(models::MegatronParamSlice sl,
-                          models::MegatronSliceOf(*model_, name));
-    // Replicas (over dp, over tp for replicated tensors, over cp always,
-    // the tied head's copy on the last pipeline stage) are saved by one
-    // rank.
-    if (static_cast<int>(i % dp) != dp_rank || mpu_->cp_rank() != 0 ||
-        (sl.replicated && mpu_->tp_rank() != 0) ||
-        (!model_->is_first_stage() && model_->word_embeddings &&
-         f.params[i].is_same(model_->word_embeddings->weight))) {
-      continue;
-    }
+                          models::MegatronSliceOf(*model_, f.names[i]));
+    if (!saves(sl, i, f.params[i])) continue;
+    const std::string& key = sl.key;
     auto box = [&](const at::Tensor& local) {
       return ckpt::DistSlice{sl.Box(local.detach()).clone(), sl.global_shape,
                              sl.offsets};
     };
-    (*slices)[name] = box(f.params[i]);
-    if (!masters.empty()) (*slices)[kMaster + name] = box(masters[i]);
+    (*slices)[key] = box(f.params[i]);
+    if (!masters.empty()) (*slices)[kMaster + key] = box(masters[i]);
     if (moments.empty()) continue;
-    (*slices)[kExpAvg + name] = box(moments[i].first);
-    (*slices)[kExpAvgSq + name] = box(moments[i].second);
+    (*slices)[kExpAvg + key] = box(moments[i].first);
+    (*slices)[kExpAvgSq + key] = box(moments[i].second);
+  }
+  // Parameters without gradient (the MoE router's expert_bias): model
+  // state without optimizer entries.
+  for (const auto& item : model_->named_parameters(/*recurse=*/true)) {
+    if (item.value().requires_grad()) continue;
+    VERL_ASSIGN_OR_RETURN(models::MegatronParamSlice sl,
+                          models::MegatronSliceOf(*model_, item.key()));
+    if (!saves(sl, 0, item.value())) continue;
+    (*slices)[sl.key] = ckpt::DistSlice{sl.Box(item.value().detach()).clone(),
+                                        sl.global_shape, sl.offsets};
   }
   nlohmann::json common = {{"optimizer_step", step},
                            {"has_optimizer", !moments.empty()}};
@@ -833,10 +856,12 @@ MegatronTrainState::LoadDistCheckpoint(const std::string& role_dir,
   const nlohmann::json& common = reader->metadata().common;
   // This rank's local tensor of `key` for parameter i (zeros where the
   // layout pads, e.g. vocabulary rows past vocab_size).
-  auto local = [&](const std::string& key,
-                   size_t i) -> absl::StatusOr<at::Tensor> {
+  // `prefix` + the parameter's key (experts: by global index).
+  auto local_of = [&](const std::string& prefix, const std::string& name,
+                      const at::Tensor& param) -> absl::StatusOr<at::Tensor> {
     VERL_ASSIGN_OR_RETURN(models::MegatronParamSlice sl,
-                          models::MegatronSliceOf(*model_, f.names[i]));
+                          models::MegatronSliceOf(*model_, name));
+    const std::string key = prefix + sl.key;
     if (!reader->Has(key)) {
       return absl::NotFoundError(
           absl::StrCat(dir, ": the checkpoint has no tensor '", key, "'"));
@@ -851,25 +876,32 @@ MegatronTrainState::LoadDistCheckpoint(const std::string& role_dir,
     VERL_ASSIGN_OR_RETURN(at::Tensor box,
                           reader->ReadBox(key, sl.offsets, sl.BoxSizes()));
     // In the saved dtype (fp32 moments and masters of half parameters).
-    at::Tensor out = at::zeros(f.params[i].sizes(), box.options());
+    at::Tensor out = at::zeros(param.sizes(), box.options());
     sl.Box(out).copy_(box);
     return out;
+  };
+  auto local = [&](const std::string& prefix, size_t i) {
+    return local_of(prefix, f.names[i], f.params[i]);
   };
   at::NoGradGuard no_grad;
   if (parts.model) {
     for (size_t i = 0; i < f.params.size(); ++i) {
-      VERL_ASSIGN_OR_RETURN(at::Tensor t, local(f.names[i], i));
+      VERL_ASSIGN_OR_RETURN(at::Tensor t, local("", i));
       f.params[i].detach().copy_(t);
+    }
+    for (const auto& item : model_->named_parameters(/*recurse=*/true)) {
+      if (item.value().requires_grad()) continue;
+      VERL_ASSIGN_OR_RETURN(at::Tensor t,
+                            local_of("", item.key(), item.value()));
+      item.value().detach().copy_(t);
     }
   }
   if (parts.optimizer) {
     std::vector<at::Tensor> avg, avg_sq;
     if (common.value("has_optimizer", false)) {
       for (size_t i = 0; i < f.params.size(); ++i) {
-        VERL_ASSIGN_OR_RETURN(avg.emplace_back(),
-                              local(kExpAvg + f.names[i], i));
-        VERL_ASSIGN_OR_RETURN(avg_sq.emplace_back(),
-                              local(kExpAvgSq + f.names[i], i));
+        VERL_ASSIGN_OR_RETURN(avg.emplace_back(), local(kExpAvg, i));
+        VERL_ASSIGN_OR_RETURN(avg_sq.emplace_back(), local(kExpAvgSq, i));
       }
     }
     SetLocalMoments(common.value("optimizer_step", int64_t{0}), avg, avg_sq);
@@ -879,12 +911,13 @@ MegatronTrainState::LoadDistCheckpoint(const std::string& role_dir,
     // the parameters (a checkpoint of an fp32 run without them).
     std::vector<at::Tensor> master;
     for (size_t i = 0; i < f.params.size(); ++i) {
-      if (!reader->Has(kMaster + f.names[i])) {
+      VERL_ASSIGN_OR_RETURN(models::MegatronParamSlice sl,
+                            models::MegatronSliceOf(*model_, f.names[i]));
+      if (!reader->Has(kMaster + sl.key)) {
         master.clear();
         break;
       }
-      VERL_ASSIGN_OR_RETURN(master.emplace_back(),
-                            local(kMaster + f.names[i], i));
+      VERL_ASSIGN_OR_RETURN(master.emplace_back(), local(kMaster, i));
     }
     SetMasters(master);
   }

@@ -29,6 +29,15 @@
 // (Memory()) drop by the offloaded buffers' bytes, which sit in host memory;
 // a forward-only model's parameters (the reference's param_offload) moved to
 // host and back give the same log-probs bit for bit.
+// --mode=moe_dist_ckpt (--ep, --etp): two tiny MoE models (Qwen2-MoE:
+// softmax router, gated shared expert; Qwen3-MoE-shaped with the sigmoid
+// router and its expert_bias, no shared expert) each trained one step at
+// (tp, ep, etp), saved as dist_ckpt (experts keyed by global index, boxes
+// the etp shards), merged by the Megatron merger (rank 0: equal to the
+// gathered HF tensors bit for bit, every tensor once), loaded into a model
+// of another init at etp 1 (its HF tensors equal the saved ones bit for bit,
+// expert_bias included), and a second step on both layouts gives the same
+// loss, grad norm and parameters (<= 1e-5 rel).
 // Prints "rank R: OK ..." or "rank R FAILED: ..." and exits non-zero on a
 // failure.
 #include <ATen/ATen.h>
@@ -45,6 +54,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -81,7 +91,10 @@ ABSL_FLAG(std::string, dist_ckpt_dir, "",
           "dist_ckpt mode: the folder the save phase writes and the resume "
           "phase reads");
 ABSL_FLAG(std::string, dist_ckpt_phase, "", "save | resume");
-ABSL_FLAG(std::string, mode, "", "half | offload (see the file comment)");
+ABSL_FLAG(std::string, mode, "",
+          "half | offload | moe_dist_ckpt (see the file comment)");
+ABSL_FLAG(int, ep, 1, "expert_model_parallel_size (moe_dist_ckpt mode)");
+ABSL_FLAG(int, etp, 0, "expert_tensor_parallel_size (moe_dist_ckpt; 0: tp)");
 ABSL_FLAG(std::string, dtype, "float32", "offload mode: parameter dtype");
 ABSL_FLAG(bool, exact, false,
           "resume: steps 3 and 4 must equal the saving run's bit for bit "
@@ -713,6 +726,116 @@ absl::Status RunDistCkpt(const std::shared_ptr<mg::ParallelState>& mpu,
   return absl::OkStatus();
 }
 
+// ---- MoE dist_ckpt: expert shards by global index, over ep and etp -----
+
+// The HF tensors of `model` (collective), on every rank.
+std::map<std::string, at::Tensor> HfTensors(
+    const models::MegatronGPTModel& model) {
+  std::map<std::string, at::Tensor> out;
+  for (int64_t l = models::kMegatronRootStage;
+       l < model.config().num_hidden_layers; ++l) {
+    out.merge(models::GatherHfTensorsAllStages(model, l));
+  }
+  return out;
+}
+
+models::ModelConfig MoeConfig(bool sigmoid) {
+  models::ModelConfig c = TinyConfig();
+  c.architecture = sigmoid ? "Qwen3MoeForCausalLM" : "Qwen2MoeForCausalLM";
+  c.model_type = sigmoid ? "qwen3_moe" : "qwen2_moe";
+  c.num_experts = 4;
+  c.num_experts_per_tok = 2;
+  c.moe_intermediate_size = 16;
+  if (sigmoid) {       // DeepSeek-V3's router on a config the merger reads back
+    c.qk_norm = true;  // Qwen3's attention
+    c.attention_bias = false;
+    c.scoring_func = "sigmoid";
+    c.n_group = 2;
+    c.topk_group = 2;
+    c.norm_topk_prob = true;
+  } else {
+    c.shared_expert_intermediate_size = 24;
+  }
+  return c;
+}
+
+absl::Status RunMoeDistCkpt(const std::shared_ptr<mg::ParallelState>& mpu,
+                            mg::Comparer& cmp) {
+  const std::string dir = absl::GetFlag(FLAGS_dist_ckpt_dir);
+  const bool root = mpu->world()->rank() == 0;
+  mg::ModelParallelSizes sizes = mpu->layout().sizes();
+  sizes.etp = 1;
+  VERL_ASSIGN_OR_RETURN(
+      std::shared_ptr<mg::ParallelState> mpu1,
+      mg::ParallelState::Initialize(mpu->world(), sizes, "mpu_etp1"));
+  for (const bool sigmoid : {false, true}) {
+    const models::ModelConfig config = MoeConfig(sigmoid);
+    const std::string tag = sigmoid ? "sigmoid: " : "softmax: ";
+    std::map<std::string, at::Tensor> initial =
+        Params(*models::CreateModel(config, /*seed=*/1, 0.1));
+    for (auto& [name, t] : initial) {  // a bias worth restoring
+      if (absl::EndsWith(name, "e_score_correction_bias")) {
+        t = at::arange(t.numel(), at::kFloat) * 0.01;
+      }
+    }
+    models::MegatronModelOptions options;
+    options.sequence_parallel = mpu->tp_size() > 1;
+    options.make_vocab_size_divisible_by = 4;
+    auto build = [&](const std::shared_ptr<mg::ParallelState>& m,
+                     const std::map<std::string, at::Tensor>& from)
+        -> absl::StatusOr<std::pair<std::shared_ptr<models::MegatronGPTModel>,
+                                    std::unique_ptr<MegatronTrainState>>> {
+      auto model =
+          std::make_shared<models::MegatronGPTModel>(config, options, m);
+      VERL_RETURN_IF_ERROR(models::LoadMegatronFromHf(
+          models::HfSourceFromMap(from), model.get()));
+      VERL_ASSIGN_OR_RETURN(
+          auto state, MegatronTrainState::Create(model, m, Adam(), false));
+      return std::make_pair(model, std::move(state));
+    };
+    VERL_ASSIGN_OR_RETURN(auto a, build(mpu, initial));
+    const int dp = mpu->dp()->size();
+    const Packed mine = Sequences(mpu->dp_rank(), dp, config);
+    VERL_RETURN_IF_ERROR(MegatronStep(*a.first, *a.second, mine, dp).status());
+    const std::string role = dir + (sigmoid ? "/sigmoid" : "/softmax");
+    VERL_RETURN_IF_ERROR(SaveDist(*a.second, *mpu, role, config));
+    const std::map<std::string, at::Tensor> saved = HfTensors(*a.first);
+    if (root) {
+      VERL_RETURN_IF_ERROR(MergeEquals(role, saved, tag + "merge"));
+    }
+    // Another init at etp 1, then the checkpoint.
+    VERL_ASSIGN_OR_RETURN(
+        auto b,
+        build(mpu1, Params(*models::CreateModel(config, /*seed=*/2, 0.1))));
+    VERL_RETURN_IF_ERROR(
+        b.second->LoadDistCheckpoint(role, TrainStateLoadParts()).status());
+    for (const auto& [name, t] : HfTensors(*b.first)) {
+      if (!at::equal(t, saved.at(name))) {
+        return absl::InternalError(
+            absl::StrCat(tag, "loaded at etp 1: '", name, "' differs"));
+      }
+    }
+    const Packed mine1 = Sequences(mpu1->dp_rank(), dp, config);
+    double loss_a = 0, loss_b = 0;
+    VERL_ASSIGN_OR_RETURN(double norm_a,
+                          MegatronStep(*a.first, *a.second, mine, dp, &loss_a));
+    VERL_ASSIGN_OR_RETURN(
+        double norm_b, MegatronStep(*b.first, *b.second, mine1, dp, &loss_b));
+    VERL_RETURN_IF_ERROR(cmp.Expect(tag + "step 2 loss",
+                                    at::tensor({loss_b}, at::kDouble),
+                                    at::tensor({loss_a}, at::kDouble)));
+    VERL_RETURN_IF_ERROR(cmp.Expect(tag + "step 2 grad norm",
+                                    at::tensor({norm_b}, at::kDouble),
+                                    at::tensor({norm_a}, at::kDouble)));
+    VERL_RETURN_IF_ERROR(
+        Compare(*b.first, HfTensors(*a.first), tag + "step 2 at etp 1 ", cmp));
+    std::cout << "rank " << mpu->world()->rank() << ": " << tag
+              << "merged and resharded; step 2 grad norm " << norm_a << " vs "
+              << norm_b << " at etp 1" << std::endl;
+  }
+  return absl::OkStatus();
+}
+
 int Main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   parallel::DistributedContext dist = parallel::JoinTestJob();
@@ -721,6 +844,8 @@ int Main(int argc, char** argv) {
   sizes.tp = absl::GetFlag(FLAGS_tp);
   sizes.pp = absl::GetFlag(FLAGS_pp);
   sizes.vpp = absl::GetFlag(FLAGS_vpp);
+  sizes.ep = absl::GetFlag(FLAGS_ep);
+  sizes.etp = absl::GetFlag(FLAGS_etp);
   absl::StatusOr<std::shared_ptr<mg::ParallelState>> mpu =
       mg::ParallelState::Initialize(dist.world, sizes);
   if (!mpu.ok()) {
@@ -730,8 +855,9 @@ int Main(int argc, char** argv) {
   mg::Comparer cmp(kTol);
   const std::string mode = absl::GetFlag(FLAGS_mode);
   const bool distributed = absl::GetFlag(FLAGS_distributed);
-  absl::Status s = mode == "half"      ? RunHalf(*mpu, distributed)
-                   : mode == "offload" ? RunOffload(*mpu, distributed)
+  absl::Status s = mode == "half"            ? RunHalf(*mpu, distributed)
+                   : mode == "offload"       ? RunOffload(*mpu, distributed)
+                   : mode == "moe_dist_ckpt" ? RunMoeDistCkpt(*mpu, cmp)
                    : absl::GetFlag(FLAGS_dist_ckpt_phase).empty()
                        ? Run(*mpu, distributed, cmp)
                        : RunDistCkpt(*mpu, distributed, cmp);
