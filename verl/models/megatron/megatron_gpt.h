@@ -64,8 +64,9 @@
 // rotary tables then cover qk_rope_head_dim (YaRN as HF's).
 //
 // MoE layers (Qwen2/3-MoE, DeepSeek-V3's router; verl/models/megatron/
-// moe_layer.h): experts split over the mpu's ep group, tokens dispatched by
-// all-to-all. Every rank routes its own tokens (with ep > 1 over dp ranks,
+// moe_layer.h): experts split over the mpu's ep group (each expert's ffn
+// over its etp group), tokens dispatched by all-to-all (and all-gathered
+// over etp). Every rank routes its own tokens (with ep > 1 over dp ranks,
 // each its own batch). FinalizeGrads() sums the expert gradients over the
 // expert-data-parallel group instead of cp, so they hold the gradient of
 // the sum of every dp rank's loss (Megatron's expert grads before the
