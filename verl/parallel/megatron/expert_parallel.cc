@@ -28,6 +28,29 @@ at::Tensor AllToAllNoGrad(const at::Tensor& x, const std::vector<int64_t>& send,
   return out;
 }
 
+// Every member's rows, concatenated in rank order (counts may differ).
+at::Tensor AllGatherRowsNoGrad(const at::Tensor& x, Communicator& comm) {
+  if (x.scalar_type() == at::kBFloat16) {
+    return AllGatherRowsNoGrad(x.contiguous().view(at::kHalf), comm)
+        .view(at::kBFloat16);
+  }
+  return CommOrDie(comm.AllGatherCat(x.contiguous()), comm,
+                   "expert tensor-parallel all-gather");
+}
+
+// y holds every member's block in rank order (`rows` each): returns this
+// member's block summed over the members (an all-to-all of the blocks plus
+// a local sum, as Communicator::ReduceScatter, with variable blocks).
+at::Tensor ReduceScatterRowsNoGrad(const at::Tensor& y,
+                                   const std::vector<int64_t>& rows,
+                                   Communicator& comm) {
+  const int64_t m = rows[comm.rank()];
+  const std::vector<int64_t> recv(comm.size(), m);
+  return AllToAllNoGrad(y, rows, recv, comm)
+      .reshape({comm.size(), m, y.size(1)})
+      .sum(0);
+}
+
 }  // namespace
 
 at::Tensor AllToAllRows(const at::Tensor& x,
@@ -157,24 +180,34 @@ EtpGather PlanEtpGather(const std::vector<int64_t>& local_offsets,
 at::Tensor GatherExpertRows(const at::Tensor& rows, const EtpGather& g,
                             const CommPtr& etp) {
   if (etp->size() == 1) return rows;
-  // A variable-count all-gather as an all-to-all of this rank's rows sent
-  // to every member; autograd sums the copies' gradients (reduce-scatter).
-  const int64_t m = rows.size(0);
-  CHECK_EQ(m, g.member_rows[etp->rank()]);
-  const std::vector<int64_t> send(etp->size(), m);
-  at::Tensor all =
-      AllToAllRows(rows.repeat({etp->size(), 1}), send, g.member_rows, etp);
+  CHECK_EQ(rows.size(0), g.member_rows[etp->rank()]);
+  at::Tensor all;
+  {
+    at::NoGradGuard no_grad;
+    all = AllGatherRowsNoGrad(rows.detach(), *etp);
+  }
+  CHECK_EQ(all.size(0), g.regroup.numel())
+      << "expert tensor-parallel all-gather: rows differ from the plan";
+  all = WithCommBackward(all, rows, "EtpGatherBackward",
+                         [etp, sizes = g.member_rows](const at::Tensor& grad) {
+                           return ReduceScatterRowsNoGrad(grad, sizes, *etp);
+                         });
   return all.index_select(0, g.regroup);
 }
 
 at::Tensor ReduceScatterExpertRows(const at::Tensor& y, const EtpGather& g,
                                    const CommPtr& etp) {
   if (etp->size() == 1) return y;
-  const int64_t m = g.member_rows[etp->rank()];
-  const std::vector<int64_t> recv(etp->size(), m);
-  at::Tensor parts =
-      AllToAllRows(y.index_select(0, g.ungroup), g.member_rows, recv, etp);
-  return parts.reshape({etp->size(), m, y.size(1)}).sum(0);
+  at::Tensor blocks = y.index_select(0, g.ungroup);  // by member
+  at::Tensor out;
+  {
+    at::NoGradGuard no_grad;
+    out = ReduceScatterRowsNoGrad(blocks.detach(), g.member_rows, *etp);
+  }
+  return WithCommBackward(out, blocks, "EtpReduceScatterBackward",
+                          [etp](const at::Tensor& grad) {
+                            return AllGatherRowsNoGrad(grad, *etp);
+                          });
 }
 
 }  // namespace verl::parallel::megatron

@@ -109,9 +109,9 @@ EtpGather PlanEtpGather(const std::vector<int64_t>& local_offsets,
                         Communicator& etp);
 
 // rows [M, H] (DispatchTokens' output) -> every etp member's rows grouped by
-// local expert [sum M_m, H]. Backward: the members' partial gradients are
-// reduce-scattered back (summed onto their owner's rows). Collective over
-// `etp`.
+// local expert [sum M_m, H] (an all-gather with variable counts). Backward:
+// the members' partial gradients are reduce-scattered back (summed onto
+// their owner's rows). Collective over `etp`.
 at::Tensor GatherExpertRows(const at::Tensor& rows, const EtpGather& g,
                             const CommPtr& etp);
 
