@@ -173,9 +173,13 @@ TEST(MegatronGptTest, Ep4MatchesSingleProcess) {
 }
 
 // cp 2 x ep 2 on 2 processes: one dp rank, its sequences split over the
-// cp ranks, which are also the ep ranks.
+// cp ranks, which are also the ep ranks; then ep 1 with etp 2 (every expert
+// split over the cp pair, each rank's chunks gathered to both).
 TEST(MegatronGptTest, Cp2Ep2MatchesSingleProcess) {
   EXPECT_EQ(RunWorker(2, {"--cp=2", "--ep=2", "--cases=qwen2_moe_shared_sp"}),
+            0);
+  EXPECT_EQ(RunWorker(2, {"--cp=2", "--ep=1", "--etp=2",
+                          "--cases=qwen2_moe_shared_sp"}),
             0);
 }
 
