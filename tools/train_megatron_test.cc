@@ -17,12 +17,13 @@
 // log-Z head reads the tp decoder's hidden states and is checkpointed and
 // resumed; with context_parallel_size=2 (cp 2, tp 1) the same; pipeline
 // stages with 1F1B and the interleaved schedule (pp 2, vpp 2; tp 2 x pp 2
-// x vpp 2 on 4 processes); the critic at pp 2; a tiny
-// Qwen3-MoE with expert_model_parallel_size=2 and a tiny DeepSeek-V3 (MLA,
-// expert-bias update) at tp 2 x ep 2 against one process.
+// x vpp 2 on 4 processes); the critic at pp 2; a tiny Qwen3-MoE with
+// expert_model_parallel_size=2 (and at tp 2 x etp 2) and a tiny DeepSeek-V3
+// (MLA, expert-bias update) at tp 2 x ep 2 against one process.
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -101,15 +102,21 @@ TEST(TrainMegatronTest, Cp2ReproducesOneProcess) {
 }
 
 // `args` with actor and reference at tensor_model_parallel_size=2 (sequence
-// parallel), expert_tensor_parallel_size=1, expert_model_parallel_size=2.
-std::vector<std::string> Tp2Ep2(std::vector<std::string> args) {
+// parallel) and the given expert_model_parallel_size /
+// expert_tensor_parallel_size.
+std::vector<std::string> Tp2Experts(std::vector<std::string> args, int ep,
+                                    int etp) {
   for (const std::string role : {"actor", "ref"}) {
     const std::string m = "actor_rollout_ref." + role + ".megatron.";
     args.push_back(m + "tensor_model_parallel_size=2");
-    args.push_back(m + "expert_tensor_parallel_size=1");
-    args.push_back(m + "expert_model_parallel_size=2");
+    args.push_back(m + "expert_tensor_parallel_size=" + std::to_string(etp));
+    args.push_back(m + "expert_model_parallel_size=" + std::to_string(ep));
   }
   return args;
+}
+
+std::vector<std::string> Tp2Ep2(std::vector<std::string> args) {
+  return Tp2Experts(std::move(args), /*ep=*/2, /*etp=*/1);
 }
 
 // Expert parallelism: the tiny Qwen3-MoE preset with actor and reference
@@ -123,7 +130,10 @@ std::vector<std::string> Tp2Ep2(std::vector<std::string> args) {
 // along its intermediate size, the router replicated), synced from the
 // expert-parallel actor. Step 1 (rollout, old/ref log-probs, two mini-batch
 // updates, the grad norm over dense + expert gradients, the actor/moe/*
-// expert load) matches the 1-process run.
+// expert load) matches the 1-process run. A third run takes ep 1 and
+// expert_tensor_parallel_size=2: every expert split over the tp pair (rows
+// all-gathered, partial outputs reduce-scattered; the grad norm counts each
+// shard once) with the same step 1.
 TEST(TrainMegatronTest, MoeEp2ReproducesOneProcess) {
   const std::vector<std::string> moe = {
       "actor_rollout_ref.model.preset=tiny-qwen3-moe",
@@ -140,6 +150,14 @@ TEST(TrainMegatronTest, MoeEp2ReproducesOneProcess) {
   const auto two = RunTrain("moe_ep2", Quickstart(2, ep2));
   ExpectSameRuns(one, "moe_one", two, "moe_ep2",
                  "megatron tp=2 ep=2, rollout tp=2", 1,
+                 {"actor/pg_loss", "actor/grad_norm", "actor/kl_loss",
+                  "actor/moe/imbalance_max", "actor/moe/layer_0/imbalance"},
+                 /*min_same_steps=*/1);
+  std::vector<std::string> etp2 = Tp2Experts(moe, /*ep=*/1, /*etp=*/2);
+  etp2.push_back("actor_rollout_ref.rollout.tensor_model_parallel_size=2");
+  const auto split = RunTrain("moe_etp2", Quickstart(2, etp2));
+  ExpectSameRuns(one, "moe_one", split, "moe_etp2",
+                 "megatron tp=2 etp=2, rollout tp=2", 1,
                  {"actor/pg_loss", "actor/grad_norm", "actor/kl_loss",
                   "actor/moe/imbalance_max", "actor/moe/layer_0/imbalance"},
                  /*min_same_steps=*/1);
