@@ -51,6 +51,10 @@ at::Tensor ReduceScatterRowsNoGrad(const at::Tensor& y,
       .sum(0);
 }
 
+// No etp member received a row (every member knows, from the counts):
+// nothing to exchange in either direction.
+bool NoRows(const EtpGather& g) { return g.regroup.numel() == 0; }
+
 }  // namespace
 
 at::Tensor AllToAllRows(const at::Tensor& x,
@@ -181,6 +185,7 @@ at::Tensor GatherExpertRows(const at::Tensor& rows, const EtpGather& g,
                             const CommPtr& etp) {
   if (etp->size() == 1) return rows;
   CHECK_EQ(rows.size(0), g.member_rows[etp->rank()]);
+  if (NoRows(g)) return rows;
   at::Tensor all;
   {
     at::NoGradGuard no_grad;
@@ -197,7 +202,7 @@ at::Tensor GatherExpertRows(const at::Tensor& rows, const EtpGather& g,
 
 at::Tensor ReduceScatterExpertRows(const at::Tensor& y, const EtpGather& g,
                                    const CommPtr& etp) {
-  if (etp->size() == 1) return y;
+  if (etp->size() == 1 || NoRows(g)) return y;
   at::Tensor blocks = y.index_select(0, g.ungroup);  // by member
   at::Tensor out;
   {
