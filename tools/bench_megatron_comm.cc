@@ -58,8 +58,9 @@
 // forward and again in backward: E*8 + 2 (P + M) h e bytes. P and M come
 // from the step's routing (the expert load, summed over the ep group after
 // the step); "uniform" is the same with every expert equally loaded
-// (P = M = T_mb k). dp: one fp32 all-reduce of the gradients; ep: the
-// experts' squared grad norm (8 bytes). The tool also prints the
+// (P = M = T_mb k). dp: one fp32 all-reduce of the gradients; etp_ep (the
+// etp x ep group, each expert shard once): the experts' squared grad norm
+// (8 bytes). The tool also prints the
 // all-to-all time per MoE layer and the expert load imbalance (max / mean
 // tokens per expert) of every step.
 //
@@ -177,7 +178,7 @@ std::map<std::pair<std::string, std::string>, double> Expected(const Shape& s) {
   }
   if (s.moe) {  // the all-reduce optimizer; the ep all_to_all is per step
     if (s.dp > 1) e[{"dp", "all_reduce"}] = s.params * 4.0;
-    if (s.ep > 1) e[{"ep", "all_reduce"}] = 8;
+    if (s.ep > 1) e[{"etp_ep", "all_reduce"}] = 8;
     return e;
   }
   if (s.dp > 1) {
@@ -252,11 +253,9 @@ absl::Status Worker(int tp) {
   // Which Megatron group a communicator name is.
   std::map<std::string, std::string> role;
   const std::pair<mg::MpuGroup, const char*> groups[] = {
-      {mg::MpuGroup::kTp, "tp"},
-      {mg::MpuGroup::kDp, "dp"},
-      {mg::MpuGroup::kCp, "cp"},
-      {mg::MpuGroup::kPp, "pp"},
-      {mg::MpuGroup::kEp, "ep"}};
+      {mg::MpuGroup::kTp, "tp"}, {mg::MpuGroup::kDp, "dp"},
+      {mg::MpuGroup::kCp, "cp"}, {mg::MpuGroup::kPp, "pp"},
+      {mg::MpuGroup::kEp, "ep"}, {mg::MpuGroup::kEtpEp, "etp_ep"}};
   for (const auto& [g, r] : groups) role[mpu->group(g)->name()] = r;
   role[mpu->world()->name()] = "world";
   const bool emb_is_pp =

@@ -32,7 +32,7 @@ moe_out="$TEST_TMPDIR/bench_moe.txt"
 tools/bench_megatron_comm --model=tiny-qwen3-moe --tps=1 --dp=2 --ep=2 \
   --steps=1 --seqs=2 --seq_len=32 --capacity_factor=1.0 | tee "$moe_out"
 grep -q "measured bytes equal Megatron's count" "$moe_out"
-for row in "ep all_to_all" "ep all_reduce" "dp all_reduce"; do
+for row in "ep all_to_all" "etp_ep all_reduce" "dp all_reduce"; do
   grep -Eq "^ +1 +${row% *} ${row#* } " "$moe_out" ||
     { echo "no row '$row'"; exit 1; }
 done
