@@ -58,15 +58,21 @@
 // forward and again in backward: E*8 + 2 (P + M) h e bytes. P and M come
 // from the step's routing (the expert load, summed over the ep group after
 // the step); "uniform" is the same with every expert equally loaded
-// (P = M = T_mb k). dp: one fp32 all-reduce of the gradients; etp_ep (the
-// etp x ep group, each expert shard once): the experts' squared grad norm
-// (8 bytes). The tool also prints the
-// all-to-all time per MoE layer and the expert load imbalance (max / mean
+// (P = M = T_mb k). With --etp > 1 (each expert split over the etp group)
+// per MoE layer and micro-batch the etp group all-gathers the [El] int64
+// per-expert row counts and the M rows (forward), then all-to-alls the
+// partial outputs of all S rows the group's members received for these
+// experts (S = sum of the members' M), and in backward the same two
+// row exchanges mirrored: all_gather etp (El*8 + 2 M h e) bytes (the full
+// collective, as the tool counts all-gathers), all_to_all 2 S h e. dp: one
+// fp32 all-reduce of the gradients; etp_ep (the etp x ep group, each expert
+// shard once): the experts' squared grad norm (8 bytes). The tool also prints
+// the all-to-all time per MoE layer and the expert load imbalance (max / mean
 // tokens per expert) of every step.
 //
 //   bazel run -c opt //tools:bench_megatron_comm -- --tps=1,2 --dp=2
 //   bazel run -c opt //tools:bench_megatron_comm -- --model=tiny-qwen3-moe \
-//     --tps=1 --dp=2 --ep=2 --steps=5
+//     --tps=1 --dp=2 --ep=2 --steps=5   (or --dp=4 --ep=2 --etp=2)
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <unistd.h>
@@ -114,6 +120,8 @@ ABSL_FLAG(bool, sequence_parallel, true, "megatron.sequence_parallel");
 ABSL_FLAG(std::string, dtype, "float32", "megatron.dtype");
 ABSL_FLAG(int, ep, 1,
           "expert_model_parallel_size (MoE presets; needs --tps=1, pp 1)");
+ABSL_FLAG(int, etp, 1,
+          "expert_tensor_parallel_size (MoE presets; needs --tps=1, pp 1)");
 ABSL_FLAG(double, capacity_factor, 0,
           "moe_expert_capacity_factor (0: null, no token dropped)");
 ABSL_FLAG(int, worker_tp, 0, "internal: run as a worker of this tp job");
@@ -131,7 +139,7 @@ struct Shape {
   int64_t microbatches = 1, stage_input = 0;  // numel of one mb's [T/tp, h]
   int64_t tied_embedding = 0;  // numel of the embedding shard when tied, pp>1
   int64_t emb_is_pp = 0;       // the embedding group is the pp group (pp 2)
-  int tp = 1, dp = 1, pp = 1, ep = 1;
+  int tp = 1, dp = 1, pp = 1, ep = 1, etp = 1;
   bool sp = true;
   int64_t moe = 0;  // an MoE model (the all-reduce optimizer)
 };
@@ -141,6 +149,7 @@ struct Shape {
 // time per MoE layer, and the expert load imbalance over the ep group.
 struct MoeStep {
   double expected = 0, uniform = 0, a2a_ms_per_layer = 0;
+  double etp_gather = 0, etp_a2a = 0;  // expected etp bytes (etp > 1)
   double imbalance_max = 0, imbalance_mean = 0;
 };
 
@@ -178,7 +187,7 @@ std::map<std::pair<std::string, std::string>, double> Expected(const Shape& s) {
   }
   if (s.moe) {  // the all-reduce optimizer; the ep all_to_all is per step
     if (s.dp > 1) e[{"dp", "all_reduce"}] = s.params * 4.0;
-    if (s.ep > 1) e[{"etp_ep", "all_reduce"}] = 8;
+    if (s.ep * s.etp > 1) e[{"etp_ep", "all_reduce"}] = 8;
     return e;
   }
   if (s.dp > 1) {
@@ -201,7 +210,7 @@ absl::Status Worker(int tp) {
   sizes.ep = absl::GetFlag(FLAGS_ep);
   VERL_ASSIGN_OR_RETURN(models::ModelConfig c,
                         models::MakePreset(absl::GetFlag(FLAGS_model)));
-  if (c.IsMoe()) sizes.etp = 1;
+  if (c.IsMoe()) sizes.etp = absl::GetFlag(FLAGS_etp);
   VERL_ASSIGN_OR_RETURN(auto mpu,
                         mg::ParallelState::Initialize(dist.world, sizes));
   models::MegatronModelOptions options;
@@ -253,9 +262,10 @@ absl::Status Worker(int tp) {
   // Which Megatron group a communicator name is.
   std::map<std::string, std::string> role;
   const std::pair<mg::MpuGroup, const char*> groups[] = {
-      {mg::MpuGroup::kTp, "tp"}, {mg::MpuGroup::kDp, "dp"},
-      {mg::MpuGroup::kCp, "cp"}, {mg::MpuGroup::kPp, "pp"},
-      {mg::MpuGroup::kEp, "ep"}, {mg::MpuGroup::kEtpEp, "etp_ep"}};
+      {mg::MpuGroup::kTp, "tp"},       {mg::MpuGroup::kDp, "dp"},
+      {mg::MpuGroup::kCp, "cp"},       {mg::MpuGroup::kPp, "pp"},
+      {mg::MpuGroup::kEp, "ep"},       {mg::MpuGroup::kEtp, "etp"},
+      {mg::MpuGroup::kEtpEp, "etp_ep"}};
   for (const auto& [g, r] : groups) role[mpu->group(g)->name()] = r;
   role[mpu->world()->name()] = "world";
   const bool emb_is_pp =
@@ -326,6 +336,8 @@ absl::Status Worker(int tp) {
       const double counts_bytes = n * c.num_experts * 8.0;
       MoeStep m;
       std::map<int64_t, std::vector<double>> group_load;
+      const mg::CommPtr& etp = mpu->group(mg::MpuGroup::kEtp);
+      const mg::CommPtr& etp_ep = mpu->group(mg::MpuGroup::kEtpEp);
       for (const auto& [layer, mine] : model->TakeExpertLoad()) {
         at::Tensor all =
             mg::AllReduceSum(at::tensor(mine, at::kDouble), *ep).contiguous();
@@ -338,6 +350,16 @@ absl::Status Worker(int tp) {
           m.uniform +=
               counts_bytes + 4.0 * n * len * c.num_experts_per_tok * row;
         }
+        if (etp->size() > 1) {
+          // S: every etp member's rows for these experts.
+          const double group_rows =
+              mg::AllReduceSum(at::tensor(mine, at::kDouble), *etp_ep)
+                  .narrow(0, first, el)
+                  .sum()
+                  .item<double>();
+          m.etp_gather += etp->size() * (n * el * 8.0 + 2 * rows * row);
+          m.etp_a2a += 2 * group_rows * row;
+        }
       }
       m.a2a_ms_per_layer =
           a2a_us / 1e3 / std::max<size_t>(1, group_load.size());
@@ -346,7 +368,9 @@ absl::Status Worker(int tp) {
       out << "moe " << step << " " << absl::StrFormat("%.0f", m.expected) << " "
           << absl::StrFormat("%.0f", m.uniform) << " " << m.a2a_ms_per_layer
           << " " << metrics["moe/imbalance_max"] << " "
-          << metrics["moe/imbalance_mean"] << "\n";
+          << metrics["moe/imbalance_mean"] << " "
+          << absl::StrFormat("%.0f", m.etp_gather) << " "
+          << absl::StrFormat("%.0f", m.etp_a2a) << "\n";
     }
   }
   timeline.Disable();
@@ -381,6 +405,7 @@ absl::StatusOr<JobResult> RunJob(int tp) {
           absl::GetFlag(FLAGS_sequence_parallel) ? "true" : "false"),
       "--dtype=" + absl::GetFlag(FLAGS_dtype),
       absl::StrFormat("--ep=%d", absl::GetFlag(FLAGS_ep)),
+      absl::StrFormat("--etp=%d", absl::GetFlag(FLAGS_etp)),
       absl::StrFormat("--capacity_factor=%g",
                       absl::GetFlag(FLAGS_capacity_factor))};
   VERL_ASSIGN_OR_RETURN(int code,
@@ -394,6 +419,7 @@ absl::StatusOr<JobResult> RunJob(int tp) {
   r.shape.pp = pp;
   r.shape.sp = tp > 1 && absl::GetFlag(FLAGS_sequence_parallel);
   r.shape.ep = absl::GetFlag(FLAGS_ep);
+  r.shape.etp = absl::GetFlag(FLAGS_etp);
   r.secs.assign(absl::GetFlag(FLAGS_steps), 0);
   for (int rank = 0; rank < tp * dp * pp; ++rank) {
     const std::string file = absl::StrFormat("%s.%d", out, rank);
@@ -417,7 +443,7 @@ absl::StatusOr<JobResult> RunJob(int tp) {
         int step = 0;
         MoeStep m;
         f >> step >> m.expected >> m.uniform >> m.a2a_ms_per_layer >>
-            m.imbalance_max >> m.imbalance_mean;
+            m.imbalance_max >> m.imbalance_mean >> m.etp_gather >> m.etp_a2a;
         r.moe[step] = m;
       } else if (kind == "bytes" && rank == 0) {
         int step = 0;
@@ -457,20 +483,24 @@ int Main() {
                  "traffic of MoE layers is not modelled)\n";
     return 1;
   }
-  if (ep > 1 && (tps != std::vector<int>{1} || pp != 1)) {
-    std::cerr << "--ep=" << ep
+  const int etp = absl::GetFlag(FLAGS_etp);
+  if (etp > 1 && !moe) {
+    std::cerr << "--etp=" << etp << ": needs an MoE preset\n";
+    return 1;
+  }
+  if (ep * etp > 1 && (tps != std::vector<int>{1} || pp != 1)) {
+    std::cerr << "--ep=" << ep << " --etp=" << etp
               << ": needs --tps=1 and --pp=1 (the tp and pp traffic of MoE "
                  "layers is not modelled)\n";
     return 1;
   }
   std::printf(
-      "%s, dp %d, pp %d, ep %d, %ld sequences (micro-batches) x %ld tokens per "
-      "dp "
-      "rank, %s, %s optimizer, sequence_parallel %s, 1 thread per "
-      "rank\n",
-      absl::GetFlag(FLAGS_model).c_str(), dp, pp, ep, absl::GetFlag(FLAGS_seqs),
-      absl::GetFlag(FLAGS_seq_len), absl::GetFlag(FLAGS_dtype).c_str(),
-      moe ? "all-reduce" : "distributed",
+      "%s, dp %d, pp %d, ep %d, etp %d, %ld sequences (micro-batches) x %ld "
+      "tokens per dp rank, %s, %s optimizer, sequence_parallel %s, 1 thread "
+      "per rank\n",
+      absl::GetFlag(FLAGS_model).c_str(), dp, pp, ep, etp,
+      absl::GetFlag(FLAGS_seqs), absl::GetFlag(FLAGS_seq_len),
+      absl::GetFlag(FLAGS_dtype).c_str(), moe ? "all-reduce" : "distributed",
       absl::GetFlag(FLAGS_sequence_parallel) ? "true" : "false");
   std::vector<std::pair<int, double>> throughput;
   bool all_match = true;
@@ -491,6 +521,10 @@ int Main() {
       auto expected = base;
       if (r->shape.ep > 1) {
         expected[{"ep", "all_to_all"}] = r->moe[step].expected;
+      }
+      if (r->shape.etp > 1) {
+        expected[{"etp", "all_gather"}] = r->moe[step].etp_gather;
+        expected[{"etp", "all_to_all"}] = r->moe[step].etp_a2a;
       }
       auto keys = bytes;
       for (const auto& [k, v] : expected) keys.emplace(k, 0.0);
