@@ -167,12 +167,13 @@ TEST(TrainMegatronTest, MoeEp2ReproducesOneProcess) {
 // attention with YaRN, a dense first layer, sigmoid-routed experts with a
 // shared expert) with aux-loss-free balancing on
 // (override_transformer_config.moe_router_enable_expert_bias), actor and
-// reference at tp 2 x ep 2 on 2 processes against one process, 2 steps
-// (rollout tp 1). The bias moves after every optimizer step, so from the
-// second mini-batch of step 1 on the routing depends on it (without the key
-// step 1's actor/moe/imbalance_mean is 2.945, with it 2.935): the runs agree
-// only if the 2-process update (the expert load summed over tp) equals the
-// one-process one. Measured: every metric of both steps within 1e-4.
+// reference at tp 2 x ep 2 on 2 processes against one process, 2 steps,
+// rolled out at tp 2 (MLA heads and experts split over the pair). The bias
+// moves after every optimizer step, so from the second mini-batch of step 1 on
+// the routing depends on it (without the key step 1's actor/moe/imbalance_mean
+// is 2.945, with it 2.935): the runs agree only if the 2-process update (the
+// expert load summed over tp) equals the one-process one. Measured: every
+// metric of both steps within 1e-4.
 TEST(TrainMegatronTest, DeepSeekV3ExpertBiasTp2Ep2ReproducesOneProcess) {
   const std::vector<std::string> dsv3 = {
       "actor_rollout_ref.model.preset=tiny-deepseek-v3",
@@ -182,9 +183,11 @@ TEST(TrainMegatronTest, DeepSeekV3ExpertBiasTp2Ep2ReproducesOneProcess) {
       "+actor_rollout_ref.actor.megatron.override_transformer_config."
       "moe_router_enable_expert_bias=true"};
   const auto one = RunTrain("dsv3_one", Quickstart(1, dsv3));
-  const auto two = RunTrain("dsv3_ep2", Quickstart(2, Tp2Ep2(dsv3)));
+  std::vector<std::string> ep2 = Tp2Ep2(dsv3);
+  ep2.push_back("actor_rollout_ref.rollout.tensor_model_parallel_size=2");
+  const auto two = RunTrain("dsv3_ep2", Quickstart(2, ep2));
   ExpectSameRuns(one, "dsv3_one", two, "dsv3_ep2",
-                 "deepseek-v3 megatron tp=2 ep=2, expert bias", 2,
+                 "deepseek-v3 megatron tp=2 ep=2, expert bias, rollout tp=2", 2,
                  {"actor/pg_loss", "actor/grad_norm", "actor/kl_loss",
                   "actor/moe/imbalance_mean", "actor/moe/layer_3/imbalance"});
 }

@@ -518,8 +518,8 @@ TEST(EngineTest, Bf16DtypeConvertsWeightsAndKvCache) {
 }
 
 // Tensor-parallel rollout over 2 processes (tp_engine_worker: greedy tokens
-// of tp=2 equal tp=1's, also with kv_heads=1 < tp, for Qwen3 and for
-// Qwen2/3-MoE; sampled
+// of tp=2 equal tp=1's, also with kv_heads=1 < tp, for Qwen3, for
+// Qwen2/3-MoE and DeepSeek-V3 (MLA, sigmoid router); sampled
 // tokens equal on both ranks; KV bytes per block halved; weight sync).
 TEST(EngineTest, TensorParallelMatchesOneProcess) {
   EXPECT_EQ(parallel::RunTestWorker("verl/infer/tp_engine_worker", 2, {}), 0);
@@ -557,10 +557,36 @@ TEST(EngineTest, TensorParallelRefusesModelsItCannotSplit) {
   const at::Tensor router = at::ones({4, 128});
   EXPECT_TRUE(
       ShardOf("model.layers.1.mlp.gate.weight", router, c, 1, 2).equal(router));
+  // DeepSeek-V3: MLA's up projections and o_proj split by heads, the
+  // down projections replicated; shared experts by their own width.
   c.scoring_func = "sigmoid";
+  c.n_shared_experts = 2;
+  c.kv_lora_rank = 16;
+  c.qk_nope_head_dim = 8;
+  c.qk_rope_head_dim = 4;
+  c.v_head_dim = 6;
+  c.attention_bias = false;  // tiny-qwen2 has q/k/v biases
+  EXPECT_TRUE(ValidateTensorParallel(c, 2).ok());
+  const at::Tensor kv_b = at::arange(4 * 14 * 16, at::kFloat).view({56, 16});
+  EXPECT_TRUE(
+      ShardOf("model.layers.0.self_attn.kv_b_proj.weight", kv_b, c, 1, 2)
+          .equal(kv_b.narrow(0, 28, 28)));
+  const at::Tensor o = at::ones({128, 24});
+  EXPECT_TRUE(ShardOf("model.layers.0.self_attn.o_proj.weight", o, c, 1, 2)
+                  .equal(o.narrow(1, 12, 12)));
+  const at::Tensor kv_a = at::ones({20, 128});
+  EXPECT_TRUE(ShardOf("model.layers.0.self_attn.kv_a_proj_with_mqa.weight",
+                      kv_a, c, 1, 2)
+                  .equal(kv_a));
+  const at::Tensor shared_up =
+      at::arange(180 * 128, at::kFloat).view({180, 128});
+  EXPECT_TRUE(ShardOf("model.layers.1.mlp.shared_experts.up_proj.weight",
+                      shared_up, c, 1, 2)
+                  .equal(shared_up.narrow(0, 90, 90)));
+  c.attention_bias = true;
   EXPECT_THAT(ValidateTensorParallel(c, 2),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       "sigmoid-routed (DeepSeek) MoE models are not served"));
+                       "multi-head latent attention with attention_bias"));
   // The sharded config keeps head_dim and splits heads and the MLP.
   const models::ModelConfig s = ShardConfig(Shared().model->config(), 2);
   EXPECT_EQ(s.num_attention_heads, 2);

@@ -26,15 +26,10 @@ absl::Status Refuse(int64_t tp, const std::string& why) {
 absl::Status ValidateTensorParallel(const models::ModelConfig& c, int64_t tp) {
   if (tp <= 0) return Refuse(tp, "must be >= 1");
   if (tp == 1) return absl::OkStatus();
-  if (c.IsMoe() && c.scoring_func != "softmax") {
+  if (c.IsMla() && c.attention_bias) {
     return Refuse(tp,
-                  "sigmoid-routed (DeepSeek) MoE models are not served by "
-                  "the tensor-parallel rollout (set it to 1)");
-  }
-  if (c.IsMla()) {
-    return Refuse(tp,
-                  "multi-head latent attention (DeepSeek-V3) is not "
-                  "served by the tensor-parallel rollout (set it to 1)");
+                  "multi-head latent attention with attention_bias (an "
+                  "o_proj bias) is not split by the tensor-parallel rollout");
   }
   if (!c.mrope_section.empty()) {
     return Refuse(tp,
@@ -51,6 +46,8 @@ absl::Status ValidateTensorParallel(const models::ModelConfig& c, int64_t tp) {
     return Refuse(tp, absl::StrCat("and num_key_value_heads (", nkv,
                                    ") must divide one another"));
   }
+  // DeepSeek's shared experts are n_shared_experts * moe_intermediate_size
+  // wide, so they split whenever the routed experts do.
   const std::pair<const char*, int64_t> split[] = {
       {"intermediate_size", c.intermediate_size},
       {"moe_intermediate_size", c.IsMoe() ? c.moe_intermediate_size : 0},
@@ -91,6 +88,20 @@ at::Tensor ShardOf(const std::string& name, const at::Tensor& full,
     return full.narrow(dim, b * unit, (e - b) * unit);
   };
   auto ends = [&](const char* suffix) { return absl::EndsWith(name, suffix); };
+  if (c.IsMla()) {
+    // Multi-head latent attention: the up projections and o_proj split by
+    // heads; the down projections, their norms and so the cached latent
+    // are the same on every rank.
+    const int64_t qk = c.qk_nope_head_dim + c.qk_rope_head_dim;
+    if (ends(".self_attn.q_b_proj.weight") ||
+        ends(".self_attn.q_proj.weight")) {
+      return rows(0, nq, qk);
+    }
+    if (ends(".self_attn.kv_b_proj.weight")) {
+      return rows(0, nq, c.qk_nope_head_dim + c.v_head_dim);
+    }
+    if (ends(".self_attn.o_proj.weight")) return rows(1, nq, c.v_head_dim);
+  }
   if (ends(".self_attn.q_proj.weight") || ends(".self_attn.q_proj.bias")) {
     return rows(0, nq, d);
   }
@@ -102,11 +113,14 @@ at::Tensor ShardOf(const std::string& name, const at::Tensor& full,
   }
   if (ends(".self_attn.o_proj.weight")) return rows(1, nq, d);
   // MLPs: a dense layer's, each expert's (mlp.experts.N.*) and the shared
-  // expert's (mlp.shared_expert.*) split along their own intermediate size.
+  // expert's (Qwen2-MoE mlp.shared_expert.*, DeepSeek mlp.shared_experts.*)
+  // split along their own intermediate size.
   const int64_t inter = absl::StrContains(name, ".mlp.experts.")
                             ? c.moe_intermediate_size
                         : absl::StrContains(name, ".mlp.shared_expert.")
                             ? c.shared_expert_intermediate_size
+                        : absl::StrContains(name, ".mlp.shared_experts.")
+                            ? c.n_shared_experts * c.moe_intermediate_size
                             : c.intermediate_size;
   if (ends(".gate_proj.weight") || ends(".up_proj.weight")) {
     return rows(0, inter, 1);
@@ -138,10 +152,13 @@ void InstallRowParallelHooks(models::CausalLM& shard,
     return sum;
   };
   for (const auto& layer : shard.model->layers) {
-    CHECK(!layer->self_attn->o_proj->bias.defined());
-    layer->self_attn->o_proj->output_hook = reduce;
+    models::Linear& o_proj =
+        layer->self_attn ? *layer->self_attn->o_proj : *layer->mla_attn->o_proj;
+    CHECK(!o_proj.bias.defined());
+    o_proj.output_hook = reduce;
     if (layer->mlp) layer->mlp->down_proj->output_hook = reduce;
     if (layer->moe) layer->moe->output_hook = reduce;
+    if (layer->deepseek_moe) layer->deepseek_moe->output_hook = reduce;
   }
 }
 

@@ -9,13 +9,16 @@
 // size, replicated router) on the fused fp32 path, and tiny-qwen2 and
 // tiny-qwen2-moe (with its gated shared expert) on the model's own forward
 // (fp32 with fused_forward=false; bf16), where o_proj / down_proj / the MoE
-// block all-reduce through their output hooks — it checks:
+// block all-reduce through their output hooks, and tiny-deepseek-v3 (multi-
+// head latent attention split by heads over a replicated latent cache with
+// the absorbed decode; sigmoid-routed experts and shared experts split by
+// intermediate size; a dense first layer) — it checks:
 //  - greedy tokens equal tp = 1's, token for token, over 12 prompts (with
 //    chunked prefill and prefix sharing), log-probs within 1e-4 (bf16:
 //    equal on every rank only; the partial sums round differently);
 //  - sampled tokens (n = 2, seeded) equal on every rank of the group;
 //  - KV cache bytes per block = tp = 1's x (local KV heads / KV heads):
-//    1/tp when tp divides kv_heads;
+//    1/tp when tp divides kv_heads (MLA: equal, the latent is replicated);
 //  - after UpdateWeights with another model's full tensors (layer by
 //    layer), greedy tokens equal a tp = 1 engine updated the same way.
 // Exits non-zero with the first mismatch.
@@ -160,8 +163,9 @@ absl::Status CheckModel(const std::shared_ptr<parallel::Communicator>& world,
   if (sharded->tensor_parallel_size() != tp) {
     return absl::InternalError(what + ": engine is not tensor-parallel");
   }
-  // KV cache: only the local KV heads.
-  const int64_t kv = cfg.num_key_value_heads;
+  // KV cache: only the local KV heads (MLA: the one latent per token, the
+  // same on every rank).
+  const int64_t kv = cfg.IsMla() ? 1 : cfg.num_key_value_heads;
   const int64_t local_kv = std::max<int64_t>(kv / tp, 1);
   const int64_t per_block_one = one->kv_cache_bytes() / one->num_kv_blocks();
   const int64_t per_block =
@@ -221,6 +225,7 @@ int Main() {
                                          {"tiny-qwen3", 0, fused},
                                          {"tiny-qwen3-moe", 0, fused},
                                          {"tiny-qwen2-moe", 0, unfused},
+                                         {"tiny-deepseek-v3", 0, fused},
                                          {"tiny-qwen2", 1, unfused},
                                          {"tiny-qwen2", 0, bf16}}) {
     const absl::Status s = CheckModel(dist.world, c.preset, c.kv_heads, c.mode);

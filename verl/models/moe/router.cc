@@ -170,7 +170,7 @@ Routing DeepseekMoe::Route(const at::Tensor& x) const {
 at::Tensor DeepseekMoe::Forward(const at::Tensor& x) const {
   at::Tensor out = RunExperts(x, experts, Route(x));
   if (shared_experts) out = out + shared_experts->Forward(x);
-  return out;
+  return output_hook ? output_hook(out) : out;
 }
 
 }  // namespace verl::models

@@ -12,6 +12,7 @@
 #include <torch/nn/module.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -107,6 +108,10 @@ class DeepseekMoe : public torch::nn::Module {
   std::shared_ptr<TopkRouter> gate;
   std::vector<std::shared_ptr<MLP>> experts;
   std::shared_ptr<MLP> shared_experts;  // null when n_shared_experts == 0
+  // Row-parallel seam as Linear::output_hook: when set, Forward returns
+  // output_hook(routed + shared output) — one all-reduce per block for the
+  // tensor-parallel rollout, whose experts hold intermediate-size slices.
+  std::function<at::Tensor(const at::Tensor&)> output_hook;
 };
 
 }  // namespace verl::models
