@@ -37,7 +37,9 @@
 // gathered HF tensors bit for bit, every tensor once), loaded into a model
 // of another init at etp 1 (its HF tensors equal the saved ones bit for bit,
 // expert_bias included), and a second step on both layouts gives the same
-// loss, grad norm and parameters (<= 1e-5 rel).
+// loss, grad norm and parameters (<= 1e-5 rel); in bf16 one
+// forward-backward at etp 2 and etp 1 agree (loss and expert gradients
+// within 2e-2).
 // Prints "rank R: OK ..." or "rank R FAILED: ..." and exits non-zero on a
 // failure.
 #include <ATen/ATen.h>
@@ -759,6 +761,60 @@ models::ModelConfig MoeConfig(bool sigmoid) {
   return c;
 }
 
+// bf16 through the etp exchanges (the rows travel as 16-bit words): one
+// forward-backward of `hf` at `mpu`'s etp and at etp 1 (`mpu1`) in bf16 on
+// the same batch: the losses and the expert gradients (gathered to HF)
+// agree to bf16 precision (2e-2 relative, norm-wise).
+absl::Status Bf16EtpAgrees(const models::ModelConfig& config,
+                           const models::MegatronModelOptions& options,
+                           const std::map<std::string, at::Tensor>& hf,
+                           const std::shared_ptr<mg::ParallelState>& mpu,
+                           const std::shared_ptr<mg::ParallelState>& mpu1,
+                           const std::string& tag) {
+  std::vector<double> losses;
+  std::vector<std::map<std::string, at::Tensor>> grads;
+  for (const auto& m : {mpu, mpu1}) {
+    models::MegatronGPTModel model(config, options, m);
+    VERL_RETURN_IF_ERROR(
+        models::LoadMegatronFromHf(models::HfSourceFromMap(hf), &model));
+    CastMegatronParameters(model, at::kBFloat16);
+    const Packed mine = Sequences(m->dp_rank(), m->dp()->size(), config);
+    at::Tensor loss = -mg::VocabParallelLogProbsAndEntropy(
+                           model.Forward(mine.ids, mine.pos, mine.cu),
+                           mine.labels, config.vocab_size, model.tp(), 1.0,
+                           /*with_entropy=*/false)
+                           .log_probs.to(at::kFloat)
+                           .sum();
+    loss.backward();
+    model.FinalizeGrads();
+    losses.push_back(loss.item<double>());
+    const models::ParamTensorFn grad = [](const at::Tensor& p) {
+      return (p.grad().defined() ? p.grad() : at::zeros_like(p)).to(at::kFloat);
+    };
+    std::map<std::string, at::Tensor> g;
+    for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+      for (auto& [name, t] : models::GatherHfTensors(model, l, grad)) {
+        if (name.find(".mlp.experts.") != std::string::npos) g[name] = t;
+      }
+    }
+    grads.push_back(std::move(g));
+  }
+  if (!(std::abs(losses[0] - losses[1]) <= 2e-2 * std::abs(losses[1]))) {
+    return absl::InternalError(
+        absl::StrCat(tag, "bf16 loss ", losses[0], " at etp 2 vs ", losses[1]));
+  }
+  for (const auto& [name, want] : grads[1]) {
+    const at::Tensor& got = grads[0].at(name);
+    const double den = std::max(want.norm().item<double>(), 1e-6);
+    if (!((got - want).norm().item<double>() <= 2e-2 * den)) {
+      return absl::InternalError(
+          absl::StrCat(tag, "bf16 grad of ", name, " differs at etp 2"));
+    }
+  }
+  if (grads[1].empty()) return absl::InternalError(tag + "no expert grads");
+  return absl::OkStatus();
+}
+
 absl::Status RunMoeDistCkpt(const std::shared_ptr<mg::ParallelState>& mpu,
                             mg::Comparer& cmp) {
   const std::string dir = absl::GetFlag(FLAGS_dist_ckpt_dir);
@@ -829,9 +885,10 @@ absl::Status RunMoeDistCkpt(const std::shared_ptr<mg::ParallelState>& mpu,
                                     at::tensor({norm_a}, at::kDouble)));
     VERL_RETURN_IF_ERROR(
         Compare(*b.first, HfTensors(*a.first), tag + "step 2 at etp 1 ", cmp));
+    VERL_RETURN_IF_ERROR(Bf16EtpAgrees(config, options, saved, mpu, mpu1, tag));
     std::cout << "rank " << mpu->world()->rank() << ": " << tag
               << "merged and resharded; step 2 grad norm " << norm_a << " vs "
-              << norm_b << " at etp 1" << std::endl;
+              << norm_b << " at etp 1; bf16 agrees" << std::endl;
   }
   return absl::OkStatus();
 }
