@@ -133,7 +133,9 @@ std::vector<std::string> Tp2Ep2(std::vector<std::string> args) {
 // expert load) matches the 1-process run. A third run takes ep 1 and
 // expert_tensor_parallel_size=2: every expert split over the tp pair (rows
 // all-gathered, partial outputs reduce-scattered; the grad norm counts each
-// shard once) with the same step 1.
+// shard once) with the same step 1, and saves its step-1 checkpoint
+// (dist_ckpt/ with the expert shards; transformer_config.json names the
+// experts and etp).
 TEST(TrainMegatronTest, MoeEp2ReproducesOneProcess) {
   const std::vector<std::string> moe = {
       "actor_rollout_ref.model.preset=tiny-qwen3-moe",
@@ -153,14 +155,24 @@ TEST(TrainMegatronTest, MoeEp2ReproducesOneProcess) {
                  {"actor/pg_loss", "actor/grad_norm", "actor/kl_loss",
                   "actor/moe/imbalance_max", "actor/moe/layer_0/imbalance"},
                  /*min_same_steps=*/1);
+  const std::string tmp = std::getenv("TEST_TMPDIR");
   std::vector<std::string> etp2 = Tp2Experts(moe, /*ep=*/1, /*etp=*/2);
   etp2.push_back("actor_rollout_ref.rollout.tensor_model_parallel_size=2");
+  etp2.push_back("trainer.save_freq=1");
+  etp2.push_back("trainer.default_local_dir=" + tmp + "/moe_etp2");
   const auto split = RunTrain("moe_etp2", Quickstart(2, etp2));
   ExpectSameRuns(one, "moe_one", split, "moe_etp2",
                  "megatron tp=2 etp=2, rollout tp=2", 1,
                  {"actor/pg_loss", "actor/grad_norm", "actor/kl_loss",
                   "actor/moe/imbalance_max", "actor/moe/layer_0/imbalance"},
                  /*min_same_steps=*/1);
+  const std::string actor = tmp + "/moe_etp2/global_step_1/actor/";
+  EXPECT_TRUE(std::ifstream(actor + "dist_ckpt/.metadata").good());
+  std::ifstream config(actor + "transformer_config.json");
+  ASSERT_TRUE(config.good()) << actor;
+  const nlohmann::json tc = nlohmann::json::parse(config);
+  EXPECT_EQ(tc.value("num_moe_experts", 0), 8);
+  EXPECT_EQ(tc.value("expert_tensor_parallel_size", 0), 2);
 }
 
 // The DeepSeek-V3 architecture: tiny-deepseek-v3 (multi-head latent
