@@ -98,14 +98,29 @@ class PpoTrainer {
   absl::StatusOr<MetricMap> TrainStep(const std::vector<nlohmann::json>& rows,
                                       int64_t step);
   absl::Status BalanceBatch(core::Batch& batch, MetricMap* metrics);
-  absl::Status ComputeOldLogProbs(core::Batch& batch, MetricMap* metrics);
+  // verl's on-policy shortcut for the first actor mini-batch (actor.h's
+  // OnPolicyCapture): its row count when this step's old log-probs serve
+  // only the update and the actor/entropy metric (ppo_epochs 1, no KL in
+  // reward, rollout correction, optimal-token baseline, PF-PPO, FlowRL or
+  // pipeline stages, the actor updates this step), else 0. Those rows skip
+  // the old-log-prob pass; the update provides their log-probs.
+  int64_t OnPolicyRows(const core::Batch& batch, int64_t step) const;
+  // The old-log-prob pass over rows [skip_rows, B): old_log_probs (zeros in
+  // the skipped rows until UpdateActor fills them), sum_pi_squared, the
+  // pass's metrics when skip_rows is 0, else its entropy in *entropys.
+  absl::Status ComputeOldLogProbs(core::Batch& batch, int64_t skip_rows,
+                                  at::Tensor* entropys, MetricMap* metrics);
   absl::Status ComputeRefLogProbs(core::Batch& batch);
   absl::Status ComputeValues(core::Batch& batch);
   // KL in reward, rollout correction, the advantage estimator and PF-PPO.
   absl::Status ComputeAdvantages(core::Batch& batch, int64_t step,
                                  MetricMap* metrics);
   absl::Status UpdateCritic(const core::Batch& batch, MetricMap* metrics);
-  absl::Status UpdateActor(const core::Batch& batch, MetricMap* metrics);
+  // `on_policy_rows` > 0: the update fills those rows' old_log_probs and
+  // logs actor/entropy of the old pass from them and `entropys` (the other
+  // rows), as ComputeOldLogProbs would have.
+  absl::Status UpdateActor(core::Batch& batch, int64_t on_policy_rows,
+                           const at::Tensor& entropys, MetricMap* metrics);
   // Data, timing, throughput and MFU metrics of the step (verl's names).
   absl::Status AddStepMetrics(const core::Batch& batch, Timing& timing,
                               MetricMap* metrics);

@@ -3,7 +3,9 @@
 //   update_actor → update_weights
 // Every phase reads and writes named Batch columns; a missing column is an
 // error naming it (Batch::GetTensor), never an abort.
+#include <ATen/ops/cat.h>
 #include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros.h>
 
 #include "absl/strings/match.h"
 #include "verl/core/status.h"
@@ -32,6 +34,8 @@ absl::StatusOr<MetricMap> PpoTrainer::TrainStep(
     if (config_.trainer().balance_batch()) {
       VERL_RETURN_IF_ERROR(BalanceBatch(batch, &metrics));
     }
+    const int64_t on_policy_rows = OnPolicyRows(batch, step);
+    at::Tensor entropys;  // of the old pass's rows, with on_policy_rows
     if (rollout_corr_.bypass_mode) {
       // verl's apply_bypass_mode: the rollout policy is the old policy.
       VERL_ASSIGN_OR_RETURN(at::Tensor rollout_lp,
@@ -39,7 +43,8 @@ absl::StatusOr<MetricMap> PpoTrainer::TrainStep(
       VERL_RETURN_IF_ERROR(batch.SetTensor("old_log_probs", rollout_lp));
     } else {
       Timer t(&timing, "old_log_prob");
-      VERL_RETURN_IF_ERROR(ComputeOldLogProbs(batch, &metrics));
+      VERL_RETURN_IF_ERROR(
+          ComputeOldLogProbs(batch, on_policy_rows, &entropys, &metrics));
     }
     if (ref_) {
       Timer t(&timing, "ref");
@@ -60,7 +65,8 @@ absl::StatusOr<MetricMap> PpoTrainer::TrainStep(
     if (config_.trainer().critic_warmup() <= step) {
       {
         Timer t(&timing, "update_actor");
-        VERL_RETURN_IF_ERROR(UpdateActor(batch, &metrics));
+        VERL_RETURN_IF_ERROR(
+            UpdateActor(batch, on_policy_rows, entropys, &metrics));
       }
       Timer t(&timing, "update_weights");
       VERL_RETURN_IF_ERROR(SyncRolloutWeights());
@@ -110,29 +116,58 @@ absl::Status PlaceMegatron(TrainState* state, bool on_device) {
 
 }  // namespace
 
-absl::Status PpoTrainer::ComputeOldLogProbs(Batch& batch, MetricMap* metrics) {
-  VERL_RETURN_IF_ERROR(PlaceMegatron(actor_->train_state(), true));
-  VERL_ASSIGN_OR_RETURN(
-      Batch lp, ShardedCall(*actor_par_.dp, batch,
-                            [&](const Batch& local) -> absl::StatusOr<Batch> {
-                              VERL_ASSIGN_OR_RETURN(
-                                  LogProbResult r,
-                                  actor_->ComputeLogProb(local, true));
-                              std::map<std::string, at::Tensor> cols = {
-                                  {"old_log_probs", r.log_probs},
-                                  {"entropys", r.entropy}};
-                              if (r.sum_pi_squared.defined()) {
-                                cols["sum_pi_squared"] = r.sum_pi_squared;
-                              }
-                              return Batch::FromColumns(cols);
-                            }));
-  VERL_RETURN_IF_ERROR(PlaceMegatron(actor_->train_state(), false));
+int64_t PpoTrainer::OnPolicyRows(const Batch& batch, int64_t step) const {
+  const AlgorithmConfig& alg = config_.algorithm();
+  const ActorOptions& ao = actor_->options();
+  const bool pipeline = actor_mpu_ && actor_mpu_->pp_size() > 1;
+  const int64_t mini_rows = actor_cfg().ppo_mini_batch_size() * n();
+  if (rollout_corr_.bypass_mode || ao.ppo_epochs != 1 ||
+      config_.trainer().critic_warmup() > step || alg.use_kl_in_reward() ||
+      alg.use_pf_ppo() || batch.HasTensor("rollout_log_probs") ||
+      ao.calculate_sum_pi_squared || ao.loss_mode == "flowrl" || pipeline ||
+      mini_rows <= 0 || batch.size() % mini_rows != 0) {
+    return 0;
+  }
+  return mini_rows;
+}
+
+absl::Status PpoTrainer::ComputeOldLogProbs(Batch& batch, int64_t skip_rows,
+                                            at::Tensor* entropys,
+                                            MetricMap* metrics) {
+  Batch lp;
+  if (skip_rows < batch.size()) {
+    VERL_ASSIGN_OR_RETURN(Batch rows, batch.Slice(skip_rows, batch.size()));
+    VERL_RETURN_IF_ERROR(PlaceMegatron(actor_->train_state(), true));
+    VERL_ASSIGN_OR_RETURN(
+        lp, ShardedCall(
+                *actor_par_.dp, rows,
+                [&](const Batch& local) -> absl::StatusOr<Batch> {
+                  VERL_ASSIGN_OR_RETURN(LogProbResult r,
+                                        actor_->ComputeLogProb(local, true));
+                  std::map<std::string, at::Tensor> cols = {
+                      {"old_log_probs", r.log_probs}, {"entropys", r.entropy}};
+                  if (r.sum_pi_squared.defined()) {
+                    cols["sum_pi_squared"] = r.sum_pi_squared;
+                  }
+                  return Batch::FromColumns(cols);
+                }));
+    VERL_RETURN_IF_ERROR(PlaceMegatron(actor_->train_state(), false));
+  }
   VERL_ASSIGN_OR_RETURN(at::Tensor mask, batch.GetTensor("response_mask"));
+  if (skip_rows > 0) {
+    // The update fills the first rows (UpdateActor).
+    at::Tensor old_lp = at::zeros(mask.sizes(), at::kFloat);
+    if (lp.size() > 0) {
+      old_lp.narrow(0, skip_rows, lp.size()).copy_(lp.tensor("old_log_probs"));
+      *entropys = lp.tensor("entropys");
+    }
+    return batch.SetTensor("old_log_probs", old_lp);
+  }
   VERL_ASSIGN_OR_RETURN(at::Tensor old_lp, lp.GetTensor("old_log_probs"));
-  VERL_ASSIGN_OR_RETURN(at::Tensor entropys, lp.GetTensor("entropys"));
+  VERL_ASSIGN_OR_RETURN(at::Tensor ent_rows, lp.GetTensor("entropys"));
   VERL_ASSIGN_OR_RETURN(
       at::Tensor ent,
-      ComputeEntropyLoss(entropys, mask, actor_cfg().loss_agg_mode()));
+      ComputeEntropyLoss(ent_rows, mask, actor_cfg().loss_agg_mode()));
   (*metrics)["actor/entropy"] = ent.item<double>();
   VERL_RETURN_IF_ERROR(batch.SetTensor("old_log_probs", old_lp));
   if (lp.HasTensor("sum_pi_squared")) {
@@ -258,13 +293,40 @@ absl::Status PpoTrainer::UpdateCritic(const Batch& batch, MetricMap* metrics) {
   return absl::OkStatus();
 }
 
-absl::Status PpoTrainer::UpdateActor(const Batch& batch, MetricMap* metrics) {
+absl::Status PpoTrainer::UpdateActor(Batch& batch, int64_t on_policy_rows,
+                                     const at::Tensor& entropys,
+                                     MetricMap* metrics) {
   VERL_ASSIGN_OR_RETURN(Batch local,
                         UpdateShard(*actor_par_.dp, batch,
                                     actor_cfg().ppo_mini_batch_size() * n()));
   VERL_RETURN_IF_ERROR(PlaceMegatron(actor_->train_state(), true));
-  VERL_ASSIGN_OR_RETURN(MetricMap m, actor_->UpdatePolicy(local));
+  OnPolicyCapture capture;
+  capture.rows = on_policy_rows / actor_par_.dp->size();
+  VERL_ASSIGN_OR_RETURN(
+      MetricMap m,
+      actor_->UpdatePolicy(local, on_policy_rows > 0 ? &capture : nullptr));
   VERL_RETURN_IF_ERROR(PlaceMegatron(actor_->train_state(), false));
+  if (on_policy_rows > 0) {
+    // Every rank's first mini-batch rows back in batch order (UpdateShard
+    // split global mini-batch 0 over the ranks as ShardedCall chunks it).
+    VERL_ASSIGN_OR_RETURN(Batch head, batch.Slice(0, on_policy_rows));
+    VERL_ASSIGN_OR_RETURN(
+        Batch got,
+        ShardedCall(
+            *actor_par_.dp, head, [&](const Batch&) -> absl::StatusOr<Batch> {
+              return Batch::FromColumns({{"old_log_probs", capture.log_probs},
+                                         {"entropys", capture.entropy}});
+            }));
+    VERL_ASSIGN_OR_RETURN(at::Tensor old_lp, batch.GetTensor("old_log_probs"));
+    old_lp.narrow(0, 0, on_policy_rows).copy_(got.tensor("old_log_probs"));
+    at::Tensor ent_rows = got.tensor("entropys");
+    if (entropys.defined()) ent_rows = at::cat({ent_rows, entropys});
+    VERL_ASSIGN_OR_RETURN(at::Tensor mask, batch.GetTensor("response_mask"));
+    VERL_ASSIGN_OR_RETURN(
+        at::Tensor ent,
+        ComputeEntropyLoss(ent_rows, mask, actor_cfg().loss_agg_mode()));
+    (*metrics)["actor/entropy"] = ent.item<double>();
+  }
   m["actor/lr"] = actor_->train_state()->StepSchedule();
   // verl's metrics.update: the update's rollout_corr/* (current policy vs
   // rollout) replace the driver's.

@@ -12,6 +12,7 @@
 #include <iterator>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "verl/ckpt/checkpoint_pt.h"
@@ -102,6 +103,42 @@ TEST(PpoTrainerTest, GrpoStepsAreDeterministicAndLogVerlKeys) {
   }
   // Rollout and recomputed log-probs agree (same weights, fp32).
   EXPECT_LT(data["training/rollout_probs_diff_max"].get<double>(), 1e-3);
+}
+
+// verl's on-policy shortcut for the first actor mini-batch: without rollout
+// log-probs the old-log-prob pass skips those rows and the update provides
+// them; with rollout log-probs (rollout correction reads the old ones before
+// the update) every row goes through the pass. Both give the same losses and
+// metrics (the shortcut's ratio is exactly 1 where the pass's is 1 ± 1e-7),
+// with two mini-batches and with one (no pass at all).
+TEST(PpoTrainerTest, OnPolicyFirstMiniBatchSkipsItsOldLogProbPass) {
+  for (int mini : {2, 4}) {
+    std::vector<FitResult> runs;
+    for (bool rollout_lp : {false, true}) {
+      PpoTrainerConfig config = TinyConfig(
+          "grpo", absl::StrCat("on_policy_", mini, rollout_lp ? "_lp" : ""));
+      config.mutable_actor_rollout_ref()
+          ->mutable_actor()
+          ->set_ppo_mini_batch_size(mini);
+      config.mutable_actor_rollout_ref()
+          ->mutable_rollout()
+          ->set_calculate_log_probs(rollout_lp);
+      auto r = RunPpo(config, nullptr);
+      ASSERT_TRUE(r.ok()) << r.status();
+      runs.push_back(*r);
+    }
+    const auto& shortcut = runs[0].last_step_metrics;
+    const auto& full = runs[1].last_step_metrics;
+    EXPECT_TRUE(shortcut.count("actor/entropy"));
+    EXPECT_TRUE(shortcut.count("timing_s/old_log_prob"));
+    EXPECT_FALSE(shortcut.count("training/rollout_probs_diff_mean"));
+    for (const auto& [k, v] : shortcut) {
+      if (k.rfind("timing", 0) == 0 || k.rfind("perf/", 0) == 0) continue;
+      ASSERT_TRUE(full.count(k)) << k;
+      EXPECT_NEAR(v, full.at(k), 1e-6 * std::max(1.0, std::abs(v)))
+          << k << " mini " << mini;
+    }
+  }
 }
 
 TEST(PpoTrainerTest, PpoWithCriticRunsAndIsDeterministic) {

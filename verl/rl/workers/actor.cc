@@ -4,7 +4,9 @@
 #include <ATen/Context.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
 #include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros.h>
 
 #include <optional>
 
@@ -92,10 +94,39 @@ absl::StatusOr<LogProbResult> Actor::ComputeLogProb(const core::Batch& batch,
   return LogProbResult{f.log_probs, f.entropy, f.sum_pi_squared};
 }
 
-absl::StatusOr<MetricMap> Actor::UpdatePolicy(const core::Batch& batch) {
+namespace {
+
+// The row index column UpdatePolicy adds when capturing on-policy rows (the
+// micro-batches are row subsets of the batch).
+constexpr char kUpdateRow[] = "update_row_index";
+
+}  // namespace
+
+absl::StatusOr<MetricMap> Actor::UpdatePolicy(const core::Batch& input,
+                                              OnPolicyCapture* on_policy) {
   if (!train_state_)
     return absl::FailedPreconditionError("this role has no optimizer");
   const bool flowrl = options_.loss_mode == "flowrl";
+  core::Batch batch = input;
+  if (on_policy != nullptr) {
+    const bool pipeline =
+        options_.megatron && options_.megatron->mpu()->pp_size() > 1;
+    if (options_.ppo_epochs != 1 || flowrl || pipeline ||
+        on_policy->rows != options_.mini_batch_size ||
+        !input.HasTensor("responses")) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "update_actor: on-policy old log-probs need ppo_epochs == 1 (",
+          options_.ppo_epochs,
+          "), no flowrl or pipeline stages, and the "
+          "first mini-batch's ",
+          options_.mini_batch_size, " rows (got ", on_policy->rows, ")"));
+    }
+    VERL_RETURN_IF_ERROR(
+        batch.SetTensor(kUpdateRow, at::arange(batch.size(), at::kLong)));
+    const int64_t resp = input.tensor("responses").size(1);
+    on_policy->log_probs = at::zeros({on_policy->rows, resp}, at::kFloat);
+    on_policy->entropy = at::zeros({on_policy->rows, resp}, at::kFloat);
+  }
   PolicyLossFn loss_fn;
   if (!flowrl) {
     VERL_ASSIGN_OR_RETURN(loss_fn, GetPolicyLoss(options_.loss_mode));
@@ -160,11 +191,25 @@ absl::StatusOr<MetricMap> Actor::UpdatePolicy(const core::Batch& batch) {
   auto micro_fn =
       [&](const core::Batch& mb,
           const AggOptions& agg) -> absl::StatusOr<MicroBatchResult> {
-    VERL_ASSIGN_OR_RETURN(ResponseForward f, Forward(mb, R, want_entropy));
+    // A micro-batch lies inside one mini-batch: its first row tells whether
+    // it belongs to the on-policy first one.
+    at::Tensor rows;
+    if (on_policy != nullptr) {
+      rows = mb.tensor(kUpdateRow);
+      if (rows[0].item<int64_t>() >= on_policy->rows) rows = at::Tensor();
+    }
+    const bool capture = rows.defined();
+    VERL_ASSIGN_OR_RETURN(ResponseForward f,
+                          Forward(mb, R, want_entropy || capture));
     PolicyLossConfig loss_config = options_.policy_loss;
     loss_config.agg = agg;
     PolicyLossInputs in;
     in.old_log_prob = mb.tensor("old_log_probs");
+    if (capture) {
+      in.old_log_prob = f.log_probs.detach();
+      on_policy->log_probs.index_copy_(0, rows, in.old_log_prob);
+      on_policy->entropy.index_copy_(0, rows, f.entropy.detach());
+    }
     in.log_prob = f.log_probs;
     in.advantages = mb.tensor("advantages");
     in.response_mask = mb.tensor("response_mask");

@@ -84,6 +84,19 @@ struct ActorOptions {
   std::shared_ptr<models::MegatronGPTModel> megatron;
 };
 
+// verl's on-policy shortcut (dp_actor: with one mini-batch and ppo_epochs ==
+// 1, old_log_prob := log_prob.detach()) applied to the first mini-batch of
+// any update with ppo_epochs == 1: its rows are still at the weights the
+// old-log-prob pass would run at, so the trainer skips that pass for them and
+// UpdatePolicy takes their old log-probs (and the old pass's entropy) from
+// its own forward. `rows` = this rank's first mini-batch (the leading
+// mini_batch_size rows); the batch's old_log_probs there are ignored.
+struct OnPolicyCapture {
+  int64_t rows = 0;
+  at::Tensor log_probs;  // [rows, R], filled by UpdatePolicy
+  at::Tensor entropy;    // [rows, R], temperature-scaled as ComputeLogProb's
+};
+
 struct LogProbResult {
   at::Tensor log_probs;       // [B, R]
   at::Tensor entropy;         // [B, R] when requested
@@ -99,7 +112,10 @@ class Actor {
 
   absl::StatusOr<LogProbResult> ComputeLogProb(const core::Batch& batch,
                                                bool with_entropy);
-  absl::StatusOr<MetricMap> UpdatePolicy(const core::Batch& batch);
+  // `on_policy` (optional): see OnPolicyCapture; needs ppo_epochs == 1, a
+  // loss_mode other than flowrl and no pipeline stages.
+  absl::StatusOr<MetricMap> UpdatePolicy(const core::Batch& batch,
+                                         OnPolicyCapture* on_policy = nullptr);
 
   models::CausalLM& model() { return *model_; }
   std::shared_ptr<models::CausalLM> shared_model() { return model_; }

@@ -122,6 +122,65 @@ TEST(ActorTest, UpdateIsInvariantToMicroBatching) {
   }
 }
 
+// verl's on-policy shortcut for the first mini-batch: the update's own
+// log-probs and entropy of its rows equal the old-log-prob pass's, and the
+// update (metrics, weights) equals the one given the recomputed old
+// log-probs; the placeholder old log-probs of those rows are not read.
+TEST(ActorTest, OnPolicyFirstMiniBatchCapturesTheOldLogProbPass) {
+  Fixture f = MakeFixture();
+  ActorOptions o;
+  o.temperature = 0.9;
+  o.mini_batch_size = 4;  // two mini-batches
+  o.update_micro.micro_batch_size = 3;
+  o.log_prob_micro.micro_batch_size = 8;
+  o.use_kl_loss = true;
+  auto plain = MakeActor(f.config, o, /*grad_clip=*/0);
+  auto shortcut = MakeActor(f.config, o, /*grad_clip=*/0);
+  core::Batch batch = f.batch;
+  AddAdvantages(*plain, batch);
+  auto old = plain->ComputeLogProb(batch, true);
+  ASSERT_TRUE(old.ok()) << old.status();
+  auto m_plain = plain->UpdatePolicy(batch);
+  ASSERT_TRUE(m_plain.ok()) << m_plain.status();
+
+  core::Batch placeholder = batch;
+  at::Tensor old_lp = batch.tensor("old_log_probs").clone();
+  old_lp.narrow(0, 0, 4).fill_(123.0);  // must not be read
+  ASSERT_TRUE(placeholder.SetTensor("old_log_probs", old_lp).ok());
+  OnPolicyCapture capture;
+  capture.rows = 4;
+  auto m_short = shortcut->UpdatePolicy(placeholder, &capture);
+  ASSERT_TRUE(m_short.ok()) << m_short.status();
+  EXPECT_FALSE(placeholder.HasTensor("update_row_index"));
+  EXPECT_LT((capture.log_probs - old->log_probs.narrow(0, 0, 4))
+                .abs()
+                .max()
+                .item<double>(),
+            1e-6);
+  EXPECT_LT((capture.entropy - old->entropy.narrow(0, 0, 4))
+                .abs()
+                .max()
+                .item<double>(),
+            1e-6);
+  ASSERT_EQ(m_plain->size(), m_short->size());
+  for (const auto& [k, v] : *m_plain) {
+    EXPECT_NEAR(m_short->at(k), v, 1e-6) << k;
+  }
+  auto p1 = plain->model().parameters(), p2 = shortcut->model().parameters();
+  for (size_t k = 0; k < p1.size(); ++k) {
+    EXPECT_LT((p1[k] - p2[k]).abs().max().item<double>(), 1e-6) << k;
+  }
+  // Not for more than one epoch (the first mini-batch's second pass is off
+  // policy) or another row count.
+  ActorOptions two = o;
+  two.ppo_epochs = 2;
+  OnPolicyCapture bad;
+  bad.rows = 4;
+  EXPECT_FALSE(MakeActor(f.config, two)->UpdatePolicy(batch, &bad).ok());
+  bad.rows = 3;
+  EXPECT_FALSE(MakeActor(f.config, o)->UpdatePolicy(batch, &bad).ok());
+}
+
 TEST(ActorTest, PositiveAdvantageRaisesLogProb) {
   Fixture f = MakeFixture();
   ActorOptions o;
