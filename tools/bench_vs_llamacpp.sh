@@ -11,7 +11,10 @@
 # median prefill / decode tok/s ratios (project / llama.cpp) with the load
 # average; also the project's decode against llama.cpp's batched forward
 # alone (fixed tokens, no sampling: node-llama-cpp samples each sequence in
-# its own JavaScript step, which llama.cpp's own tools do not). Skips (exit 0) with one line when node or node-llama-cpp is absent.
+# its own JavaScript step, which llama.cpp's own tools do not). Each pair
+# also prints the fp32 GEMM peak measured beside it (1024^3 matmul on the
+# same thread count, Debian's python3-torch, when installed). Skips (exit
+# 0) with one line when node or node-llama-cpp is absent.
 #
 # usage: tools/bench_vs_llamacpp.sh [--vocab=8192] [--seqs=1,8,32,64]
 #          [--prompt=128] [--gen=128] [--pairs=3] [--threads=2]
@@ -57,6 +60,18 @@ fi
 export OMP_WAIT_POLICY=passive BLIS_NUM_THREADS="$threads"
 results="$workdir/results.txt"
 : > "$results"
+# GFLOP/s of the best of three 1024^3 fp32 matmuls ("n/a" without torch).
+gemm_peak() {
+  /usr/bin/python3 - "$threads" 2>/dev/null <<'PY' || echo n/a
+import sys, time, torch
+torch.set_num_threads(int(sys.argv[1]))
+a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+best = 1e9
+for _ in range(3):
+    t = time.perf_counter(); a @ b; best = min(best, time.perf_counter() - t)
+print("%.0f" % (2 * 1024 ** 3 / best / 1e9))
+PY
+}
 IFS=, read -r -a seq_list <<< "$seqs"
 for s in "${seq_list[@]}"; do
   # The same random prompts (ids below vocab - 512, clear of the specials).
@@ -81,7 +96,8 @@ PY
     ld=$(python3 -c 'import json,sys; print("%.1f" % json.loads(sys.argv[1])["decode_tok_s"])' "$theirs")
     lf=$(python3 -c 'import json,sys; print("%.1f" % json.loads(sys.argv[1])["forward_tok_s"])' "$theirs")
     load=$(cut -d' ' -f1-3 /proc/loadavg)
-    echo "seqs $s pair $i: project prefill $op decode $od | llama.cpp prefill $lp decode $ld forward-only $lf | load $load"
+    peak=$(gemm_peak)
+    echo "seqs $s pair $i: project prefill $op decode $od | llama.cpp prefill $lp decode $ld forward-only $lf | GEMM peak $peak GFLOP/s | load $load"
     echo "$s $op $od $lp $ld $lf" >> "$results"
   done
 done

@@ -89,6 +89,65 @@ bool SmallGemm(at::Tensor& out, const at::Tensor& x, const at::Tensor& w,
   return true;
 }
 
+// out (+)= x [w_0; w_1; ...]^T (+ bias) for x with <= 8 fp32 rows, read
+// straight from the model's own weights w_i ([n_i, k], nn.Linear layout)
+// whose outputs the engine's packed [k, sum n_i] copy concatenates: each
+// weight row is one contiguous stream, where the NN kernel walks the packed
+// copy down its columns. Taken for one row, and for a few rows when the
+// weight is taller than wide (down_proj): measured (infer_benchmark's
+// BM_SmallGemm, CPU time, qwen2-30m shapes) 1.1-1.8x faster there, slower
+// than the NN kernel for wide weights (gate_up at 2-8 rows). One parallel
+// region over 64-row blocks of all sources; no allocation. False (nothing
+// done) when it does not apply.
+bool SmallGemmSources(at::Tensor& out, const at::Tensor& x,
+                      const std::vector<at::Tensor>& sources,
+                      const at::Tensor& bias, bool accumulate) {
+  constexpr int64_t kBlock = 64;
+  constexpr size_t kMaxSources = 4;
+  const int64_t m = x.size(0), k = x.size(1);
+  if (m < 1 || m > kMaxSmallGemmRows || sources.size() > kMaxSources ||
+      x.scalar_type() != at::kFloat || x.stride(1) != 1 || out.stride(1) != 1 ||
+      (bias.defined() && !bias.is_contiguous())) {
+    return false;
+  }
+  int64_t first_block[kMaxSources + 1] = {0};
+  int64_t offset[kMaxSources + 1] = {0};
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const at::Tensor& w = sources[i];
+    if (w.scalar_type() != at::kFloat || !w.is_contiguous() || w.dim() != 2 ||
+        w.size(1) != k) {
+      return false;
+    }
+    first_block[i + 1] = first_block[i] + (w.size(0) + kBlock - 1) / kBlock;
+    offset[i + 1] = offset[i] + w.size(0);
+  }
+  if (m > 1 && k <= offset[sources.size()]) return false;
+  const KernelTable& kt = Kernels();
+  const int64_t blocks = first_block[sources.size()];
+  at::parallel_for(0, blocks, 1, [&](int64_t b, int64_t e) {
+    for (size_t i = 0; i < sources.size(); ++i) {
+      const int64_t lo = std::max(b, first_block[i]);
+      const int64_t hi = std::min(e, first_block[i + 1]);
+      if (lo >= hi) continue;
+      const int64_t n = sources[i].size(0);
+      SmallGemmArgs a;
+      a.m = m;
+      a.k = k;
+      a.x = x.data_ptr<float>();
+      a.ldx = x.stride(0);
+      a.w = sources[i].data_ptr<float>();
+      a.ldw = k;
+      a.bias = bias.defined() ? bias.data_ptr<float>() + offset[i] : nullptr;
+      a.out = out.data_ptr<float>() + offset[i];
+      a.ldo = out.stride(0);
+      a.accumulate = accumulate;
+      kt.small_gemm_nt(a, (lo - first_block[i]) * kBlock,
+                       std::min(n, (hi - first_block[i]) * kBlock));
+    }
+  });
+  return true;
+}
+
 }  // namespace
 
 FusedForward::FusedForward(models::CausalLM* model, int64_t max_positions)
@@ -203,11 +262,12 @@ int64_t FusedForward::WeightBytes() const {
   return n;
 }
 
-void FusedForward::Gemm(at::Tensor& out, const at::Tensor& x,
-                        const at::Tensor& w, const at::Tensor& bias,
-                        bool accumulate) {
+void FusedForward::Gemm(at::Tensor& out, const at::Tensor& x, const Packed& p,
+                        const at::Tensor& bias, bool accumulate) {
   const auto t0 = Clock::now();
-  if (!SmallGemm(out, x, w, bias, accumulate, /*w_transposed=*/false)) {
+  const at::Tensor& w = p.value;
+  if (!SmallGemmSources(out, x, p.sources, bias, accumulate) &&
+      !SmallGemm(out, x, w, bias, accumulate, /*w_transposed=*/false)) {
     if (accumulate) {
       out.addmm_(x, w);
     } else if (bias.defined()) {
@@ -229,8 +289,7 @@ void FusedForward::Attention(int64_t l, const at::Tensor& x, const int64_t* pos,
   const int64_t nq = a.num_heads, nkv = a.num_kv_heads;
   const int64_t width = (nq + 2 * nkv) * d;
   at::Tensor qkv = Rows(qkv_, t, width);
-  Gemm(qkv, x, L.qkv.value, L.has_bias ? L.qkv_bias.value : at::Tensor(),
-       false);
+  Gemm(qkv, x, L.qkv, L.has_bias ? L.qkv_bias.value : at::Tensor(), false);
 
   // q/k-norm (Qwen3) and RoPE in place, per token and head.
   const auto t0 = Clock::now();
@@ -266,11 +325,11 @@ void FusedForward::Attention(int64_t l, const at::Tensor& x, const int64_t* pos,
   at::Tensor k = qkv.narrow(1, nq * d, nkv * d).view({t, nkv, d});
   at::Tensor v = qkv.narrow(1, (nq + nkv) * d, nkv * d).view({t, nkv, d});
   at::Tensor o = attention.Attend(l, q, k, v).reshape({t, nq * d});
-  RowParallelGemm(h, o, L.o.value);
+  RowParallelGemm(h, o, L.o);
 }
 
 void FusedForward::RowParallelGemm(at::Tensor& h, const at::Tensor& x,
-                                   const at::Tensor& w) {
+                                   const Packed& w) {
   if (tp_ == nullptr) {
     Gemm(h, x, w, at::Tensor(), /*accumulate=*/true);
     return;
@@ -321,13 +380,13 @@ at::Tensor FusedForward::Forward(const at::Tensor& input_ids,
     }
     const int64_t inter = L.down.value.size(0);
     at::Tensor gate_up = Rows(gate_up_, t, 2 * inter);
-    Gemm(gate_up, normed, L.gate_up.value, at::Tensor(), false);
+    Gemm(gate_up, normed, L.gate_up, at::Tensor(), false);
     t0 = Clock::now();
     at::Tensor act = Rows(act_, t, inter);
     at::silu_out(act, gate_up.narrow(1, 0, inter));
     act.mul_(gate_up.narrow(1, inter, inter));
     stats_.other_s += Since(t0);
-    RowParallelGemm(h, act, L.down.value);
+    RowParallelGemm(h, act, L.down);
   }
   t0 = Clock::now();
   at::Tensor out = at::empty({t, hidden}, at::kFloat);

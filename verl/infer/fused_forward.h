@@ -108,12 +108,14 @@ class FusedForward {
   // Re-copies `p` if any source changed since the last copy.
   static void Sync(Packed& p);
   void SyncAll();
-  // out = x w (+ bias), or out += x w when `accumulate`; timed.
-  void Gemm(at::Tensor& out, const at::Tensor& x, const at::Tensor& w,
+  // out = x w (+ bias), or out += x w when `accumulate`, w = p's packed
+  // copy; at <= 8 rows from p's sources (the model's own [out, in]
+  // weights, read row by row); timed.
+  void Gemm(at::Tensor& out, const at::Tensor& x, const Packed& p,
             const at::Tensor& bias, bool accumulate);
   // h += x w (the residual folded in); with tp > 1 through an all-reduced
   // partial product.
-  void RowParallelGemm(at::Tensor& h, const at::Tensor& x, const at::Tensor& w);
+  void RowParallelGemm(at::Tensor& h, const at::Tensor& x, const Packed& w);
   void Attention(int64_t l, const at::Tensor& x, const int64_t* pos,
                  models::AttentionBackend& attention, at::Tensor& h);
 

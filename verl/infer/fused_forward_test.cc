@@ -63,6 +63,13 @@ TEST(FusedForwardTest, MatchesModelForward) {
     FusedForward fused(model.get(), model->config().max_position_embeddings);
     ASSERT_TRUE(fused.Applies());
     ExpectSameAsModel(*model, fused, MakeBatch(model->config().vocab_size));
+    // One token: every projection on the row-streaming kernel over the
+    // model's own weights (SmallGemmSources).
+    Batch one;
+    one.ids = at::randint(model->config().vocab_size, {1}, at::kLong);
+    one.pos = at::tensor(std::vector<int64_t>{3}, at::kLong);
+    one.cu = {0, 1};
+    ExpectSameAsModel(*model, fused, one);
     EXPECT_GT(fused.WeightBytes(), 0);
     EXPECT_GT(fused.stats().gemm_flops, 0);
   }

@@ -2,6 +2,7 @@
 //
 // Hot paths of the rollout engine: the fused paged decode attention, the
 // sampler and one scheduler step, at qwen2-30m-like shapes.
+#include <ATen/Parallel.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/randn.h>
@@ -11,6 +12,7 @@
 #include <numeric>
 #include <vector>
 
+#include "verl/infer/kernels.h"
 #include "verl/infer/paged_attention.h"
 #include "verl/infer/sampler.h"
 #include "verl/infer/scheduler.h"
@@ -86,6 +88,47 @@ void BM_SchedulerDecodeStep(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_SchedulerDecodeStep)->Iterations(300);
+
+// The small-batch (decode at 1-8 rows) GEMM x w over 48 MB of weights
+// (rotating copies, more than the L3 cache: memory-bound as in a decode
+// step), over 64-column blocks on OMP_NUM_THREADS threads as FusedForward
+// runs it. Args:
+// layout (0: NN on [k, n], 1: NT on [n, k]), rows, k, n.
+void BM_SmallGemm(benchmark::State& state) {
+  const bool nt = state.range(0) == 1;
+  const int64_t m = state.range(1), k = state.range(2), n = state.range(3);
+  const int64_t copies = std::max<int64_t>(2, (48 << 20) / (4 * k * n));
+  std::vector<at::Tensor> w;
+  for (int64_t c = 0; c < copies; ++c) {
+    w.push_back(nt ? at::randn({n, k}) : at::randn({k, n}));
+  }
+  at::Tensor x = at::randn({m, k}), out = at::empty({m, n});
+  const KernelTable& t = Kernels();
+  auto kernel = nt ? t.small_gemm_nt : t.small_gemm_nn;
+  int64_t c = 0;
+  for (auto _ : state) {
+    SmallGemmArgs a;
+    a.m = m;
+    a.k = k;
+    a.x = x.data_ptr<float>();
+    a.ldx = k;
+    a.w = w[c].data_ptr<float>();
+    a.ldw = nt ? k : n;
+    a.out = out.data_ptr<float>();
+    a.ldo = n;
+    c = (c + 1) % copies;
+    at::parallel_for(0, (n + 63) / 64, 1, [&](int64_t b, int64_t e) {
+      kernel(a, b * 64, std::min(n, e * 64));
+    });
+    benchmark::DoNotOptimize(out.data_ptr<float>());
+  }
+  state.counters["GB/s"] = benchmark::Counter(
+      4.0 * k * n, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_SmallGemm)
+    ->ArgsProduct({{0, 1}, {1, 2, 4, 8}, {512}, {512, 1024, 2816}})
+    ->ArgsProduct({{0, 1}, {1, 2, 4, 8}, {1408}, {512}})
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace verl::infer
