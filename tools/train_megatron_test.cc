@@ -186,9 +186,10 @@ TEST(TrainMegatronTest, MoeEp2ReproducesOneProcess) {
 // is 2.945, with it 2.935): the runs agree only if the 2-process update (the
 // expert load summed over tp) equals the one-process one. Measured: every
 // metric of both steps within 1e-4.
-TEST(TrainMegatronTest, DeepSeekV3ExpertBiasTp2Ep2ReproducesOneProcess) {
+TEST(TrainMegatronTest, DeepSeekV3ExpertBiasEp2AndPp2ReproduceOneProcess) {
   const std::vector<std::string> dsv3 = {
       "actor_rollout_ref.model.preset=tiny-deepseek-v3",
+      "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
       "actor_rollout_ref.actor.strategy=megatron",
       "actor_rollout_ref.actor.megatron.use_distributed_optimizer=false",
       "actor_rollout_ref.ref.strategy=megatron",
@@ -198,10 +199,24 @@ TEST(TrainMegatronTest, DeepSeekV3ExpertBiasTp2Ep2ReproducesOneProcess) {
   std::vector<std::string> ep2 = Tp2Ep2(dsv3);
   ep2.push_back("actor_rollout_ref.rollout.tensor_model_parallel_size=2");
   const auto two = RunTrain("dsv3_ep2", Quickstart(2, ep2));
+  const std::vector<std::string> required = {
+      "actor/pg_loss", "actor/grad_norm", "actor/kl_loss",
+      "actor/moe/imbalance_mean", "actor/moe/layer_3/imbalance"};
   ExpectSameRuns(one, "dsv3_one", two, "dsv3_ep2",
                  "deepseek-v3 megatron tp=2 ep=2, expert bias, rollout tp=2", 2,
-                 {"actor/pg_loss", "actor/grad_norm", "actor/kl_loss",
-                  "actor/moe/imbalance_mean", "actor/moe/layer_3/imbalance"});
+                 required);
+  // The MoE layers over 2 pipeline stages (layer 0 dense and 1 MoE on the
+  // first, 2-3 MoE on the last; micro-batches through 1F1B): the expert
+  // load of both stages in the metrics, the experts' grad norm summed over
+  // the stages.
+  std::vector<std::string> pp2 = dsv3;
+  for (const std::string role : {"actor", "ref"}) {
+    pp2.push_back("actor_rollout_ref." + role +
+                  ".megatron.pipeline_model_parallel_size=2");
+  }
+  const auto stages = RunTrain("dsv3_pp2", Quickstart(2, pp2));
+  ExpectSameRuns(one, "dsv3_one", stages, "dsv3_pp2",
+                 "deepseek-v3 megatron pp=2, expert bias", 2, required);
 }
 
 // Pipeline parallelism: actor and reference with

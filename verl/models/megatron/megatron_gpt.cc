@@ -67,11 +67,6 @@ absl::Status ValidateMoe(const ModelConfig& c, const MegatronModelOptions& o,
                          const mg::ModelParallelSizes& sizes) {
   const std::string kEp = "megatron.expert_model_parallel_size";
   if (sizes.ep < 1) return Bad(kEp, sizes.ep, "must be >= 1");
-  if (c.IsMoe() && sizes.pp > 1) {
-    return absl::UnimplementedError(absl::StrCat(
-        "megatron.pipeline_model_parallel_size=", sizes.pp,
-        ": MoE layers with pipeline parallelism are not built yet"));
-  }
   const std::string kOtc = "megatron.override_transformer_config.";
   if (!c.IsMoe()) {
     if (sizes.ep > 1) {
@@ -152,16 +147,6 @@ absl::Status ValidateMoe(const ModelConfig& c, const MegatronModelOptions& o,
     return Bad("n_group", c.n_group,
                absl::StrCat("must divide num_experts ", c.num_experts,
                             " with 1 <= topk_group <= n_group"));
-  }
-  const bool mlp_recompute = o.recompute_granularity == "full" ||
-                             (o.recompute_granularity == "selective" &&
-                              std::count(o.recompute_modules.begin(),
-                                         o.recompute_modules.end(), "mlp") > 0);
-  if (mlp_recompute) {
-    return absl::UnimplementedError(absl::StrCat(
-        "megatron.override_transformer_config.recompute_granularity=",
-        o.recompute_granularity,
-        ": recomputing MoE layers is not built (use selective core_attn)"));
   }
   return absl::OkStatus();
 }
@@ -446,13 +431,16 @@ at::Tensor TpTransformerLayer::Forward(
            ? mla_attention->Forward(normed_in, cos, sin, std::move(backend))
            : self_attention->Forward(normed_in, cos, sin, std::move(backend)));
   at::Tensor normed = pre_mlp_layernorm->Forward(h);
-  if (moe) return h + moe->Forward(normed);
-  if (!recompute_mlp) return h + mlp->Forward(normed);
-  auto m = mlp;
-  RecomputeFn fn = [m](const TensorList& in) {
-    return TensorList{m->Forward(in[0])};
+  if (!recompute_mlp)
+    return h + (moe ? moe->Forward(normed) : mlp->Forward(normed));
+  // Selective mlp recompute, MoE layers included (their dispatch runs again
+  // in backward, in the same order on every rank of the ep group).
+  torch::nn::Module* module = moe ? static_cast<torch::nn::Module*>(moe.get())
+                                  : static_cast<torch::nn::Module*>(mlp.get());
+  RecomputeFn fn = [moe = moe, mlp = mlp](const TensorList& in) {
+    return TensorList{moe ? moe->Forward(in[0]) : mlp->Forward(in[0])};
   };
-  return h + Checkpoint(fn, {normed}, mlp->parameters())[0];
+  return h + Checkpoint(fn, {normed}, module->parameters())[0];
 }
 
 MegatronGPTModel::MegatronGPTModel(
@@ -502,6 +490,9 @@ MegatronGPTModel::MegatronGPTModel(
       local_index_[l] = static_cast<int64_t>(layers.size());
       layers.push_back(std::make_shared<TpTransformerLayer>(
           config_, l, options_, group, ep(), etp()));
+      if (layers.back()->moe) {
+        layers.back()->moe->keep_router_logits = HasMoeAuxLoss();
+      }
       list->register_module(std::to_string(l), layers.back());
     }
     chunk_begin_.push_back(static_cast<int64_t>(layers.size()));
@@ -699,6 +690,8 @@ at::Tensor MegatronGPTModel::StageForward(
   }
   h = RunLayers(h, cos, sin, k.backend, chunk_begin_[chunk],
                 chunk_begin_[chunk + 1]);
+  // The expert load of this chunk's MoE layers, on every stage.
+  if (config_.IsMoe()) CollectExpertLoad(chunk, real);
   if (!last_stage_ || chunk != num_chunks() - 1) return h;
   // Back to every token of the unpadded stream, on every rank.
   auto whole = [&](const at::Tensor& x) {
@@ -707,16 +700,13 @@ at::Tensor MegatronGPTModel::StageForward(
   };
   h = final_layernorm->Forward(h);
   if (config_.IsMoe()) {
-    // The expert load of the real rows; router logits of every token for the
-    // aux loss.
-    CollectMoe(
-        [&](const at::Tensor& x) {
-          return whole(
-              sp ? mg::GatherFromSequenceParallelRegion(
-                       x, mpu_->tp(), /*tensor_parallel_output_grad=*/false)
-                 : x);
-        },
-        real);
+    // Router logits of every token for the aux loss.
+    CollectAuxLoss([&](const at::Tensor& x) {
+      return whole(
+          sp ? mg::GatherFromSequenceParallelRegion(
+                   x, mpu_->tp(), /*tensor_parallel_output_grad=*/false)
+             : x);
+    });
   }
   if (final_hidden) {
     at::Tensor all = h;

@@ -306,13 +306,21 @@ class MegatronGPTModel : public torch::nn::Module {
   // MoE: the last Forward's load-balancing loss, HF's aux_loss over every
   // MoE layer and every token of the packed batch (the same on every tp /
   // cp rank; the caller scales it by config().router_aux_loss_coef, as for
-  // CausalLM's ForwardOutput::aux_loss). Undefined for dense models and the
-  // sigmoid router (aux-loss-free balancing).
+  // CausalLM's ForwardOutput::aux_loss). Undefined for dense models, the
+  // sigmoid router (aux-loss-free balancing) and when !HasMoeAuxLoss().
   const at::Tensor& moe_aux_loss() const { return moe_aux_loss_; }
+  // HF's aux loss is one product of means over every layer's routing, so it
+  // needs all MoE layers' router logits with their graph on one rank: false
+  // with pipeline stages (pp > 1) and when MoE layers are recomputed (full,
+  // or selective "mlp": their forward runs without a graph). The trainer
+  // does not add it to the loss (verl's default moe_aux_loss_coeff 0);
+  // the expert load and the bias update work in every layout.
+  bool HasMoeAuxLoss() const;
   // Expert load since the last call: per MoE layer, the dispatched (token,
   // slot) count of every expert over the real tokens of this rank's
   // forwards (all routed pairs, less those capacity dropping removed),
-  // summed over tp and cp (collective over tp x cp). Empty for dense models.
+  // summed over tp and cp (collective over tp x cp), and every pipeline
+  // stage's layers (collective over pp). Empty for dense models.
   std::map<int64_t, std::vector<double>> TakeExpertLoad();
   // Aux-loss-free balancing (options().moe_router_enable_expert_bias; else
   // nothing): each MoE layer's router.expert_bias += rate * sign(mean -
@@ -356,12 +364,14 @@ class MegatronGPTModel : public torch::nn::Module {
   // become zeros first); nothing for a group of one.
   void SumGrads(const std::vector<at::Tensor>& params,
                 parallel::Communicator& group);
-  // After the layers ran: the load-balancing loss from every MoE layer's
+  // After chunk `chunk`'s layers ran: the expert load of its MoE layers
+  // over the rows where `real` [N] is true.
+  void CollectExpertLoad(int64_t chunk, const at::Tensor& real);
+  // After the last layer: the load-balancing loss from every MoE layer's
   // router logits (`gather_tokens` maps this rank's rows to the whole
-  // stream) and the expert load of the rows where `real` [N] is true.
-  void CollectMoe(
-      const std::function<at::Tensor(const at::Tensor&)>& gather_tokens,
-      const at::Tensor& real);
+  // stream), when HasMoeAuxLoss().
+  void CollectAuxLoss(
+      const std::function<at::Tensor(const at::Tensor&)>& gather_tokens);
 
   ModelConfig config_;
   MegatronModelOptions options_;

@@ -41,7 +41,9 @@ int RunWorker(int nproc, const std::vector<std::string>& args) {
 TEST(MegatronGptTest, Tp2MatchesSingleProcess) {
   EXPECT_EQ(RunWorker(2, {"--cases=qwen2,qwen3_sp_full_uniform_tied,"
                           "llama_kv1_sp_selective,qwen2_value_sp_selective,"
-                          "dsv3_mla,dsv3_mla_noq_sp_core_attn,hf_mmap"}),
+                          "dsv3_mla,dsv3_mla_noq_sp_core_attn,"
+                          "dsv3_moe_sp_full,qwen2_moe_sp_selective_mlp,"
+                          "hf_mmap"}),
             0);
 }
 
@@ -83,7 +85,7 @@ TEST(MegatronGptTest, Pp2MatchesSingleProcess) {
   EXPECT_EQ(
       RunWorker(2, {"--pp=2", "--microbatches=3", "--first_stage_layers=1",
                     "--cases=qwen2,qwen3_sp_full_uniform_tied,"
-                    "llama_kv2_value_full,dsv3_mla"}),
+                    "llama_kv2_value_full,dsv3_mla,qwen3_moe_pp"}),
       0);
 }
 
@@ -109,6 +111,19 @@ TEST(MegatronGptTest, Pp2Vpp2MatchesSingleProcess) {
             0);
   EXPECT_EQ(RunWorker(4, {"--pp=2", "--vpp=2", "--layers=4", "--microbatches=2",
                           "--steps=1", "--cases=qwen2_kv2_sp_core_attn"}),
+            0);
+}
+
+// MoE layers over pipeline stages with recompute: tp 2 (sequence
+// parallel) x pp 2 x ep 2 (the ep group is the tp pair), 4 layers split
+// 2 + 2, 3 micro-batches through 1F1B; DeepSeek-V3 (MLA, sigmoid router,
+// first layer dense) with full recompute, Qwen2-MoE with selective mlp
+// recompute (the MoE dispatch runs again in backward): logits, log-probs,
+// entropy and every gradient equal the single-process model.
+TEST(MegatronGptTest, Tp2Pp2Ep2MoeMatchesSingleProcess) {
+  EXPECT_EQ(RunWorker(4, {"--pp=2", "--ep=2", "--layers=4", "--microbatches=3",
+                          "--cases=dsv3_moe_sp_full,"
+                          "qwen2_moe_sp_selective_mlp"}),
             0);
 }
 
@@ -248,10 +263,13 @@ TEST(MegatronGptTest, ValidationNamesTheKey) {
   MegatronModelOptions sp;
   sp.sequence_parallel = true;
   EXPECT_TRUE(ValidateMegatronModel(c, sp, ep(2, 2)).ok());
-  sp.recompute_granularity = "full";
-  EXPECT_THAT(ValidateMegatronModel(c, sp, ep(2, 2)),
-              StatusIs(absl::StatusCode::kUnimplemented,
-                       "recomputing MoE layers is not built"));
+  sp.recompute_granularity = "full";  // MoE layers recomputed too
+  EXPECT_TRUE(ValidateMegatronModel(c, sp, ep(2, 2)).ok());
+  parallel::megatron::ModelParallelSizes pp = ep(1, 2);
+  pp.pp = 2;  // MoE over pipeline stages
+  c.num_hidden_layers = 2;
+  EXPECT_TRUE(ValidateMegatronModel(c, o, pp).ok());
+  c.num_hidden_layers = 1;
   EXPECT_THAT(
       ValidateMegatronModel(Config(), o, ep(1, 2)),
       StatusIs(absl::StatusCode::kInvalidArgument, "the model has no experts"));

@@ -113,6 +113,9 @@ struct Case {
   // DeepSeek-V3 multi-head latent attention (YaRN rope) with this
   // q_lora_rank (0: q_proj without compression); -1: the case's family.
   int64_t mla_q_lora_rank = -1;
+  // An MoE model: the config of this MoE case (MoeConfig; every rank runs
+  // the same batch, so dp = 1), with the recompute and sp above.
+  const char* moe = nullptr;
 };
 
 // Qwen2 (bias), Qwen3 (qk norm), Llama (neither); kv_heads 1 and 2 with
@@ -218,9 +221,53 @@ const std::vector<Case>& Cases() {
        {"core_attn"},
        false,
        0},
+      // MoE layers through the pipeline schedules and recompute (no aux
+      // loss there: HasMoeAuxLoss).
+      {"qwen3_moe_pp",
+       2,
+       false,
+       false,
+       false,
+       false,
+       "",
+       "uniform",
+       1,
+       {},
+       false,
+       -1,
+       "qwen3_moe"},
+      {"dsv3_moe_sp_full",
+       2,
+       false,
+       false,
+       false,
+       true,
+       "full",
+       "uniform",
+       1,
+       {},
+       false,
+       -1,
+       "dsv3_router"},
+      {"qwen2_moe_sp_selective_mlp",
+       2,
+       false,
+       false,
+       false,
+       true,
+       "selective",
+       "uniform",
+       1,
+       {"core_attn", "mlp"},
+       false,
+       -1,
+       "qwen2_moe_shared_sp"},
   };
   return *cases;
 }
+
+// The config of MoE case `name` (below).
+ModelConfig MoeCaseConfig(const std::string& name);
 
 // DeepSeek-V3's attention on `config`: multi-head latent attention with
 // q_lora_rank `q_lora_rank`, v narrower than q/k, interleaved rope under
@@ -240,6 +287,7 @@ void MakeMla(int64_t q_lora_rank, ModelConfig& config) {
   config.rope_scaling.rope_type = "yarn";
   config.rope_scaling.factor = 4.0;
   config.rope_scaling.original_max_position_embeddings = 8;
+  config.max_position_embeddings = 32;  // factor x original, as HF checks
   config.rope_scaling.mscale = 0.9;
   config.rope_scaling.mscale_all_dim = 0.7;
 }
@@ -591,7 +639,7 @@ struct StageResult {
 absl::Status RunCase(const Case& c, bool check_folder,
                      const std::shared_ptr<mg::ParallelState>& mpu,
                      mg::Comparer& cmp) {
-  const ModelConfig config = TinyConfig(c);
+  const ModelConfig config = c.moe ? MoeCaseConfig(c.moe) : TinyConfig(c);
   MegatronModelOptions options;
   options.sequence_parallel = c.sp;
   options.make_vocab_size_divisible_by = 4;
@@ -661,7 +709,10 @@ absl::Status RunCase(const Case& c, bool check_folder,
             .backward();
       }
     }
-    const std::map<std::string, at::Tensor> ref_grads = NamedGrads(*ref);
+    std::map<std::string, at::Tensor> ref_grads = NamedGrads(*ref);
+    for (auto& [name, g] : ref_grads) {  // an expert no token reached
+      if (!g.defined()) g = at::zeros_like(ref_params().at(name));
+    }
     model.zero_grad();
     profiler::Timeline& timeline = profiler::Timeline::Global();
     const bool trace = step == 0 && mpu->pp_size() > 1;
@@ -701,6 +752,7 @@ absl::Status RunCase(const Case& c, bool check_folder,
     mg::Comparer& grad_cmp = step == 0 ? cmp : later;
     int checked = 0;
     for (const auto& item : model.named_parameters()) {
+      if (!item.value().requires_grad()) continue;  // the expert bias
       VERL_ASSIGN_OR_RETURN(at::Tensor want,
                             MegatronShardFromHf(model, item.key(), grads));
       VERL_RETURN_IF_ERROR(grad_cmp.Expect(tag + item.key() + " grad",
@@ -869,6 +921,13 @@ ModelConfig MoeConfig(const MoeCase& c) {
     if (c.shared) config.shared_expert_intermediate_size = 24;
   }
   return config;
+}
+
+ModelConfig MoeCaseConfig(const std::string& name) {
+  for (const MoeCase& c : MoeCases()) {
+    if (name == c.name) return MoeConfig(c);
+  }
+  LOG(FATAL) << "unknown MoE case " << name;
 }
 
 struct MoeBatch {

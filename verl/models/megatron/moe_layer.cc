@@ -104,7 +104,8 @@ at::Tensor MegatronMoeLayer::Forward(const at::Tensor& x) const {
     logits = at::linear(x, router->weight);
     routing = SoftmaxTopK(logits, top_k, norm_topk_prob);
   }
-  last_router_logits = logits;
+  // Kept (with its graph) only for the model's aux loss.
+  last_router_logits = keep_router_logits ? logits : at::Tensor();
   last_indices = routing.indices.detach();
   last_kept = at::Tensor();
   if (capacity_factor.has_value()) {
@@ -176,33 +177,51 @@ std::map<std::string, double> ExpertLoadMetrics(
 
 // ---- MegatronGPTModel's MoE parts -----------------------------------------
 
-void MegatronGPTModel::CollectMoe(
-    const std::function<at::Tensor(const at::Tensor&)>& gather_tokens,
-    const at::Tensor& real) {
-  std::vector<at::Tensor> logits;
-  for (int64_t l = 0; l < static_cast<int64_t>(layers.size()); ++l) {
+void MegatronGPTModel::CollectExpertLoad(int64_t chunk,
+                                         const at::Tensor& real) {
+  // A training forward's load also counts for the bias update.
+  const bool training = at::GradMode::is_enabled();
+  at::NoGradGuard no_grad;
+  for (int64_t l = chunk_begin_[chunk]; l < chunk_begin_[chunk + 1]; ++l) {
     const auto& moe = layers[l]->moe;
     if (!moe) continue;
-    {
-      // The dispatched pairs of the real tokens (capacity dropping removes
-      // some); a training forward's also count for the bias update.
-      const bool training = at::GradMode::is_enabled();
-      at::NoGradGuard no_grad;
-      at::Tensor chosen = moe->last_indices.index({real});
-      if (moe->last_kept.defined()) {
-        chosen = chosen.masked_select(moe->last_kept.index({real}));
-      }
-      at::Tensor counts =
-          at::bincount(chosen.reshape({-1}), {}, config_.num_experts)
-              .to(at::kDouble);
-      at::Tensor& acc = expert_load_[first_layer() + l];
-      acc = acc.defined() ? acc + counts : counts;
-      if (training && options_.moe_router_enable_expert_bias) {
-        at::Tensor& b = bias_load_[first_layer() + l];
-        b = b.defined() ? b + counts : counts;
-      }
+    // The dispatched pairs of the real tokens (capacity dropping removes
+    // some).
+    at::Tensor chosen = moe->last_indices.index({real});
+    if (moe->last_kept.defined()) {
+      chosen = chosen.masked_select(moe->last_kept.index({real}));
     }
-    if (!moe->sigmoid) logits.push_back(gather_tokens(moe->last_router_logits));
+    at::Tensor counts =
+        at::bincount(chosen.reshape({-1}), {}, config_.num_experts)
+            .to(at::kDouble);
+    at::Tensor& acc = expert_load_[first_layer() + l];
+    acc = acc.defined() ? acc + counts : counts;
+    if (training && options_.moe_router_enable_expert_bias) {
+      at::Tensor& b = bias_load_[first_layer() + l];
+      b = b.defined() ? b + counts : counts;
+    }
+  }
+}
+
+bool MegatronGPTModel::HasMoeAuxLoss() const {
+  const bool recomputed =
+      options_.recompute_granularity == "full" ||
+      (options_.recompute_granularity == "selective" &&
+       std::count(options_.recompute_modules.begin(),
+                  options_.recompute_modules.end(), "mlp") > 0);
+  return mpu_->pp_size() == 1 && !recomputed;
+}
+
+void MegatronGPTModel::CollectAuxLoss(
+    const std::function<at::Tensor(const at::Tensor&)>& gather_tokens) {
+  const bool aux = HasMoeAuxLoss();
+  std::vector<at::Tensor> logits;
+  for (const auto& layer : layers) {
+    const auto& moe = layer->moe;
+    if (!moe) continue;
+    if (aux && !moe->sigmoid) {
+      logits.push_back(gather_tokens(moe->last_router_logits));
+    }
     moe->last_router_logits = at::Tensor();  // its graph
   }
   moe_aux_loss_ = logits.empty()
@@ -212,17 +231,34 @@ void MegatronGPTModel::CollectMoe(
 }
 
 std::map<int64_t, std::vector<double>> MegatronGPTModel::TakeExpertLoad() {
+  // Every MoE layer of the model, one row each: this stage's counts (zeros
+  // for other stages' layers), summed over tp x cp and then over pp, where
+  // each layer has exactly one stage.
+  std::vector<int64_t> moe_layers;
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    if (config_.LayerIsMoe(l)) moe_layers.push_back(l);
+  }
   std::map<int64_t, std::vector<double>> out;
-  for (int64_t l = 0; l < static_cast<int64_t>(layers.size()); ++l) {
-    if (!layers[l]->moe) continue;
-    at::Tensor& acc = expert_load_[first_layer() + l];
-    at::Tensor counts =
-        acc.defined() ? acc : at::zeros({config_.num_experts}, at::kDouble);
-    counts = mg::AllReduceSum(
-        counts, *mpu_->group(parallel::megatron::MpuGroup::kTpCp));
-    out[first_layer() + l] = std::vector<double>(
-        counts.data_ptr<double>(), counts.data_ptr<double>() + counts.numel());
-    acc = at::Tensor();
+  if (moe_layers.empty()) return out;
+  at::Tensor all =
+      at::zeros({static_cast<int64_t>(moe_layers.size()), config_.num_experts},
+                at::kDouble);
+  for (size_t i = 0; i < moe_layers.size(); ++i) {
+    auto it = expert_load_.find(moe_layers[i]);
+    if (it == expert_load_.end() || !it->second.defined()) continue;
+    all[static_cast<int64_t>(i)].copy_(it->second);
+    it->second = at::Tensor();
+  }
+  all =
+      mg::AllReduceSum(all, *mpu_->group(parallel::megatron::MpuGroup::kTpCp));
+  if (mpu_->pp_size() > 1) {
+    all =
+        mg::AllReduceSum(all, *mpu_->group(parallel::megatron::MpuGroup::kPp));
+  }
+  for (size_t i = 0; i < moe_layers.size(); ++i) {
+    const at::Tensor row = all[static_cast<int64_t>(i)].contiguous();
+    out[moe_layers[i]] = std::vector<double>(
+        row.data_ptr<double>(), row.data_ptr<double>() + row.numel());
   }
   return out;
 }

@@ -108,6 +108,10 @@ class MegatronMoeLayer : public torch::nn::Module {
   // experts [N, k] and which of those pairs were dispatched [N, k] bool
   // (undefined when nothing can be dropped).
   mutable at::Tensor last_router_logits, last_indices, last_kept;
+  // Whether Forward keeps last_router_logits (the model's aux loss needs
+  // them; false with pipeline stages or MoE recompute, see
+  // MegatronGPTModel::moe_aux_loss).
+  bool keep_router_logits = true;
 
  private:
   CommPtr ep_, etp_;

@@ -433,11 +433,17 @@ absl::StatusOr<double> MegatronTrainState::StepOnDevice() {
     }
     // The stages hold different parameters: over tp x pp.
     VERL_ASSIGN_OR_RETURN(sq, SumOver(*mpu_->group(mg::MpuGroup::kMp), sq));
-    if (f.has_experts) {
-      // Each expert shard once: the etp x ep group holds every expert's
-      // every etp shard (Megatron's expert grad-norm group).
+    if (model_->config().IsMoe()) {
+      // Each expert shard once: the etp x ep group of a stage holds every
+      // expert's every etp shard (Megatron's expert grad-norm group); the
+      // stages hold different layers' experts (a stage may hold none, so
+      // every rank of an MoE model joins both sums).
       VERL_ASSIGN_OR_RETURN(
           expert_sq, SumOver(*mpu_->group(mg::MpuGroup::kEtpEp), expert_sq));
+      if (mpu_->pp_size() > 1) {
+        VERL_ASSIGN_OR_RETURN(
+            expert_sq, SumOver(*mpu_->group(mg::MpuGroup::kPp), expert_sq));
+      }
       sq += expert_sq;
     }
   }
