@@ -262,6 +262,15 @@ TEST(MakeTrainStateTest, OneRankIsReplicatedEvenForFsdp) {
   }
 }
 
+// The Megatron parallel state of one process (every group the process).
+absl::StatusOr<std::shared_ptr<parallel::megatron::ParallelState>>
+OneProcessMpu() {
+  parallel::megatron::ModelParallelSizes sizes;
+  sizes.etp = 1;
+  return parallel::megatron::ParallelState::Initialize(
+      parallel::SingleProcessCommunicator(), sizes);
+}
+
 // A user's override_transformer_config MoE keys reach the Megatron model
 // (its options and every MoE layer); the expert bias on a softmax-router
 // model is refused naming the key.
@@ -269,10 +278,7 @@ TEST(MakeMegatronModelTest, MoeKeysReachTheModel) {
   auto p =
       LoadPolicy(Preset("tiny-qwen3-moe"), models::MakeBuiltinTokenizer(), 3);
   ASSERT_TRUE(p.ok()) << p.status();
-  parallel::megatron::ModelParallelSizes sizes;
-  sizes.etp = 1;
-  auto mpu = parallel::megatron::ParallelState::Initialize(
-      parallel::SingleProcessCommunicator(), sizes);
+  auto mpu = OneProcessMpu();
   ASSERT_TRUE(mpu.ok()) << mpu.status();
   parallel::megatron::MegatronConfig config;
   auto* o = config.mutable_override_transformer_config();
@@ -323,10 +329,7 @@ TEST(MakeMegatronModelTest, ExpertBiasStaysFp32UnderBf16) {
       }
     }
   }
-  parallel::megatron::ModelParallelSizes sizes;
-  sizes.etp = 1;
-  auto mpu = parallel::megatron::ParallelState::Initialize(
-      parallel::SingleProcessCommunicator(), sizes);
+  auto mpu = OneProcessMpu();
   ASSERT_TRUE(mpu.ok()) << mpu.status();
   parallel::megatron::MegatronConfig config;
   config.set_dtype("bfloat16");
@@ -359,10 +362,7 @@ TEST(MakeMegatronModelTest, DeepSeekV3PresetMatchesTheHfModel) {
       LoadPolicy(Preset("tiny-deepseek-v3"), models::MakeBuiltinTokenizer(), 3);
   ASSERT_TRUE(p.ok()) << p.status();
   ASSERT_TRUE(p->model->config().IsMla());
-  parallel::megatron::ModelParallelSizes sizes;
-  sizes.etp = 1;
-  auto mpu = parallel::megatron::ParallelState::Initialize(
-      parallel::SingleProcessCommunicator(), sizes);
+  auto mpu = OneProcessMpu();
   ASSERT_TRUE(mpu.ok()) << mpu.status();
   parallel::megatron::MegatronConfig config;
   config.mutable_override_transformer_config()
