@@ -8,13 +8,17 @@
 #include "verl/models/vlm/qwen2_vl.h"
 
 #include <ATen/TensorOperators.h>
+#include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/tensor.h>
+#include <glog/logging.h>
 #include <torch/csrc/autograd/grad_mode.h>
+#include <torch/optim/adamw.h>
 
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -352,6 +356,85 @@ TEST(VlmConfigTest, FreezeVisionTower) {
   run();
   EXPECT_GT(
       model->visual->merger->fc2->weight.grad().abs().sum().item<double>(), 0);
+}
+
+// The tiny preset learns an answer that only the image holds (the flat
+// colour of a 6x6-patch image, 4 colours) in a few dozen AdamW steps, and
+// the answer follows the image: swapping the images between rows changes
+// it. Guards the training path of the images (pads spliced in order,
+// gradients through the merger and tower): with the image embeddings lost
+// or misplaced the loss stays at ln 4.
+TEST(VlmConfigTest, TinyPresetLearnsAnAnswerOnlyTheImageHolds) {
+  auto config = MakeVlmPreset("tiny-qwen2.5-vl");
+  ASSERT_TRUE(config.ok());
+  auto model = CreateVlmModel(*config, 3);
+  const int64_t pad = config->image_token_id;
+  // <text> <vision_start> 9 pads <vision_end> <question>; then the answer.
+  std::vector<int64_t> prompt = {40, 41, 42, config->vision_start_token_id};
+  prompt.insert(prompt.end(), 9, pad);
+  for (int64_t t : {config->vision_end_token_id, 50L, 51L, 52L, 53L}) {
+    prompt.push_back(t);
+  }
+  const int64_t answers[4] = {100, 101, 102, 103};
+  // CLIP-normalised flat colours: red, green, blue, yellow.
+  const float rgb[4][3] = {{1.2f, -1.2f, -1.1f},
+                           {-1.5f, 1.3f, -1.1f},
+                           {-1.5f, -1.2f, 1.6f},
+                           {1.3f, 1.4f, -1.0f}};
+  const int64_t dim = config->vision.PatchDim(), per_channel = dim / 3;
+  auto image = [&](int c) {
+    at::Tensor row = at::empty({3, per_channel});
+    for (int k = 0; k < 3; ++k) row[k].fill_(rgb[c][k]);
+    return row.reshape({1, dim}).expand({36, dim});
+  };
+  // Rows with colours `colours` and images `shown` (their order).
+  auto forward = [&](const std::vector<int>& colours,
+                     const std::vector<int>& shown) {
+    std::vector<int64_t> ids, cu = {0}, at_answer, targets;
+    std::vector<at::Tensor> pixels;
+    for (size_t b = 0; b < colours.size(); ++b) {
+      ids.insert(ids.end(), prompt.begin(), prompt.end());
+      at_answer.push_back(ids.size() - 1);
+      targets.push_back(answers[colours[b]]);
+      ids.push_back(answers[colours[b]]);
+      cu.push_back(ids.size());
+      pixels.push_back(image(shown[b]));
+    }
+    at::Tensor grid = at::tensor(std::vector<int64_t>{1, 6, 6}, at::kLong)
+                          .reshape({1, 3})
+                          .repeat({static_cast<int64_t>(colours.size()), 1});
+    auto out = model->ForwardMultimodal(at::tensor(ids, at::kLong), cu,
+                                        at::cat(pixels), grid);
+    CHECK(out.ok()) << out.status();
+    at::Tensor logits =
+        out->logits.index_select(0, at::tensor(at_answer, at::kLong));
+    return std::make_pair(logits, at::tensor(targets, at::kLong));
+  };
+  std::mt19937 rng(5);
+  torch::optim::AdamW opt(model->parameters(),
+                          torch::optim::AdamWOptions(2e-3).weight_decay(0));
+  double first = 0, last = 0;
+  for (int step = 0; step < 60; ++step) {
+    std::vector<int> colours(8);
+    for (int& c : colours) c = rng() % 4;
+    auto [logits, targets] = forward(colours, colours);
+    at::Tensor loss = at::cross_entropy_loss(logits, targets);
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    (step == 0 ? first : last) = loss.item<double>();
+  }
+  torch::NoGradGuard no_grad;
+  const std::vector<int> colours = {0, 1, 2, 3, 0, 1, 2, 3};
+  auto [logits, targets] = forward(colours, colours);
+  const double loss = at::cross_entropy_loss(logits, targets).item<double>();
+  EXPECT_LT(loss, 0.1) << "first step " << first << ", last " << last;
+  EXPECT_TRUE(logits.argmax(-1).equal(targets));
+  // Same questions, images rotated by one colour: the answers follow them.
+  const std::vector<int> rotated = {1, 2, 3, 0, 1, 2, 3, 0};
+  auto [moved, unused] = forward(colours, rotated);
+  EXPECT_TRUE(moved.argmax(-1).equal(at::tensor(
+      std::vector<int64_t>{101, 102, 103, 100, 101, 102, 103, 100})));
 }
 
 }  // namespace

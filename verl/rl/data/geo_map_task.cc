@@ -173,26 +173,33 @@ int GeoNearest(const GeoMap& map, int a) {
 
 absl::StatusOr<std::vector<nlohmann::json>> MakeGeoMapRows(
     const GeoMapTaskOptions& o) {
-  if (o.grid < 2 || o.grid % 2 != 0 || o.cell_px < 7 || o.num_landmarks < 2 ||
+  if (o.grid < 2 || o.grid % 2 != 0 || o.cell_px < 7 || o.num_landmarks < 1 ||
       o.num_landmarks > 8 || o.num_landmarks > o.grid * o.grid - 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "geo_map: grid=", o.grid, " (even, >= 2), cell_px=", o.cell_px,
-        " (>= 7), num_landmarks=", o.num_landmarks, " (2..8)"));
+        " (>= 7), num_landmarks=", o.num_landmarks, " (1..8)"));
   }
   static const char* const kTypes[] = {"quadrant", "nearest", "distance",
-                                       "bearing"};
+                                       "bearing", "count"};
   std::vector<int> kinds;  // indices into kTypes
   for (const std::string& t : o.question_types) {
     const auto* it = std::find(std::begin(kTypes), std::end(kTypes), t);
     if (it == std::end(kTypes)) {
       return absl::InvalidArgumentError(
           absl::StrCat("geo_map: unknown question type '", t,
-                       "' (quadrant, nearest, distance, bearing)"));
+                       "' (quadrant, nearest, distance, bearing, count)"));
     }
     kinds.push_back(static_cast<int>(it - std::begin(kTypes)));
   }
   if (kinds.empty()) {
     return absl::InvalidArgumentError("geo_map: no question types");
+  }
+  if (o.num_landmarks == 1 &&
+      std::any_of(kinds.begin(), kinds.end(),
+                  [](int k) { return k != 0 && k != 4; })) {
+    return absl::InvalidArgumentError(
+        "geo_map: num_landmarks=1 allows only the quadrant and count "
+        "questions (nearest, distance and bearing need two landmarks)");
   }
   if (!o.image_dir.empty()) VERL_RETURN_IF_ERROR(core::MakeDirs(o.image_dir));
   std::mt19937_64 rng(o.seed);
@@ -217,13 +224,17 @@ absl::StatusOr<std::vector<nlohmann::json>> MakeGeoMapRows(
         if (c != o.grid - 1) cells.push_back(c);
       }
       std::shuffle(cells.begin(), cells.end(), rng);
-      for (int k = 0; k < o.num_landmarks; ++k) {
+      // The count question draws how many landmarks the map has (1..n);
+      // the others always place n.
+      const int marks =
+          kind == 4 ? uniform(1, o.num_landmarks) : o.num_landmarks;
+      for (int k = 0; k < marks; ++k) {
         map.landmarks.push_back(
             {static_cast<char>('A' + k), cells[k] % o.grid, cells[k] / o.grid});
       }
-      const int a = uniform(0, o.num_landmarks - 1);
-      int b = uniform(0, o.num_landmarks - 2);
-      if (b >= a) ++b;
+      const int a = uniform(0, marks - 1);
+      int b = marks > 1 ? uniform(0, marks - 2) : a;
+      if (marks > 1 && b >= a) ++b;
       const std::string A(1, map.landmarks[a].label),
           B(1, map.landmarks[b].label);
       if (kind == 0) {
@@ -243,6 +254,10 @@ absl::StatusOr<std::vector<nlohmann::json>> MakeGeoMapRows(
         question = absl::StrCat("How many grid steps (Manhattan) from ", A,
                                 " to ", B, "? Answer with a number.");
         answer = absl::StrCat(GeoGridDistance(map, a, b));
+      } else if (kind == 4) {
+        type = "count";
+        question = "How many landmarks are on the map? Answer with a number.";
+        answer = absl::StrCat(marks);
       } else {
         type = "bearing";
         question = absl::StrCat("Bearing from ", A, " to ", B,

@@ -11,6 +11,9 @@
 //   distance  "Grid distance (Manhattan) from A to B?"  an integer
 //   bearing   "Bearing from A to B?"  N | NE | E | SE | S | SW | W | NW
 //             (8-point compass, north up; ties cannot occur on a grid)
+//   count     "How many landmarks are on the map?"     1..landmarks (the
+//             map then holds a drawn number of them; not in the default
+//             list)
 // Rows are in verl's multimodal format: the prompt's user message starts
 // with an <image> placeholder, `images` holds the PNG (bytes, or a path
 // when written to image_dir), reward_model.ground_truth is the answer
@@ -63,9 +66,11 @@ struct GeoMapTaskOptions {
   int grid = 6;
   // 14: one cell per vision patch, an 84x84 image = 9 image tokens.
   int cell_px = 14;
-  int num_landmarks = 3;  // 2..8, labelled A, B, ...
+  // 1..8, labelled A, B, ...; 1 allows only the quadrant question.
+  int num_landmarks = 3;
   // The question types drawn, uniformly per row, from this list (a type
-  // listed twice is drawn twice as often); the default draws all four.
+  // listed twice is drawn twice as often); the default draws the four
+  // positional ones ("count" is the fifth).
   std::vector<std::string> question_types = {"quadrant", "nearest", "distance",
                                              "bearing"};
   bool districts = false;  // GeoMap::districts

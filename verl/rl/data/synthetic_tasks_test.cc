@@ -129,6 +129,7 @@ std::string ExpectedGeoAnswer(const nlohmann::json& row) {
     }
   }
   const std::string type = info["question_type"];
+  if (type == "count") return std::to_string(at.size());
   const auto [ac, ar] = at[named.at(0)];
   if (type == "quadrant") {
     return std::string(ar * 2 < grid ? "N" : "S") + (ac * 2 < grid ? "W" : "E");
@@ -265,6 +266,70 @@ TEST(GeoMapTaskTest, QuestionTypesAndDistricts) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("heading"), std::string::npos);
   o.question_types.clear();
+  EXPECT_FALSE(MakeGeoMapRows(o).ok());
+}
+
+// The count question: 1..landmarks landmarks per map, the answer their
+// number, each drawn in its colour (A red, B blue, ...) at its cell centre.
+TEST(GeoMapTaskTest, CountQuestion) {
+  GeoMapTaskOptions o;
+  o.num_rows = 40;
+  o.num_landmarks = 4;
+  o.question_types = {"count", "quadrant"};
+  auto rows = MakeGeoMapRows(o);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  std::set<std::string> counts;
+  for (const auto& row : *rows) {
+    const auto& info = row["extra_info"];
+    EXPECT_EQ(row["reward_model"]["ground_truth"], ExpectedGeoAnswer(row));
+    if (info["question_type"] != "count") {
+      EXPECT_EQ(info["landmarks"].size(), 4u);
+      continue;
+    }
+    counts.insert(row["reward_model"]["ground_truth"].get<std::string>());
+    EXPECT_EQ(info["question"],
+              "<image>Grid map, north up. How many landmarks are on the map? "
+              "Answer with a number.");
+    const auto& bytes = row["images"][0]["bytes"].get_binary();
+    auto img = models::vlm::DecodeImage(std::string(bytes.begin(), bytes.end()),
+                                        "geo_map row");
+    ASSERT_TRUE(img.ok()) << img.status();
+    const int red[] = {200, 30, 30}, blue[] = {30, 60, 200};
+    for (const auto& l : info["landmarks"]) {
+      const int* want = l["label"] == "A"   ? red
+                        : l["label"] == "B" ? blue
+                                            : nullptr;
+      if (want == nullptr) continue;
+      const int x = l["col"].get<int>() * 14 + 2,
+                y = l["row"].get<int>() * 14 + 2;
+      for (int c = 0; c < 3; ++c) EXPECT_EQ(img->at(y, x, c), want[c]);
+    }
+  }
+  EXPECT_EQ(counts, (std::set<std::string>{"1", "2", "3", "4"}));
+}
+
+// One landmark per map: only the quadrant and count questions (the others
+// need two landmarks); the answer is that landmark's quadrant.
+TEST(GeoMapTaskTest, OneLandmarkAllowsOnlyTheQuadrantQuestion) {
+  GeoMapTaskOptions o;
+  o.num_rows = 30;
+  o.num_landmarks = 1;
+  o.question_types = {"quadrant"};
+  auto rows = MakeGeoMapRows(o);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  std::set<std::string> answers;
+  for (const auto& row : *rows) {
+    ASSERT_EQ(row["extra_info"]["landmarks"].size(), 1u);
+    EXPECT_EQ(row["reward_model"]["ground_truth"], ExpectedGeoAnswer(row));
+    answers.insert(row["reward_model"]["ground_truth"].get<std::string>());
+  }
+  EXPECT_EQ(answers.size(), 4u);
+  o.question_types = {"quadrant", "bearing"};
+  auto bad = MakeGeoMapRows(o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("num_landmarks=1"), std::string::npos)
+      << bad.status();
+  o.num_landmarks = 0;
   EXPECT_FALSE(MakeGeoMapRows(o).ok());
 }
 
