@@ -24,6 +24,9 @@
 // and per-shard ones with it (MegatronGPTModel::FinalizeGrads sums those
 // over tp, as it does the norms'). RoPE (YaRN included) and the softmax
 // scale are HF's DeepseekV3Attention's (verl/models/mla/mla_attention.h).
+//
+// Tested through the whole model by megatron_gpt_test (megatron_gpt_worker's
+// dsv3_mla* and DeepSeek MoE cases against the HF CausalLM at tp, cp, pp, ep).
 #ifndef VERL_MODELS_MEGATRON_MLA_LAYER_H_
 #define VERL_MODELS_MEGATRON_MLA_LAYER_H_
 

@@ -125,7 +125,7 @@ TEST(ActorTest, UpdateIsInvariantToMicroBatching) {
 // verl's on-policy shortcut for the first mini-batch: the update's own
 // log-probs and entropy of its rows equal the old-log-prob pass's, and the
 // update (metrics, weights) equals the one given the recomputed old
-// log-probs; the placeholder old log-probs of those rows are not read.
+// log-probs; those rows' old log-probs, poisoned with 123, are not read.
 TEST(ActorTest, OnPolicyFirstMiniBatchCapturesTheOldLogProbPass) {
   Fixture f = MakeFixture();
   ActorOptions o;
@@ -143,15 +143,15 @@ TEST(ActorTest, OnPolicyFirstMiniBatchCapturesTheOldLogProbPass) {
   auto m_plain = plain->UpdatePolicy(batch);
   ASSERT_TRUE(m_plain.ok()) << m_plain.status();
 
-  core::Batch placeholder = batch;
+  core::Batch poisoned = batch;
   at::Tensor old_lp = batch.tensor("old_log_probs").clone();
   old_lp.narrow(0, 0, 4).fill_(123.0);  // must not be read
-  ASSERT_TRUE(placeholder.SetTensor("old_log_probs", old_lp).ok());
+  ASSERT_TRUE(poisoned.SetTensor("old_log_probs", old_lp).ok());
   OnPolicyCapture capture;
   capture.rows = 4;
-  auto m_short = shortcut->UpdatePolicy(placeholder, &capture);
+  auto m_short = shortcut->UpdatePolicy(poisoned, &capture);
   ASSERT_TRUE(m_short.ok()) << m_short.status();
-  EXPECT_FALSE(placeholder.HasTensor("update_row_index"));
+  EXPECT_FALSE(poisoned.HasTensor("update_row_index"));
   EXPECT_LT((capture.log_probs - old->log_probs.narrow(0, 0, 4))
                 .abs()
                 .max()
