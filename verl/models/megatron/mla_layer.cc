@@ -45,16 +45,10 @@ absl::Status ValidateMegatronMla(const ModelConfig& c, int64_t tp) {
 
 TpMlaAttention::TpMlaAttention(const ModelConfig& c, int64_t layer_index,
                                const MegatronModelOptions& o, mg::CommPtr tp)
-    : layer(layer_index),
+    : MlaDims(c),
+      layer(layer_index),
       heads_per_rank(c.num_attention_heads / tp->size()),
-      q_lora_rank(c.q_lora_rank),
-      kv_lora_rank(c.kv_lora_rank),
-      qk_nope_head_dim(c.qk_nope_head_dim),
-      qk_rope_head_dim(c.qk_rope_head_dim),
-      v_head_dim(c.v_head_dim),
-      rope_interleave(c.rope_interleave),
       sequence_parallel(o.sequence_parallel),
-      softmax_scale(MlaSoftmaxScale(c)),
       tp_(tp) {
   const int64_t h = c.hidden_size, np = c.num_attention_heads;
   const int64_t qk = qk_nope_head_dim + qk_rope_head_dim;

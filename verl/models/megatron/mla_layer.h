@@ -40,6 +40,7 @@
 #include "absl/status/status.h"
 #include "verl/models/attention.h"
 #include "verl/models/layers.h"
+#include "verl/models/mla/mla_attention.h"
 #include "verl/models/model_config.h"
 #include "verl/parallel/megatron/tp_layers.h"
 
@@ -51,7 +52,7 @@ struct MegatronModelOptions;  // megatron_gpt.h
 // uses what this layer does not serve (attention biases).
 absl::Status ValidateMegatronMla(const ModelConfig& config, int64_t tp);
 
-class TpMlaAttention : public torch::nn::Module {
+class TpMlaAttention : public torch::nn::Module, public MlaDims {
  public:
   TpMlaAttention(const ModelConfig& config, int64_t layer,
                  const MegatronModelOptions& options,
@@ -63,10 +64,8 @@ class TpMlaAttention : public torch::nn::Module {
   // The replicated parameters (down projections and latent norms).
   std::vector<at::Tensor> ReplicatedParameters() const;
 
-  int64_t layer, heads_per_rank, q_lora_rank, kv_lora_rank, qk_nope_head_dim,
-      qk_rope_head_dim, v_head_dim;
-  bool rope_interleave, sequence_parallel;
-  double softmax_scale;
+  int64_t layer, heads_per_rank;
+  bool sequence_parallel;
   bool recompute_core_attn = false;
   // q_lora_rank > 0: down, norm, up; else linear_q_proj.
   std::shared_ptr<Linear> linear_q_down_proj;

@@ -28,16 +28,17 @@ double MlaSoftmaxScale(const ModelConfig& c) {
   return scale;
 }
 
-MlaAttention::MlaAttention(const ModelConfig& c, int64_t layer_index)
-    : layer(layer_index),
-      num_heads(c.num_attention_heads),
-      q_lora_rank(c.q_lora_rank),
+MlaDims::MlaDims(const ModelConfig& c)
+    : q_lora_rank(c.q_lora_rank),
       kv_lora_rank(c.kv_lora_rank),
       qk_nope_head_dim(c.qk_nope_head_dim),
       qk_rope_head_dim(c.qk_rope_head_dim),
       v_head_dim(c.v_head_dim),
       rope_interleave(c.rope_interleave),
-      softmax_scale(MlaSoftmaxScale(c)) {
+      softmax_scale(MlaSoftmaxScale(c)) {}
+
+MlaAttention::MlaAttention(const ModelConfig& c, int64_t layer_index)
+    : MlaDims(c), layer(layer_index), num_heads(c.num_attention_heads) {
   CHECK_GT(kv_lora_rank, 0);
   CHECK_EQ(qk_rope_head_dim % 2, 0) << "qk_rope_head_dim must be even";
   const int64_t h = c.hidden_size, qk = qk_nope_head_dim + qk_rope_head_dim;

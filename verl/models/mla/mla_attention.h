@@ -41,7 +41,18 @@ inline constexpr double kMlaLatentNormEps = 1e-6;
 // The softmax scale of an MLA layer (see the file comment).
 double MlaSoftmaxScale(const ModelConfig& config);
 
-class MlaAttention : public torch::nn::Module {
+// An MLA layer's dimensions and softmax scale, read from its config (the
+// single-process layer and the Megatron one, verl/models/megatron/
+// mla_layer.h, share them).
+struct MlaDims {
+  explicit MlaDims(const ModelConfig& config);
+  int64_t q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim,
+      v_head_dim;
+  bool rope_interleave;
+  double softmax_scale;
+};
+
+class MlaAttention : public torch::nn::Module, public MlaDims {
  public:
   MlaAttention(const ModelConfig& config, int64_t layer);
   // x [T, H]; cos/sin [T, qk_rope_head_dim]. Returns [T, H]. The backend
@@ -72,10 +83,7 @@ class MlaAttention : public torch::nn::Module {
   at::Tensor AttendAbsorbed(const at::Tensor& q, const at::Tensor& c_kv,
                             const at::Tensor& k_rope) const;
 
-  int64_t layer, num_heads, q_lora_rank, kv_lora_rank, qk_nope_head_dim,
-      qk_rope_head_dim, v_head_dim;
-  bool rope_interleave;
-  double softmax_scale;
+  int64_t layer, num_heads;
   std::shared_ptr<Linear> q_proj;  // only when q_lora_rank == 0
   std::shared_ptr<Linear> q_a_proj, q_b_proj;
   std::shared_ptr<RMSNorm> q_a_layernorm;
