@@ -93,12 +93,14 @@ bool SmallGemm(at::Tensor& out, const at::Tensor& x, const at::Tensor& w,
 // straight from the model's own weights w_i ([n_i, k], nn.Linear layout)
 // whose outputs the engine's packed [k, sum n_i] copy concatenates: each
 // weight row is one contiguous stream, where the NN kernel walks the packed
-// copy down its columns. Taken for one row, and for a few rows when the
-// weight is taller than wide (down_proj): measured (infer_benchmark's
-// BM_SmallGemm, CPU time, qwen2-30m shapes) 1.1-1.8x faster there, slower
-// than the NN kernel for wide weights (gate_up at 2-8 rows). One parallel
-// region over 64-row blocks of all sources; no allocation. False (nothing
-// done) when it does not apply.
+// copy down its columns. Taken at every row count on AVX-512, whose NT
+// kernel runs 5-8 rows in one pass (infer_benchmark's BM_SmallGemm, CPU
+// time, qwen2-30m shapes at 8 rows: q/k/v 148 vs 558 us, gate/up 338 vs
+// 1031, down 342 vs 788); on narrower ISAs for one row, and for a few rows
+// when the weight is taller than wide (down_proj), where it measured
+// 1.1-1.8x faster (slower than the NN kernel for wide weights at 2-8 rows).
+// One parallel region over 64-row blocks of all sources; no allocation.
+// False (nothing done) when it does not apply.
 bool SmallGemmSources(at::Tensor& out, const at::Tensor& x,
                       const std::vector<at::Tensor>& sources,
                       const at::Tensor& bias, bool accumulate) {
@@ -121,8 +123,10 @@ bool SmallGemmSources(at::Tensor& out, const at::Tensor& x,
     first_block[i + 1] = first_block[i] + (w.size(0) + kBlock - 1) / kBlock;
     offset[i + 1] = offset[i] + w.size(0);
   }
-  if (m > 1 && k <= offset[sources.size()]) return false;
   const KernelTable& kt = Kernels();
+  if (m > 1 && k <= offset[sources.size()] && kt.isa != CpuIsa::kAvx512) {
+    return false;
+  }
   const int64_t blocks = first_block[sources.size()];
   at::parallel_for(0, blocks, 1, [&](int64_t b, int64_t e) {
     for (size_t i = 0; i < sources.size(); ++i) {

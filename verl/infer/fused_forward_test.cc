@@ -3,7 +3,8 @@
 // FusedForward against the model's own Forward/Logits (the training path):
 // dense with q/k/v bias (Qwen2), q/k-norm with head_dim != hidden/heads
 // (Qwen3), llama3 RoPE scaling, MoE layers; fused weight copies following
-// in-place parameter updates; fallback for bf16 models.
+// in-place parameter updates; the LM head at 1-8 rows (whole and in
+// vocabulary chunks) against the training head; fallback for bf16 models.
 #include "verl/infer/fused_forward.h"
 
 #include <ATen/Context.h>
@@ -11,10 +12,17 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/allclose.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/equal.h>
+#include <ATen/ops/from_blob.h>
+#include <ATen/ops/log_softmax.h>
 #include <ATen/ops/randint.h>
+#include <ATen/ops/randn.h>
 #include <ATen/ops/tensor.h>
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
 
 #include "verl/models/presets.h"
 
@@ -98,6 +106,49 @@ TEST(FusedForwardTest, FollowsInPlaceParameterUpdates) {
   c10::InferenceMode guard;
   models::VarlenCausalAttention a(b.cu);
   EXPECT_FALSE(at::allclose(fused.Forward(b.ids, b.pos, a), before));
+}
+
+// The LM head at 1, 5 and 8 rows runs on the row-streaming kernel
+// (small_gemm_nt: 1-4 rows in one group, 5-8 in one pass on AVX-512), whole
+// (Logits) and in the sampler's vocabulary chunks (LogitChunks): the chunks
+// bit-equal to the whole head, both against the training head
+// (CausalLM::Logits, BLIS): logits within 1e-4, log-softmax within 1e-5.
+// A vocabulary of 5003 leaves chunk, block and vector tails.
+TEST(FusedForwardTest, HeadAtOneToEightRowsMatchesTrainingHead) {
+  at::manual_seed(4);
+  auto cfg = models::MakePreset("tiny-qwen2");
+  ASSERT_TRUE(cfg.ok());
+  cfg->vocab_size = 5003;
+  auto model = models::CreateModel(*cfg, /*seed=*/4, /*init_std=*/0.1);
+  FusedForward fused(model.get(), cfg->max_position_embeddings);
+  c10::InferenceMode guard;
+  for (int64_t rows : {1, 5, 8}) {
+    SCOPED_TRACE(rows);
+    const at::Tensor hidden = at::randn({rows, cfg->hidden_size});
+    const at::Tensor want = model->Logits(hidden);
+    const at::Tensor whole = fused.Logits(hidden);
+    int64_t vocab = 0;
+    auto fill = fused.LogitChunks(hidden, &vocab);
+    ASSERT_TRUE(fill != nullptr);
+    ASSERT_EQ(vocab, cfg->vocab_size);
+    at::Tensor chunked = at::empty({rows, vocab});
+    std::vector<float> buf;
+    for (int64_t v0 = 0; v0 < vocab; v0 += 1024) {
+      const int64_t n = std::min<int64_t>(1024, vocab - v0);
+      buf.assign(rows * n, 0.f);
+      fill(v0, v0 + n, buf.data());
+      chunked.narrow(1, v0, n).copy_(at::from_blob(buf.data(), {rows, n}));
+    }
+    EXPECT_TRUE(at::equal(chunked, whole));
+    EXPECT_TRUE(at::allclose(whole, want, 1e-4, 1e-4))
+        << "max logit diff " << (whole - want).abs().max().item<float>();
+    const float lp_diff =
+        (at::log_softmax(whole, -1) - at::log_softmax(want, -1))
+            .abs()
+            .max()
+            .item<float>();
+    EXPECT_LE(lp_diff, 1e-5);
+  }
 }
 
 TEST(FusedForwardTest, FallsBackForBf16Models) {

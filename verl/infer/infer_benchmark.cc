@@ -128,6 +128,9 @@ void BM_SmallGemm(benchmark::State& state) {
 BENCHMARK(BM_SmallGemm)
     ->ArgsProduct({{0, 1}, {1, 2, 4, 8}, {512}, {512, 1024, 2816}})
     ->ArgsProduct({{0, 1}, {1, 2, 4, 8}, {1408}, {512}})
+    // The LM head at vocab 151936 (311 MB, the 1-8 row decode step's
+    // largest read).
+    ->ArgsProduct({{1}, {1, 8}, {512}, {151936}})
     ->UseRealTime();
 
 }  // namespace
