@@ -50,7 +50,7 @@
 // all-gathers of [T, h] are 2 bytes an element, the reductions 4.
 //
 // Expert parallelism (--ep > 1, an MoE preset such as tiny-qwen3-moe; tp 1,
-// pp 1; the all-reduce optimizer, as the trainer runs MoE models): per MoE
+// pp 1; the all-reduce optimizer): per MoE
 // layer and micro-batch the dispatcher's all-to-alls over the ep group
 // (verl/parallel/megatron/expert_parallel.h): the [E] int64 token counts,
 // then the P (token, slot) rows this rank routes (kept ones with
@@ -65,10 +65,11 @@
 // experts (S = sum of the members' M), and in backward the same two
 // row exchanges mirrored: all_gather etp (El*8 + 2 M h e) bytes (the full
 // collective, as the tool counts all-gathers), all_to_all 2 S h e. dp: one
-// fp32 all-reduce of the gradients; etp_ep (the etp x ep group, each expert
-// shard once): the experts' squared grad norm (8 bytes). The tool also prints
-// the all-to-all time per MoE layer and the expert load imbalance (max / mean
-// tokens per expert) of every step.
+// fp32 all-reduce of the dense gradients (Pp: the dense parameters;
+// FinalizeGrads sums the experts' over edp); etp_ep (the etp x ep group, each
+// expert shard once): the experts' squared grad norm (8 bytes). The tool also
+// prints the all-to-all time per MoE layer and the expert load imbalance (max /
+// mean tokens per expert) of every step.
 //
 //   bazel run -c opt //tools:bench_megatron_comm -- --tps=1,2 --dp=2
 //   bazel run -c opt //tools:bench_megatron_comm -- --model=tiny-qwen3-moe \
@@ -233,7 +234,7 @@ absl::Status Worker(int tp) {
   if (dtype == "bfloat16") rl::CastMegatronParameters(*model, at::kBFloat16);
   rl::OptimizerOptions adam;
   adam.lr = 1e-4;
-  // MoE models train with the all-reduce optimizer (as the trainer).
+  // MoE models: the all-reduce optimizer (what the counts below model).
   VERL_ASSIGN_OR_RETURN(
       auto state, rl::MegatronTrainState::Create(model, mpu, adam,
                                                  /*distributed=*/!c.IsMoe()));
@@ -277,10 +278,13 @@ absl::Status Worker(int tp) {
 
   std::ofstream out(
       absl::StrFormat("%s.%d", absl::GetFlag(FLAGS_out), dist.world->rank()));
+  // The dense parameters (the dp buffers; experts' gradients are summed
+  // over edp instead).
   int64_t params = 0;
   for (const at::Tensor& p : model->parameters()) {
     if (p.requires_grad()) params += p.numel();
   }
+  for (const at::Tensor& p : model->ExpertParameters()) params -= p.numel();
   const int dp = mpu->dp()->size();
   int64_t stage_input = 1;
   for (int64_t d : model->StageHiddenShape(cu)) stage_input *= d;

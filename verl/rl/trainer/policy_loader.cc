@@ -295,12 +295,6 @@ absl::StatusOr<std::unique_ptr<TrainState>> MakeMegatronTrainState(
     const OptimizerOptions& options,
     std::shared_ptr<parallel::megatron::ParallelState> mpu,
     std::shared_ptr<models::MegatronGPTModel>* model) {
-  if (source.config().IsMoe() && config.use_distributed_optimizer()) {
-    return absl::UnimplementedError(absl::StrCat(
-        prefix,
-        ".use_distributed_optimizer=true: not built for MoE models (the "
-        "expert parameters are not split over dp); set false"));
-  }
   VERL_ASSIGN_OR_RETURN(*model, MakeMegatronModel(source, config, prefix, mpu));
   VERL_ASSIGN_OR_RETURN(models::MegatronSettings settings,
                         models::MegatronSettingsFromConfig(config, prefix));

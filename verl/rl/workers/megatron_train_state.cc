@@ -27,25 +27,39 @@ namespace verl::rl {
 
 namespace mg = parallel::megatron;
 
-// The parameters in one flat fp32 buffer: [offset, offset + numel) each,
-// padded to a multiple of dp; dp rank r owns [begin, begin + length).
-struct MegatronTrainState::Flat {
-  std::vector<std::string> names;
-  std::vector<at::Tensor> params;
-  std::vector<int64_t> offsets;
-  std::map<const c10::TensorImpl*, size_t> index;  // param -> position
+// A run of parameters in one flat fp32 buffer: [offset, offset + numel)
+// each, padded to a multiple of the group the distributed optimizer splits
+// it over; that group's rank r owns [begin, begin + length). The dense
+// parameters form one (over dp), a stage's local experts another (over edp:
+// Megatron's expert-parallel buffers), as their replicas differ.
+struct MegatronTrainState::Bucket {
+  bool expert = false;
+  std::vector<size_t> members;  // positions in Flat::params, in order
   int64_t total = 0, padded = 0, begin = 0, length = 0;
-  bool distributed = false;
+  mg::CommPtr group;  // dp, or edp for the experts
   // Distributed optimizer: the fp32 master copy of this rank's range (what
   // AdamW steps) and, per element of it, 1 where the element counts toward
   // the global grad norm on this rank (see the header), else 0.
   at::Tensor master, norm_weight;
+  // The dtype the updated range is all-gathered in (the members' when they
+  // share one, else fp32).
+  at::ScalarType gather_dtype = at::kFloat;
+};
+
+struct MegatronTrainState::Flat {
+  std::vector<std::string> names;
+  std::vector<at::Tensor> params;
+  std::vector<int64_t> offsets;                    // in the parameter's bucket
+  std::map<const c10::TensorImpl*, size_t> index;  // param -> position
+  std::vector<Bucket> buckets;  // dense, then the experts (if any)
+  bool distributed = false;
   // Without it: what AdamW steps per parameter (a parameter's fp32 master
-  // copy when the parameter is half, else the parameter itself).
+  // copy when the parameter is half, else the parameter itself), and which
+  // parameters count toward the grad norm on this rank.
   std::vector<at::Tensor> masters;
+  std::vector<bool> counted;
   // Which parameters are half (bf16 / fp16: fp32 gradient buffers and
-  // masters), and the dtype the distributed optimizer all-gathers in (the
-  // parameters' when they share one, else fp32).
+  // masters); the parameters' dtype when they share one, else fp32.
   std::vector<bool> half;
   bool any_half = false;
   at::ScalarType gather_dtype = at::kFloat;
@@ -91,6 +105,21 @@ at::Tensor Flatten(const std::vector<at::Tensor>& tensors, int64_t size) {
   }
   if (size > n) parts.push_back(at::zeros({size - n}, at::kFloat));
   return at::cat(parts);
+}
+
+// The members' tensors of a bucket (`tensors` has one per parameter),
+// flattened into its `size` fp32 elements.
+at::Tensor Flatten(const std::vector<at::Tensor>& tensors,
+                   const std::vector<size_t>& members, int64_t size) {
+  std::vector<at::Tensor> picked;
+  for (size_t i : members) picked.push_back(tensors[i]);
+  return Flatten(picked, size);
+}
+
+// The [offset, offset + numel) slice of a flat buffer, shaped as `like`.
+at::Tensor Slot(const at::Tensor& flat, int64_t offset,
+                const at::Tensor& like) {
+  return flat.narrow(0, offset, like.numel()).view(like.sizes());
 }
 
 std::vector<at::Tensor> Grads(const std::vector<at::Tensor>& params) {
@@ -166,13 +195,18 @@ void MoveModuleParameters(torch::nn::Module& model, parallel::MemoryLocation to,
   }
 }
 
+std::vector<at::Tensor> MegatronTrainState::BucketMasters(const Flat& f) {
+  if (!f.distributed) return f.masters;
+  std::vector<at::Tensor> out;
+  for (const Bucket& b : f.buckets) out.push_back(b.master);
+  return out;
+}
+
 MegatronTrainState::MegatronTrainState(
     std::shared_ptr<models::MegatronGPTModel> model,
     std::shared_ptr<mg::ParallelState> mpu, const OptimizerOptions& options,
     std::unique_ptr<Flat> flat)
-    : AdamWTrainState(flat->distributed ? std::vector<at::Tensor>{flat->master}
-                                        : flat->masters,
-                      options),
+    : AdamWTrainState(BucketMasters(*flat), options),
       model_(std::move(model)),
       mpu_(std::move(mpu)),
       flat_(std::move(flat)) {
@@ -204,11 +238,6 @@ absl::StatusOr<std::unique_ptr<MegatronTrainState>> MegatronTrainState::Create(
   for (const at::Tensor& e : model->ExpertParameters()) {
     experts.insert(e.unsafeGetTensorImpl());
   }
-  if (!experts.empty() && distributed_optimizer) {
-    return absl::UnimplementedError(
-        "megatron.use_distributed_optimizer=true: not built for MoE models "
-        "(the expert parameters are not split over dp); set false");
-  }
   const bool first_tp = mpu->tp_rank() == 0;
   // A tied LM head's copy of the embedding on the last pipeline stage
   // counts toward the grad norm on the first stage only (Megatron's
@@ -217,7 +246,12 @@ absl::StatusOr<std::unique_ptr<MegatronTrainState>> MegatronTrainState::Create(
       model->word_embeddings && !model->is_first_stage()
           ? model->word_embeddings->weight
           : at::Tensor();
-  std::vector<bool> counted;
+  flat->buckets.resize(experts.empty() ? 1 : 2);
+  flat->buckets[0].group = mpu->dp();
+  if (!experts.empty()) {
+    flat->buckets[1].expert = true;
+    flat->buckets[1].group = mpu->group(mg::MpuGroup::kEdp);
+  }
   for (const auto& item : model->named_parameters(/*recurse=*/true)) {
     const at::Tensor& p = item.value();
     if (!p.requires_grad()) continue;
@@ -228,11 +262,9 @@ absl::StatusOr<std::unique_ptr<MegatronTrainState>> MegatronTrainState::Create(
           " (float32, bfloat16 or float16 are built)"));
     }
     const bool half = dtype != at::kFloat;
-    if (flat->params.empty()) {
-      flat->gather_dtype = dtype;
-    } else if (flat->gather_dtype != dtype) {
-      flat->gather_dtype = at::kFloat;
-    }
+    flat->gather_dtype = flat->params.empty() || flat->gather_dtype == dtype
+                             ? dtype
+                             : at::kFloat;
     flat->half.push_back(half);
     flat->any_half = flat->any_half || half;
     if (half) {
@@ -243,44 +275,46 @@ absl::StatusOr<std::unique_ptr<MegatronTrainState>> MegatronTrainState::Create(
       flat->masters.push_back(
           half ? p.detach().to(at::kFloat).clone().set_requires_grad(true) : p);
     }
+    const bool expert = experts.count(p.unsafeGetTensorImpl()) > 0;
+    Bucket& bucket = flat->buckets[expert ? 1 : 0];
+    bucket.gather_dtype = bucket.members.empty() || bucket.gather_dtype == dtype
+                              ? dtype
+                              : at::kFloat;
     flat->index[p.unsafeGetTensorImpl()] = flat->params.size();
+    bucket.members.push_back(flat->params.size());
     flat->names.push_back(item.key());
     flat->params.push_back(p);
-    flat->offsets.push_back(flat->total);
-    const bool expert = experts.count(p.unsafeGetTensorImpl()) > 0;
+    flat->offsets.push_back(bucket.total);
+    bucket.total += p.numel();
     flat->expert.push_back(expert);
     flat->has_experts = flat->has_experts || expert;
-    // Experts count in their own sum over ep (Step), not in the tp one; a
-    // tied head's copy on the last stage not at all.
-    counted.push_back(!expert &&
-                      (first_tp || split.count(p.unsafeGetTensorImpl()) > 0) &&
-                      !(head_copy.defined() && p.is_same(head_copy)));
-    flat->total += p.numel();
+    // Experts count in their own sum (each shard once: Step), so on every
+    // rank; the replicated dense parameters on tp rank 0 only; a tied
+    // head's copy on the last stage not at all.
+    flat->counted.push_back(
+        expert || ((first_tp || split.count(p.unsafeGetTensorImpl()) > 0) &&
+                   !(head_copy.defined() && p.is_same(head_copy))));
   }
-  const int64_t dp = mpu->dp()->size();
-  flat->length = (flat->total + dp - 1) / dp;
-  flat->padded = flat->length * dp;
-  flat->begin = mpu->dp_rank() * flat->length;
   flat->distributed = distributed_optimizer;
-  if (distributed_optimizer) {
-    flat->master = Flatten(flat->params, flat->padded)
-                       .narrow(0, flat->begin, flat->length)
-                       .clone()
-                       .set_requires_grad(true);
-    flat->norm_weight = at::zeros({flat->length}, at::kDouble);
-    const int64_t end = flat->begin + flat->length;
-    for (size_t i = 0; i < flat->params.size(); ++i) {
-      if (!counted[i]) continue;
-      const int64_t lo = std::max(flat->offsets[i], flat->begin);
+  for (Bucket& b : flat->buckets) {
+    const int64_t n = b.group->size();
+    b.length = (b.total + n - 1) / n;
+    b.padded = b.length * n;
+    b.begin = b.group->rank() * b.length;
+    if (!distributed_optimizer) continue;
+    b.master = Flatten(flat->params, b.members, b.padded)
+                   .narrow(0, b.begin, b.length)
+                   .clone()
+                   .set_requires_grad(true);
+    b.norm_weight = at::zeros({b.length}, at::kDouble);
+    const int64_t end = b.begin + b.length;
+    for (size_t i : b.members) {
+      if (!flat->counted[i]) continue;
+      const int64_t lo = std::max(flat->offsets[i], b.begin);
       const int64_t hi =
           std::min(flat->offsets[i] + flat->params[i].numel(), end);
-      if (hi > lo) flat->norm_weight.narrow(0, lo - flat->begin, hi - lo) = 1;
+      if (hi > lo) b.norm_weight.narrow(0, lo - b.begin, hi - lo) = 1;
     }
-  } else {
-    // Replicated parameters: count once over tp by zeroing their weight in
-    // the norm on the other tp ranks.
-    flat->norm_weight = at::tensor(
-        std::vector<double>(counted.begin(), counted.end()), at::kDouble);
   }
   const c10::Device device =
       flat->params.empty() ? c10::Device(c10::kCPU) : flat->params[0].device();
@@ -303,8 +337,10 @@ void MegatronTrainState::ZeroGrad() {
       p.mutable_grad().zero_();
     }
   }
-  if (distributed_ && flat_->master.grad().defined()) {
-    flat_->master.mutable_grad().zero_();
+  for (Bucket& b : flat_->buckets) {
+    if (b.master.defined() && b.master.grad().defined()) {
+      b.master.mutable_grad().zero_();
+    }
   }
 }
 
@@ -325,14 +361,18 @@ void MegatronTrainState::Move(bool params, bool grads, bool optimizer,
     for (at::Tensor& p : f.params) {
       if (p.grad().defined()) p.mutable_grad() = move(p.grad());
     }
-    if (f.master.defined() && f.master.grad().defined()) {
-      f.master.mutable_grad() = move(f.master.grad());
+    for (Bucket& b : f.buckets) {
+      if (b.master.defined() && b.master.grad().defined()) {
+        b.master.mutable_grad() = move(b.master.grad());
+      }
     }
     grad_location_ = to;
   }
   if (optimizer && optimizer_location_ != to) {
     MoveAdamWState(*optimizer_, to, device_);
-    if (f.master.defined()) f.master.set_data(move(f.master.detach()));
+    for (Bucket& b : f.buckets) {
+      if (b.master.defined()) b.master.set_data(move(b.master.detach()));
+    }
     for (size_t i = 0; i < f.masters.size(); ++i) {
       if (f.half[i]) f.masters[i].set_data(move(f.masters[i].detach()));
     }
@@ -360,7 +400,9 @@ parallel::FsdpMemory MegatronTrainState::Memory() const {
     return t.defined() ? t.numel() * t.element_size() : int64_t{0};
   };
   for (const at::Tensor& p : f.params) m.grad_shard_bytes += bytes(p.grad());
-  if (f.master.defined()) m.grad_shard_bytes += bytes(f.master.grad());
+  for (const Bucket& b : f.buckets) {
+    if (b.master.defined()) m.grad_shard_bytes += bytes(b.master.grad());
+  }
   auto add = [&](parallel::MemoryLocation where, int64_t n) {
     (where == parallel::MemoryLocation::kHost ? m.host_bytes
                                               : m.device_bytes) += n;
@@ -372,7 +414,7 @@ parallel::FsdpMemory MegatronTrainState::Memory() const {
 }
 
 std::vector<at::Tensor> MegatronTrainState::MasterParams() const {
-  return distributed_ ? std::vector<at::Tensor>{flat_->master} : flat_->masters;
+  return BucketMasters(*flat_);
 }
 
 absl::StatusOr<double> MegatronTrainState::Step() {
@@ -391,53 +433,68 @@ absl::StatusOr<double> MegatronTrainState::StepOnDevice() {
   Flat& f = *flat_;
   model_->FinalizeGrads();  // tp: partial gradients of replicated params
   parallel::Communicator& dp = *mpu_->dp();
-  double sq = 0;
+  const std::vector<at::Tensor> grads = Grads(f.params);
+  // Squared gradient norms: dense parameters (tp-split ones on every tp
+  // rank, replicated ones on tp rank 0) and experts (every etp x ep shard
+  // once; the stages hold different layers' experts, and a stage may hold
+  // none, so every rank of an MoE model joins the sums).
+  double sq = 0, expert_sq = 0;
   if (distributed_) {
-    // Reduce-scatter: this rank's range of the dp-averaged gradients.
-    VERL_ASSIGN_OR_RETURN(at::Tensor mine,
-                          dp.ReduceScatter(Flatten(Grads(f.params), f.padded),
-                                           parallel::ReduceOp::kSum));
-    mine.div_(dp.size());
-    f.master.mutable_grad() = mine;
-    sq = (mine.to(at::kDouble).pow(2) * f.norm_weight).sum().item<double>();
-    VERL_ASSIGN_OR_RETURN(sq, SumOver(*mpu_->world(), sq));
-    // The cp ranks of a dp rank hold the same range (FinalizeGrads summed
-    // their gradients): count it once.
-    sq /= mpu_->group(mg::MpuGroup::kCp)->size();
+    for (Bucket& b : f.buckets) {
+      at::Tensor mine;
+      if (b.expert) {
+        // FinalizeGrads summed the expert gradients over edp (all-reduce):
+        // each edp rank keeps its range (where Megatron reduce-scatters
+        // over edp: the same sums).
+        mine = Flatten(grads, b.members, b.padded)
+                   .narrow(0, b.begin, b.length)
+                   .clone();
+      } else {
+        // Reduce-scatter: this rank's range of the dp-summed gradients.
+        VERL_ASSIGN_OR_RETURN(
+            mine, dp.ReduceScatter(Flatten(grads, b.members, b.padded),
+                                   parallel::ReduceOp::kSum));
+      }
+      // The dp average (experts: Megatron's 1/dp scaling of their sum over
+      // every dp rank's loss).
+      mine.div_(dp.size());
+      b.master.mutable_grad() = mine;
+      (b.expert ? expert_sq : sq) +=
+          (mine.to(at::kDouble).pow(2) * b.norm_weight).sum().item<double>();
+    }
+    // One all-reduce over the world: the ranges partition each bucket over
+    // its group (dp or edp), the groups tile tp x pp (etp x ep x pp). The
+    // cp ranks of a dp rank hold the same dense range (FinalizeGrads summed
+    // their gradients): it counts 1/cp on each; edp holds the cp ranks.
+    VERL_ASSIGN_OR_RETURN(
+        sq, SumOver(*mpu_->world(),
+                    sq / mpu_->group(mg::MpuGroup::kCp)->size() + expert_sq));
   } else {
+    const Bucket& dense = f.buckets[0];
     if (dp.size() > 1) {
-      at::Tensor all = Flatten(Grads(f.params), f.total);
+      at::Tensor all = Flatten(grads, dense.members, dense.total);
       VERL_RETURN_IF_ERROR(dp.AllReduce(all, parallel::ReduceOp::kAvg));
+      for (size_t i : dense.members) {
+        f.params[i].mutable_grad() =
+            Slot(all, f.offsets[i], f.params[i]).clone();
+      }
       for (size_t i = 0; i < f.params.size(); ++i) {
-        at::Tensor& p = f.params[i];
-        if (f.expert[i]) {
-          // Already the sum over every dp rank's loss (FinalizeGrads):
-          // Megatron's 1/dp scaling makes it the dp average.
-          p.mutable_grad().div_(dp.size());
-          continue;
-        }
-        at::Tensor g =
-            all.narrow(0, f.offsets[i], p.numel()).view(p.sizes()).clone();
-        p.mutable_grad() = g;
+        // Already the sum over every dp rank's loss (FinalizeGrads):
+        // Megatron's 1/dp scaling makes it the dp average.
+        if (f.expert[i]) f.params[i].mutable_grad().div_(dp.size());
       }
     }
-    double expert_sq = 0;
     for (size_t i = 0; i < f.params.size(); ++i) {
       const at::Tensor& g = f.params[i].grad();
-      if (!g.defined()) continue;
-      if (f.expert[i]) {
-        expert_sq += g.to(at::kDouble).pow(2).sum().item<double>();
-      } else if (f.norm_weight[i].item<double>() > 0) {
-        sq += g.to(at::kDouble).pow(2).sum().item<double>();
-      }
+      if (!g.defined() || !f.counted[i]) continue;
+      (f.expert[i] ? expert_sq : sq) +=
+          g.to(at::kDouble).pow(2).sum().item<double>();
     }
     // The stages hold different parameters: over tp x pp.
     VERL_ASSIGN_OR_RETURN(sq, SumOver(*mpu_->group(mg::MpuGroup::kMp), sq));
     if (model_->config().IsMoe()) {
-      // Each expert shard once: the etp x ep group of a stage holds every
-      // expert's every etp shard (Megatron's expert grad-norm group); the
-      // stages hold different layers' experts (a stage may hold none, so
-      // every rank of an MoE model joins both sums).
+      // The etp x ep group of a stage holds every expert's every etp shard
+      // (Megatron's expert grad-norm group), the stages different layers'.
       VERL_ASSIGN_OR_RETURN(
           expert_sq, SumOver(*mpu_->group(mg::MpuGroup::kEtpEp), expert_sq));
       if (mpu_->pp_size() > 1) {
@@ -461,7 +518,7 @@ absl::StatusOr<double> MegatronTrainState::StepOnDevice() {
   }
   ClipAndStep(norm, [&](double coef) {
     if (distributed_) {
-      f.master.mutable_grad().mul_(coef);
+      for (Bucket& b : f.buckets) b.master.mutable_grad().mul_(coef);
       return;
     }
     for (at::Tensor& p : f.params) {
@@ -475,14 +532,17 @@ absl::StatusOr<double> MegatronTrainState::StepOnDevice() {
     }
   }
   if (distributed_ && std::isfinite(norm)) {
-    // Every dp rank's updated range back into the parameters (in their
-    // dtype, as Megatron's param all-gather).
-    VERL_ASSIGN_OR_RETURN(
-        at::Tensor all, dp.AllGatherCat(f.master.detach().to(f.gather_dtype)));
-    at::NoGradGuard no_grad;
-    for (size_t i = 0; i < f.params.size(); ++i) {
-      at::Tensor& p = f.params[i];
-      p.detach().copy_(all.narrow(0, f.offsets[i], p.numel()).view(p.sizes()));
+    // Every group rank's updated range back into the parameters (in their
+    // dtype, as Megatron's param all-gather): dense over dp, experts over
+    // edp.
+    for (const Bucket& b : f.buckets) {
+      VERL_ASSIGN_OR_RETURN(
+          at::Tensor all,
+          b.group->AllGatherCat(b.master.detach().to(b.gather_dtype)));
+      at::NoGradGuard no_grad;
+      for (size_t i : b.members) {
+        f.params[i].detach().copy_(Slot(all, f.offsets[i], f.params[i]));
+      }
     }
   }
   return norm;
@@ -499,7 +559,9 @@ int64_t MegatronTrainState::ParameterBytes() const {
 int64_t MegatronTrainState::OptimizerStateBytes() const {
   const Flat& f = *flat_;
   int64_t bytes = AdamWStateBytes(*optimizer_);
-  if (distributed_) bytes += f.master.numel() * f.master.element_size();
+  for (const Bucket& b : f.buckets) {
+    if (b.master.defined()) bytes += b.master.numel() * b.master.element_size();
+  }
   for (size_t i = 0; i < f.masters.size(); ++i) {
     if (f.half[i]) bytes += f.masters[i].numel() * f.masters[i].element_size();
   }
@@ -513,11 +575,11 @@ absl::StatusOr<std::vector<at::Tensor>> MegatronTrainState::FullMasters() {
     for (const at::Tensor& m : f.masters) out.push_back(m.detach());
     return out;
   }
-  VERL_ASSIGN_OR_RETURN(at::Tensor all,
-                        mpu_->dp()->AllGatherCat(f.master.detach()));
-  for (size_t i = 0; i < f.params.size(); ++i) {
-    const at::Tensor& p = f.params[i];
-    out.push_back(all.narrow(0, f.offsets[i], p.numel()).view(p.sizes()));
+  out.resize(f.params.size());
+  for (const Bucket& b : f.buckets) {
+    VERL_ASSIGN_OR_RETURN(at::Tensor all,
+                          b.group->AllGatherCat(b.master.detach()));
+    for (size_t i : b.members) out[i] = Slot(all, f.offsets[i], f.params[i]);
   }
   return out;
 }
@@ -527,8 +589,10 @@ void MegatronTrainState::SetMasters(const std::vector<at::Tensor>& full) {
   const std::vector<at::Tensor>& from = full.empty() ? f.params : full;
   at::NoGradGuard no_grad;
   if (distributed_) {
-    f.master.detach().copy_(
-        Flatten(from, f.padded).narrow(0, f.begin, f.length));
+    for (Bucket& b : f.buckets) {
+      b.master.detach().copy_(
+          Flatten(from, b.members, b.padded).narrow(0, b.begin, b.length));
+    }
     return;
   }
   for (size_t i = 0; i < f.masters.size(); ++i) {
@@ -543,17 +607,23 @@ MegatronTrainState::LocalMoments(int64_t* step) {
   const Flat& f = *flat_;
   std::vector<std::pair<at::Tensor, at::Tensor>> out;
   if (distributed_) {
-    std::optional<AdamMoments> m = GetAdamState(*optimizer_, f.master);
-    if (!m) return out;
-    *step = m->step;
-    parallel::Communicator& dp = *mpu_->dp();
-    VERL_ASSIGN_OR_RETURN(at::Tensor avg, dp.AllGatherCat(m->exp_avg));
-    VERL_ASSIGN_OR_RETURN(at::Tensor avg_sq, dp.AllGatherCat(m->exp_avg_sq));
-    for (size_t i = 0; i < f.params.size(); ++i) {
-      const at::Tensor& p = f.params[i];
-      out.emplace_back(
-          avg.narrow(0, f.offsets[i], p.numel()).view(p.sizes()),
-          avg_sq.narrow(0, f.offsets[i], p.numel()).view(p.sizes()));
+    // The buckets step together: all have state or none.
+    if (!GetAdamState(*optimizer_, f.buckets[0].master)) return out;
+    out.resize(f.params.size());
+    for (const Bucket& b : f.buckets) {
+      std::optional<AdamMoments> m = GetAdamState(*optimizer_, b.master);
+      if (!m) {
+        return absl::InternalError(
+            "megatron distributed optimizer: a bucket without AdamW state");
+      }
+      *step = m->step;
+      VERL_ASSIGN_OR_RETURN(at::Tensor avg, b.group->AllGatherCat(m->exp_avg));
+      VERL_ASSIGN_OR_RETURN(at::Tensor avg_sq,
+                            b.group->AllGatherCat(m->exp_avg_sq));
+      for (size_t i : b.members) {
+        out[i] = {Slot(avg, f.offsets[i], f.params[i]),
+                  Slot(avg_sq, f.offsets[i], f.params[i])};
+      }
     }
     return out;
   }
@@ -701,12 +771,14 @@ void MegatronTrainState::SetLocalMoments(
         AdamMoments{step, a.contiguous().clone(), s.contiguous().clone()});
   };
   if (distributed_) {
-    SetAdamState(
-        *optimizer_, f.master,
-        avg.empty()
-            ? std::nullopt
-            : moments(Flatten(avg, f.padded).narrow(0, f.begin, f.length),
-                      Flatten(avg_sq, f.padded).narrow(0, f.begin, f.length)));
+    for (const Bucket& b : f.buckets) {
+      auto range = [&](const std::vector<at::Tensor>& full) {
+        return Flatten(full, b.members, b.padded).narrow(0, b.begin, b.length);
+      };
+      SetAdamState(
+          *optimizer_, b.master,
+          avg.empty() ? std::nullopt : moments(range(avg), range(avg_sq)));
+    }
   } else {
     for (size_t i = 0; i < f.masters.size(); ++i) {
       SetAdamState(*optimizer_, f.masters[i],

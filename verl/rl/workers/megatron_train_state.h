@@ -13,13 +13,19 @@
 //      dp rank r holds the averaged gradient of its contiguous range, AdamW
 //      (exp_avg, exp_avg_sq) steps an fp32 master copy of that range only,
 //      and the updated ranges are all-gathered back into the parameters.
-//      Without it: one all-reduce of the flat buffer, AdamW on every
+//      An MoE model's local experts form a second flat buffer split over
+//      the expert-data-parallel group (edp: the ranks holding the same
+//      expert shards), as Megatron's expert-parallel buffers: their
+//      gradients, summed over edp by FinalizeGrads, are scaled by 1/dp and
+//      each edp rank steps its range, all-gathered over edp after.
+//      Without it: one all-reduce of the dense flat buffer, AdamW on every
 //      parameter.
 //   3. The global grad norm over tp x dp: tp-sharded parameters (column /
 //      row weights, vocab-parallel tables) count on every tp rank, the
 //      replicated ones on tp rank 0 only (Megatron's
-//      get_grad_norm_fp32), so it equals the single-process norm. Then
-//      verl's clip-or-skip rule (AdamWTrainState::ClipAndStep).
+//      get_grad_norm_fp32), each expert shard once, so it equals the
+//      single-process norm. Then verl's clip-or-skip rule
+//      (AdamWTrainState::ClipAndStep).
 //
 // Half precision (Megatron's Float16Module + mixed-precision optimizer;
 // megatron.dtype bfloat16 — fp16 parameters work alike here, but the
@@ -153,11 +159,15 @@ class MegatronTrainState : public AdamWTrainState {
   int64_t OptimizerStateBytes() const;
 
  private:
-  struct Flat;  // the flat-buffer layout of the parameters
+  struct Bucket;  // dense or expert parameters in one flat buffer
+  struct Flat;    // the flat-buffer layout of the parameters
   MegatronTrainState(std::shared_ptr<models::MegatronGPTModel> model,
                      std::shared_ptr<parallel::megatron::ParallelState> mpu,
                      const OptimizerOptions& options,
                      std::unique_ptr<Flat> flat);
+  // What AdamW steps: the buckets' master ranges (distributed optimizer) or
+  // one tensor per parameter.
+  static std::vector<at::Tensor> BucketMasters(const Flat& f);
 
   // This rank's full (tp-local) AdamW moments per parameter, or empty
   // before the first step; `step` gets AdamW's step count.

@@ -131,11 +131,17 @@ TEST(MegatronTrainStateTest, DistCkptResumesExactlyAndReshards) {
   EXPECT_EQ(grid("--tp=4", "--pp=1", "--dist_ckpt_phase=resume", false), 0);
 }
 
-// MoE checkpoints with expert tensor parallelism: tp 2 x ep 2 x etp 2 (dp
-// 2) saved, merged to HF (bit for bit) and loaded at etp 1 (bit for bit;
-// the next step's loss, grad norm and parameters equal the etp 2 run's).
+// MoE with the distributed optimizer (dense state over dp, the experts'
+// over edp): 3 steps at tp 2 x ep 2 x etp 2 (dp 2, edp 1) and at etp 1 (dp
+// 2, edp 2) with and without it equal the single-process reference (grad
+// norms, parameters) and each other. MoE checkpoints with expert tensor
+// parallelism: saved at etp 2 after a step, merged to HF (bit for bit),
+// loaded at etp 1 (bit for bit) and saved again there (every tensor,
+// optimizer state included, bit for bit); the next step's loss, grad norm
+// and parameters equal the etp 2 run's.
 TEST(MegatronTrainStateTest, MoeDistCkptMergesAndReshardsEtp) {
-  EXPECT_EQ(RunWorker(4, {"--tp=2", "--ep=2", "--etp=2", "--mode=moe_dist_ckpt",
+  EXPECT_EQ(RunWorker(4, {"--tp=2", "--ep=2", "--etp=2", "--distributed=true",
+                          "--mode=moe_dist_ckpt",
                           "--dist_ckpt_dir=" + core::testing::FreshTestDir(
                                                    "megatron_moe_dist_ckpt")}),
             0);

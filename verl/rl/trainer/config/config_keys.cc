@@ -262,7 +262,7 @@ constexpr KeyRule kKeyRules[] = {
     {"**.megatron.tensor_model_parallel_size", kServed, ""},
     {"**.megatron.context_parallel_size", kServed, ""},
     {"**.megatron.expert_model_parallel_size", kServed,
-     "MoE models; with use_distributed_optimizer=false"},
+     "MoE models; must divide num_experts"},
     {"**.megatron.expert_tensor_parallel_size", kServed,
      "MoE experts' ffn split over etp (null = tp); must divide "
      "moe_intermediate_size"},
@@ -278,7 +278,9 @@ constexpr KeyRule kKeyRules[] = {
      "stage",
      kServed, ""},
     {"**.megatron.sequence_parallel", kServed, ""},
-    {"**.megatron.use_distributed_optimizer", kServed, ""},
+    {"**.megatron.use_distributed_optimizer", kServed,
+     "optimizer state over dp; MoE experts' over the expert-data-parallel "
+     "group"},
     {"**.megatron.dtype", kServed,
      "float32 or bfloat16 (fp32 gradients and master weights); float16 is "
      "refused (no loss scaling)"},

@@ -29,15 +29,22 @@
 // (Memory()) drop by the offloaded buffers' bytes, which sit in host memory;
 // a forward-only model's parameters (the reference's param_offload) moved to
 // host and back give the same log-probs bit for bit.
-// --mode=moe_dist_ckpt (--ep, --etp): two tiny MoE models (Qwen2-MoE:
-// softmax router, gated shared expert; Qwen3-MoE-shaped with the sigmoid
-// router and its expert_bias, no shared expert) each trained one step at
-// (tp, ep, etp), saved as dist_ckpt (experts keyed by global index, boxes
-// the etp shards), merged by the Megatron merger (rank 0: equal to the
-// gathered HF tensors bit for bit, every tensor once), loaded into a model
-// of another init at etp 1 (its HF tensors equal the saved ones bit for bit,
-// expert_bias included), and a second step on both layouts gives the same
-// loss, grad norm and parameters (<= 1e-5 rel); in bf16 one
+// --mode=moe_dist_ckpt (--ep, --etp, --distributed): two tiny MoE models
+// (Qwen2-MoE: softmax router, gated shared expert; Qwen3-MoE-shaped with
+// the sigmoid router and its expert_bias, no shared expert). With
+// --distributed, first 3 steps at (tp, ep, etp) and at etp 1, each with the
+// distributed optimizer and without side by side: grad norms and
+// parameters equal the single-process reference's and each other's (<=
+// 1e-5 rel), the distributed optimizer's state is its dp range of the
+// dense parameters plus its edp range of the experts. Then each model is
+// trained one step at (tp, ep, etp), saved as dist_ckpt (experts keyed by
+// global index, boxes the etp shards), merged by the Megatron merger (rank
+// 0: equal to the gathered HF tensors bit for bit, every tensor once),
+// loaded into a model of another init at etp 1 (its HF tensors equal the
+// saved ones bit for bit, expert_bias included) and saved again there (the
+// same checkpoint bit for bit, optimizer state included), and a second
+// step on both layouts gives the same loss, grad norm and parameters (<=
+// 1e-5 rel); in bf16 one
 // forward-backward at etp 2 and etp 1 agree (loss and expert gradients
 // within 2e-2).
 // Prints "rank R: OK ..." or "rank R FAILED: ..." and exits non-zero on a
@@ -244,27 +251,48 @@ absl::Status Compare(const models::MegatronGPTModel& model,
   return absl::OkStatus();
 }
 
-absl::Status Run(const std::shared_ptr<mg::ParallelState>& mpu,
-                 bool distributed, mg::Comparer& cmp) {
-  const models::ModelConfig config = TinyConfig();
-  // Reference: one process, the whole batch.
+// The single-process reference: kSteps AdamW steps (ReplicatedTrainState)
+// of the CausalLM of `config` from `initial` on the whole batch; each
+// step's grad norm and parameters.
+struct Reference {
+  std::vector<double> norms;
+  std::vector<std::map<std::string, at::Tensor>> params;
+};
+
+absl::StatusOr<Reference> RunReference(
+    const models::ModelConfig& config,
+    const std::map<std::string, at::Tensor>& initial) {
   std::shared_ptr<models::CausalLM> ref =
       models::CreateModel(config, /*seed=*/1, 0.1);
-  const std::map<std::string, at::Tensor> initial = Params(*ref);
+  {
+    at::NoGradGuard no_grad;
+    for (auto& item : ref->named_parameters()) {
+      item.value().copy_(initial.at(item.key()));
+    }
+  }
   const Packed all = Sequences(0, 1, config);
-  ReplicatedTrainState ref_state(NamedParameters(*ref), Adam(), nullptr);
-  std::vector<double> ref_norms;
-  std::vector<std::map<std::string, at::Tensor>> ref_params;
+  ReplicatedTrainState state(NamedParameters(*ref), Adam(), nullptr);
+  Reference out;
   for (int s = 0; s < kSteps; ++s) {
-    ref_state.ZeroGrad();
+    state.ZeroGrad();
     models::ForwardOutput f = ref->ForwardPacked(all.ids, all.pos, all.cu);
     models::LogProbEntropy lp =
         models::LogProbsAndEntropy(f.logits, all.labels, 1.0, false);
     (-lp.log_probs.sum() / kTotalTokens).backward();
-    VERL_ASSIGN_OR_RETURN(double norm, ref_state.Step());
-    ref_norms.push_back(norm);
-    ref_params.push_back(Params(*ref));
+    VERL_ASSIGN_OR_RETURN(out.norms.emplace_back(), state.Step());
+    out.params.push_back(Params(*ref));
   }
+  return out;
+}
+
+absl::Status Run(const std::shared_ptr<mg::ParallelState>& mpu,
+                 bool distributed, mg::Comparer& cmp) {
+  const models::ModelConfig config = TinyConfig();
+  const std::map<std::string, at::Tensor> initial =
+      Params(*models::CreateModel(config, /*seed=*/1, 0.1));
+  VERL_ASSIGN_OR_RETURN(const Reference ref, RunReference(config, initial));
+  const std::vector<double>& ref_norms = ref.norms;
+  const std::vector<std::map<std::string, at::Tensor>>& ref_params = ref.params;
   if (!(ref_norms[0] > Adam().grad_clip)) {
     return absl::InternalError("reference norm too small to clip");
   }
@@ -401,16 +429,16 @@ struct Built {
   std::unique_ptr<MegatronTrainState> state;
 };
 
-absl::StatusOr<Built> BuildState(const std::shared_ptr<mg::ParallelState>& mpu,
-                                 const std::map<std::string, at::Tensor>& init,
-                                 at::ScalarType dtype,
-                                 const MegatronStateOptions& so) {
+absl::StatusOr<Built> BuildState(
+    const std::shared_ptr<mg::ParallelState>& mpu,
+    const std::map<std::string, at::Tensor>& init, at::ScalarType dtype,
+    const MegatronStateOptions& so,
+    const models::ModelConfig& config = TinyConfig()) {
   models::MegatronModelOptions options;
   options.sequence_parallel = mpu->tp_size() > 1;
   options.make_vocab_size_divisible_by = 4;
   Built b;
-  b.model =
-      std::make_shared<models::MegatronGPTModel>(TinyConfig(), options, mpu);
+  b.model = std::make_shared<models::MegatronGPTModel>(config, options, mpu);
   VERL_RETURN_IF_ERROR(
       models::LoadMegatronFromHf(models::HfSourceFromMap(init), b.model.get()));
   if (dtype != at::kFloat) CastMegatronParameters(*b.model, dtype);
@@ -815,8 +843,114 @@ absl::Status Bf16EtpAgrees(const models::ModelConfig& config,
   return absl::OkStatus();
 }
 
+// `config`'s model at `mpu` from HF tensors, fp32, with the distributed
+// optimizer or without.
+absl::StatusOr<Built> BuildMoe(const models::ModelConfig& config,
+                               const std::shared_ptr<mg::ParallelState>& mpu,
+                               const std::map<std::string, at::Tensor>& from,
+                               bool distributed) {
+  MegatronStateOptions so;
+  so.distributed_optimizer = distributed;
+  return BuildState(mpu, from, at::kFloat, so, config);
+}
+
+// kSteps steps at `mpu` with the distributed optimizer (dense state over
+// dp, experts' over edp) and without, side by side: every step's grad norm
+// and the parameters equal the single-process reference's and each other's
+// (<= 1e-5 rel); the distributed optimizer holds 3 fp32 words per element
+// of its dp range of the dense parameters plus its edp range of the
+// experts.
+absl::Status MoeStepsMatchReference(
+    const models::ModelConfig& config,
+    const std::map<std::string, at::Tensor>& initial, const Reference& ref,
+    const std::shared_ptr<mg::ParallelState>& mpu, const std::string& tag,
+    mg::Comparer& cmp) {
+  VERL_ASSIGN_OR_RETURN(Built dist, BuildMoe(config, mpu, initial, true));
+  VERL_ASSIGN_OR_RETURN(Built ddp, BuildMoe(config, mpu, initial, false));
+  const int dp = mpu->dp()->size();
+  const Packed mine = Sequences(mpu->dp_rank(), dp, config);
+  for (int s = 0; s < kSteps; ++s) {
+    const std::string at = absl::StrCat(tag, "step ", s + 1, " ");
+    VERL_ASSIGN_OR_RETURN(double nd,
+                          MegatronStep(*dist.model, *dist.state, mine, dp));
+    VERL_ASSIGN_OR_RETURN(double nr,
+                          MegatronStep(*ddp.model, *ddp.state, mine, dp));
+    const at::Tensor want = at::scalar_tensor(ref.norms[s], at::kDouble);
+    VERL_RETURN_IF_ERROR(cmp.Expect(at + "distopt grad norm",
+                                    at::scalar_tensor(nd, at::kDouble), want));
+    VERL_RETURN_IF_ERROR(cmp.Expect(at + "ddp grad norm",
+                                    at::scalar_tensor(nr, at::kDouble), want));
+    VERL_RETURN_IF_ERROR(cmp.Expect(at + "distopt vs ddp grad norm",
+                                    at::scalar_tensor(nd, at::kDouble),
+                                    at::scalar_tensor(nr, at::kDouble)));
+    VERL_RETURN_IF_ERROR(
+        Compare(*dist.model, ref.params[s], at + "distopt ", cmp));
+    VERL_RETURN_IF_ERROR(Compare(*ddp.model, ref.params[s], at + "ddp ", cmp));
+    VERL_RETURN_IF_ERROR(Compare(*dist.model, HfTensors(*ddp.model),
+                                 at + "distopt vs ddp ", cmp));
+  }
+  int64_t expert = 0, dense = 0;
+  for (const at::Tensor& p : dist.model->ExpertParameters()) {
+    expert += p.numel();
+  }
+  for (const at::Tensor& p : dist.model->parameters()) {
+    if (p.requires_grad()) dense += p.numel();
+  }
+  dense -= expert;
+  const int64_t edp = mpu->group(mg::MpuGroup::kEdp)->size();
+  const int64_t want_bytes =
+      3 * 4 * ((dense + dp - 1) / dp + (expert + edp - 1) / edp);
+  if (expert == 0 || dist.state->OptimizerStateBytes() != want_bytes) {
+    return absl::InternalError(absl::StrCat(
+        tag, "distopt optimizer bytes ", dist.state->OptimizerStateBytes(),
+        ", expected ", want_bytes, " (", dense, " dense / dp ", dp, ", ",
+        expert, " expert / edp ", edp, ")"));
+  }
+  std::cout << "rank " << mpu->world()->rank() << ": " << tag << kSteps
+            << " steps with and without the distributed optimizer (dp " << dp
+            << ", edp " << edp << ") equal the reference; step " << kSteps
+            << " grad norm " << ref.norms.back() << std::endl;
+  return absl::OkStatus();
+}
+
+// Rank 0: the dist_ckpt folders `a` and `b` hold the same tensors (rng
+// states aside) bit for bit, optimizer state included.
+absl::Status SameDistCkpt(const std::string& a, const std::string& b,
+                          const std::string& tag) {
+  VERL_ASSIGN_OR_RETURN(
+      auto ra, ckpt::DistCkptReader::Open(a + "/" + ckpt::kDistCkptSubdir));
+  VERL_ASSIGN_OR_RETURN(
+      auto rb, ckpt::DistCkptReader::Open(b + "/" + ckpt::kDistCkptSubdir));
+  int n = 0, optimizer = 0;
+  for (const auto& [key, meta] : ra->metadata().tensors) {
+    if (absl::StartsWith(key, "rng_state.")) continue;
+    if (!rb->Has(key)) {
+      return absl::InternalError(absl::StrCat(tag, b, " lacks '", key, "'"));
+    }
+    VERL_ASSIGN_OR_RETURN(at::Tensor ta, ra->ReadFull(key));
+    VERL_ASSIGN_OR_RETURN(at::Tensor tb, rb->ReadFull(key));
+    if (!at::equal(ta, tb)) {
+      return absl::InternalError(
+          absl::StrCat(tag, "re-saved '", key, "' differs"));
+    }
+    ++n;
+    optimizer += absl::StartsWith(key, "optimizer.") ? 1 : 0;
+  }
+  if (rb->metadata().tensors.size() != ra->metadata().tensors.size() ||
+      optimizer == 0) {
+    return absl::InternalError(absl::StrCat(
+        tag, "re-saved checkpoint has ", rb->metadata().tensors.size(),
+        " tensors vs ", ra->metadata().tensors.size(), " (", optimizer,
+        " optimizer)"));
+  }
+  std::cout << tag << "re-saved checkpoint equals the loaded one: " << n
+            << " tensors (" << optimizer << " optimizer state) bit for bit"
+            << std::endl;
+  return absl::OkStatus();
+}
+
 absl::Status RunMoeDistCkpt(const std::shared_ptr<mg::ParallelState>& mpu,
-                            mg::Comparer& cmp) {
+                            bool distributed, mg::Comparer& cmp) {
   const std::string dir = absl::GetFlag(FLAGS_dist_ckpt_dir);
   const bool root = mpu->world()->rank() == 0;
   mg::ModelParallelSizes sizes = mpu->layout().sizes();
@@ -837,46 +971,49 @@ absl::Status RunMoeDistCkpt(const std::shared_ptr<mg::ParallelState>& mpu,
     models::MegatronModelOptions options;
     options.sequence_parallel = mpu->tp_size() > 1;
     options.make_vocab_size_divisible_by = 4;
-    auto build = [&](const std::shared_ptr<mg::ParallelState>& m,
-                     const std::map<std::string, at::Tensor>& from)
-        -> absl::StatusOr<std::pair<std::shared_ptr<models::MegatronGPTModel>,
-                                    std::unique_ptr<MegatronTrainState>>> {
-      auto model =
-          std::make_shared<models::MegatronGPTModel>(config, options, m);
-      VERL_RETURN_IF_ERROR(models::LoadMegatronFromHf(
-          models::HfSourceFromMap(from), model.get()));
-      VERL_ASSIGN_OR_RETURN(
-          auto state, MegatronTrainState::Create(model, m, Adam(), false));
-      return std::make_pair(model, std::move(state));
-    };
-    VERL_ASSIGN_OR_RETURN(auto a, build(mpu, initial));
+    if (distributed) {
+      // Training at both layouts (edp differs) against the reference.
+      VERL_ASSIGN_OR_RETURN(const Reference ref, RunReference(config, initial));
+      VERL_RETURN_IF_ERROR(
+          MoeStepsMatchReference(config, initial, ref, mpu, tag, cmp));
+      VERL_RETURN_IF_ERROR(MoeStepsMatchReference(config, initial, ref, mpu1,
+                                                  tag + "etp 1: ", cmp));
+    }
+    VERL_ASSIGN_OR_RETURN(Built a, BuildMoe(config, mpu, initial, distributed));
     const int dp = mpu->dp()->size();
     const Packed mine = Sequences(mpu->dp_rank(), dp, config);
-    VERL_RETURN_IF_ERROR(MegatronStep(*a.first, *a.second, mine, dp).status());
+    VERL_RETURN_IF_ERROR(MegatronStep(*a.model, *a.state, mine, dp).status());
     const std::string role = dir + (sigmoid ? "/sigmoid" : "/softmax");
-    VERL_RETURN_IF_ERROR(SaveDist(*a.second, *mpu, role, config));
-    const std::map<std::string, at::Tensor> saved = HfTensors(*a.first);
+    VERL_RETURN_IF_ERROR(SaveDist(*a.state, *mpu, role, config));
+    const std::map<std::string, at::Tensor> saved = HfTensors(*a.model);
     if (root) {
       VERL_RETURN_IF_ERROR(MergeEquals(role, saved, tag + "merge"));
     }
     // Another init at etp 1, then the checkpoint.
     VERL_ASSIGN_OR_RETURN(
-        auto b,
-        build(mpu1, Params(*models::CreateModel(config, /*seed=*/2, 0.1))));
+        Built b, BuildMoe(config, mpu1,
+                          Params(*models::CreateModel(config, /*seed=*/2, 0.1)),
+                          distributed));
     VERL_RETURN_IF_ERROR(
-        b.second->LoadDistCheckpoint(role, TrainStateLoadParts()).status());
-    for (const auto& [name, t] : HfTensors(*b.first)) {
+        b.state->LoadDistCheckpoint(role, TrainStateLoadParts()).status());
+    for (const auto& [name, t] : HfTensors(*b.model)) {
       if (!at::equal(t, saved.at(name))) {
         return absl::InternalError(
             absl::StrCat(tag, "loaded at etp 1: '", name, "' differs"));
       }
     }
+    // Saved again at etp 1 (its optimizer state resharded: the experts'
+    // over another edp): the same checkpoint bit for bit.
+    VERL_RETURN_IF_ERROR(SaveDist(*b.state, *mpu1, role + "_etp1", config));
+    if (root) {
+      VERL_RETURN_IF_ERROR(SameDistCkpt(role, role + "_etp1", tag));
+    }
     const Packed mine1 = Sequences(mpu1->dp_rank(), dp, config);
     double loss_a = 0, loss_b = 0;
     VERL_ASSIGN_OR_RETURN(double norm_a,
-                          MegatronStep(*a.first, *a.second, mine, dp, &loss_a));
-    VERL_ASSIGN_OR_RETURN(
-        double norm_b, MegatronStep(*b.first, *b.second, mine1, dp, &loss_b));
+                          MegatronStep(*a.model, *a.state, mine, dp, &loss_a));
+    VERL_ASSIGN_OR_RETURN(double norm_b,
+                          MegatronStep(*b.model, *b.state, mine1, dp, &loss_b));
     VERL_RETURN_IF_ERROR(cmp.Expect(tag + "step 2 loss",
                                     at::tensor({loss_b}, at::kDouble),
                                     at::tensor({loss_a}, at::kDouble)));
@@ -884,7 +1021,7 @@ absl::Status RunMoeDistCkpt(const std::shared_ptr<mg::ParallelState>& mpu,
                                     at::tensor({norm_b}, at::kDouble),
                                     at::tensor({norm_a}, at::kDouble)));
     VERL_RETURN_IF_ERROR(
-        Compare(*b.first, HfTensors(*a.first), tag + "step 2 at etp 1 ", cmp));
+        Compare(*b.model, HfTensors(*a.model), tag + "step 2 at etp 1 ", cmp));
     VERL_RETURN_IF_ERROR(Bf16EtpAgrees(config, options, saved, mpu, mpu1, tag));
     std::cout << "rank " << mpu->world()->rank() << ": " << tag
               << "merged and resharded; step 2 grad norm " << norm_a << " vs "
@@ -912,9 +1049,10 @@ int Main(int argc, char** argv) {
   mg::Comparer cmp(kTol);
   const std::string mode = absl::GetFlag(FLAGS_mode);
   const bool distributed = absl::GetFlag(FLAGS_distributed);
-  absl::Status s = mode == "half"            ? RunHalf(*mpu, distributed)
-                   : mode == "offload"       ? RunOffload(*mpu, distributed)
-                   : mode == "moe_dist_ckpt" ? RunMoeDistCkpt(*mpu, cmp)
+  absl::Status s = mode == "half"      ? RunHalf(*mpu, distributed)
+                   : mode == "offload" ? RunOffload(*mpu, distributed)
+                   : mode == "moe_dist_ckpt"
+                       ? RunMoeDistCkpt(*mpu, distributed, cmp)
                    : absl::GetFlag(FLAGS_dist_ckpt_phase).empty()
                        ? Run(*mpu, distributed, cmp)
                        : RunDistCkpt(*mpu, distributed, cmp);
