@@ -18,7 +18,8 @@
 // resumed; with context_parallel_size=2 (cp 2, tp 1) the same; pipeline
 // stages with 1F1B and the interleaved schedule (pp 2, vpp 2; tp 2 x pp 2
 // x vpp 2 on 4 processes); the critic at pp 2; a tiny Qwen3-MoE with
-// expert_model_parallel_size=2 (and at tp 2 x etp 2) and a tiny DeepSeek-V3
+// expert_model_parallel_size=2 (and at tp 2 x etp 2, resumed from its
+// step-1 checkpoint) and a tiny DeepSeek-V3
 // (MLA, expert-bias update) at tp 2 x ep 2 against one process.
 #include <cstdlib>
 #include <fstream>
@@ -120,8 +121,8 @@ std::vector<std::string> Tp2Ep2(std::vector<std::string> args) {
 }
 
 // Expert parallelism: the tiny Qwen3-MoE preset with actor and reference
-// under strategy=megatron in both runs (use_distributed_optimizer=false:
-// the distributed optimizer is not built for experts), the second on 2
+// under strategy=megatron in both runs (the distributed optimizer on, its
+// default: dense state over dp, the experts' over edp), the second on 2
 // processes with tensor_model_parallel_size=2 (sequence parallel),
 // expert_tensor_parallel_size=1 and expert_model_parallel_size=2: dp 1, so
 // both runs sample the same rollouts; each rank routes its half of the
@@ -133,14 +134,14 @@ std::vector<std::string> Tp2Ep2(std::vector<std::string> args) {
 // expert load) matches the 1-process run. A third run takes ep 1 and
 // expert_tensor_parallel_size=2: every expert split over the tp pair (rows
 // all-gathered, partial outputs reduce-scattered; the grad norm counts each
-// shard once) with the same step 1, and saves its step-1 checkpoint
-// (dist_ckpt/ with the expert shards; transformer_config.json names the
-// experts and etp).
+// shard once) with the same step 1; it runs 2 steps saving each (dist_ckpt/
+// with the expert shards and the optimizer state; transformer_config.json
+// names the experts and etp), and a run resumed from its step-1 checkpoint
+// reproduces its step 2 (every metric within 1e-5).
 TEST(TrainMegatronTest, MoeEp2ReproducesOneProcess) {
   const std::vector<std::string> moe = {
       "actor_rollout_ref.model.preset=tiny-qwen3-moe",
       "actor_rollout_ref.actor.strategy=megatron",
-      "actor_rollout_ref.actor.megatron.use_distributed_optimizer=false",
       "actor_rollout_ref.ref.strategy=megatron",
       // Step 1 only: after an update, fp32 rounding of another summation
       // order may flip a near-tie of the router's top-k (measured at step
@@ -160,12 +161,22 @@ TEST(TrainMegatronTest, MoeEp2ReproducesOneProcess) {
   etp2.push_back("actor_rollout_ref.rollout.tensor_model_parallel_size=2");
   etp2.push_back("trainer.save_freq=1");
   etp2.push_back("trainer.default_local_dir=" + tmp + "/moe_etp2");
+  etp2.push_back("trainer.total_training_steps=2");
+  etp2.push_back("trainer.test_freq=1");  // validated at step 1 as `one`
   const auto split = RunTrain("moe_etp2", Quickstart(2, etp2));
-  ExpectSameRuns(one, "moe_one", split, "moe_etp2",
-                 "megatron tp=2 etp=2, rollout tp=2", 1,
-                 {"actor/pg_loss", "actor/grad_norm", "actor/kl_loss",
-                  "actor/moe/imbalance_max", "actor/moe/layer_0/imbalance"},
+  ASSERT_EQ(split.size(), 2u);
+  const std::vector<std::string> required = {
+      "actor/pg_loss", "actor/grad_norm", "actor/kl_loss",
+      "actor/moe/imbalance_max", "actor/moe/layer_0/imbalance"};
+  ExpectSameRuns(one, "moe_one", {split[0]}, "moe_etp2",
+                 "megatron tp=2 etp=2, rollout tp=2", 1, required,
                  /*min_same_steps=*/1);
+  etp2.push_back("trainer.resume_mode=resume_path");
+  etp2.push_back("trainer.resume_from_path=" + tmp + "/moe_etp2/global_step_1");
+  const auto resumed = RunTrain("moe_etp2_resumed", Quickstart(2, etp2));
+  verl::rl::testing::ExpectSameMetrics({split[1]}, resumed,
+                                       "MoE etp=2 resumed at step 1", 1,
+                                       required, /*tol=*/1e-5);
   const std::string actor = tmp + "/moe_etp2/global_step_1/actor/";
   EXPECT_TRUE(std::ifstream(actor + "dist_ckpt/.metadata").good());
   std::ifstream config(actor + "transformer_config.json");
