@@ -10,8 +10,11 @@
 # tokens, GEN greedy tokens each (EOS ignored). Prints each pair and the
 # median prefill / decode tok/s ratios (project / llama.cpp) with the load
 # average; also the project's decode against llama.cpp's batched forward
-# alone (fixed tokens, no sampling: node-llama-cpp samples each sequence in
-# its own JavaScript step, which llama.cpp's own tools do not). Each pair
+# (fixed tokens, node-llama-cpp's per-sequence JavaScript generator loop
+# left out, which llama.cpp's own tools do not have) in two forms: with the
+# LM head and llama.cpp's greedy pick ("forward+head", the like-for-like
+# bound), and without logits ("no head": llama.cpp then skips the LM head,
+# so at vocab 151936 this leaves out most of a 1-8 sequence step). Each pair
 # also prints the fp32 GEMM peak measured beside it (1024^3 matmul on the
 # same thread count, Debian's python3-torch, when installed). Skips (exit
 # 0) with one line when node or node-llama-cpp is absent.
@@ -95,24 +98,26 @@ PY
     lp=$(python3 -c 'import json,sys; print("%.1f" % json.loads(sys.argv[1])["prefill_tok_s"])' "$theirs")
     ld=$(python3 -c 'import json,sys; print("%.1f" % json.loads(sys.argv[1])["decode_tok_s"])' "$theirs")
     lf=$(python3 -c 'import json,sys; print("%.1f" % json.loads(sys.argv[1])["forward_tok_s"])' "$theirs")
+    lh=$(python3 -c 'import json,sys; print("%.1f" % json.loads(sys.argv[1])["forward_head_tok_s"])' "$theirs")
     load=$(cut -d' ' -f1-3 /proc/loadavg)
     peak=$(gemm_peak)
-    echo "seqs $s pair $i: project prefill $op decode $od | llama.cpp prefill $lp decode $ld forward-only $lf | GEMM peak $peak GFLOP/s | load $load"
-    echo "$s $op $od $lp $ld $lf" >> "$results"
+    echo "seqs $s pair $i: project prefill $op decode $od | llama.cpp prefill $lp decode $ld forward+head $lh no-head $lf | GEMM peak $peak GFLOP/s | load $load"
+    echo "$s $op $od $lp $ld $lf $lh" >> "$results"
   done
 done
 python3 - "$results" "$vocab" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 print(f"vocab {sys.argv[2]}: medians of interleaved pairs (project / llama.cpp)")
-print("| sequences | prefill tok/s (project / llama.cpp) | decode tok/s (project / llama.cpp) | decode vs llama.cpp's forward without sampling |")
-print("|---|---|---|---|")
+print("| sequences | prefill tok/s (project / llama.cpp) | decode tok/s (project / llama.cpp) | decode vs llama.cpp's forward+head | decode vs llama.cpp's forward without the head |")
+print("|---|---|---|---|---|")
 for s in sorted({int(r[0]) for r in rows}):
     rs = [list(map(float, r[1:])) for r in rows if int(r[0]) == s]
-    op, od, lp, ld, lf = (statistics.median(x[i] for x in rs) for i in range(5))
+    op, od, lp, ld, lf, lh = (statistics.median(x[i] for x in rs) for i in range(6))
     pr = statistics.median(x[0] / x[2] for x in rs)
     dr = statistics.median(x[1] / x[3] for x in rs)
     fr = statistics.median(x[1] / x[4] for x in rs)
-    print(f"| {s} | {pr:.2f}x ({op:.0f} / {lp:.0f}) | {dr:.2f}x ({od:.0f} / {ld:.0f}) | {fr:.2f}x ({od:.0f} / {lf:.0f}) |")
+    hr = statistics.median(x[1] / x[5] for x in rs)
+    print(f"| {s} | {pr:.2f}x ({op:.0f} / {lp:.0f}) | {dr:.2f}x ({od:.0f} / {ld:.0f}) | {hr:.2f}x ({od:.0f} / {lh:.0f}) | {fr:.2f}x ({od:.0f} / {lf:.0f}) |")
 PY
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

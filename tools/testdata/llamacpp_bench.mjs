@@ -4,10 +4,14 @@
 // continues greedily for G tokens, all sequences decoding in the same
 // batches (node-llama-cpp batches the sequences' pending tokens into one
 // llama_decode). Flash attention off, f32 K/V cache. Prints one JSON line
-// {"seqs", "prefill_tok_s", "decode_tok_s", "generated", "forward_tok_s"}:
-// forward_tok_s feeds G more fixed tokens per sequence, one batched step at
-// a time, without sampling (llama.cpp's batched forward alone; a bound on
-// what its decode costs without node-llama-cpp's per-token sampling path).
+// {"seqs", "prefill_tok_s", "decode_tok_s", "generated", "forward_tok_s",
+// "forward_head_tok_s"}: forward_tok_s feeds up to 32 more fixed tokens per
+// sequence, one batched step at a time, without sampling; llama.cpp then
+// requests no logits, so this skips the LM head (llama.cpp's decoder
+// layers alone). forward_head_tok_s does the same steps asking for each
+// sequence's next token (controlledEvaluate, greedy): the forward with the
+// LM head and llama.cpp's native sampler, without node-llama-cpp's
+// per-token generator loop.
 // usage: node llamacpp_bench.mjs FILE.gguf SEQS PROMPT GEN THREADS VOCAB SEED
 import { join } from 'node:path'
 
@@ -67,12 +71,20 @@ for (let i = 0; i < steps; ++i) {
     seq.evaluateWithoutGeneratingNewTokens([prompts[s][i % P]])))
 }
 const forward = performance.now() - t0
+// The same with the LM head: each sequence asks for its next token.
+t0 = performance.now()
+for (let i = 0; i < steps; ++i) {
+  await Promise.all(seqs.map((seq, s) => seq.controlledEvaluate([
+    [prompts[s][(i + 7) % P], { generateNext: { token: true, options: { temperature: 0 } } }]])))
+}
+const forwardHead = performance.now() - t0
 console.log(JSON.stringify({
   seqs: S,
   prefill_tok_s: (S * (P - 1)) / (prefill / 1000),
   decode_tok_s: generated / (decode / 1000),
   generated,
   forward_tok_s: (S * steps) / (forward / 1000),
+  forward_head_tok_s: (S * steps) / (forwardHead / 1000),
 }))
 await context.dispose()
 await model.dispose()
