@@ -93,12 +93,12 @@ bool SmallGemm(at::Tensor& out, const at::Tensor& x, const at::Tensor& w,
 // straight from the model's own weights w_i ([n_i, k], nn.Linear layout)
 // whose outputs the engine's packed [k, sum n_i] copy concatenates: each
 // weight row is one contiguous stream, where the NN kernel walks the packed
-// copy down its columns. Taken at every row count on AVX-512, whose NT
-// kernel runs 5-8 rows in one pass (infer_benchmark's BM_SmallGemm, CPU
-// time, qwen2-30m shapes at 8 rows: q/k/v 148 vs 558 us, gate/up 338 vs
-// 1031, down 342 vs 788); on narrower ISAs for one row, and for a few rows
-// when the weight is taller than wide (down_proj), where it measured
-// 1.1-1.8x faster (slower than the NN kernel for wide weights at 2-8 rows).
+// copy down its columns. Taken at every row count on AVX-512 and AVX2
+// (infer_benchmark's BM_SmallGemm, CPU time, qwen2-30m shapes at 8 rows:
+// AVX-512 q/k/v 148 vs 558 us, gate/up 338 vs 1031, down 342 vs 788; AVX2
+// q/k/v 224 vs 804, gate/up 597 vs 1492; 2-4x at 2-4 rows too); at the
+// baseline ISA (16 registers, unmeasured) for one row, and for a few rows
+// when the weight is taller than wide (down_proj).
 // One parallel region over 64-row blocks of all sources; no allocation.
 // False (nothing done) when it does not apply.
 bool SmallGemmSources(at::Tensor& out, const at::Tensor& x,
@@ -124,7 +124,7 @@ bool SmallGemmSources(at::Tensor& out, const at::Tensor& x,
     offset[i + 1] = offset[i] + w.size(0);
   }
   const KernelTable& kt = Kernels();
-  if (m > 1 && k <= offset[sources.size()] && kt.isa != CpuIsa::kAvx512) {
+  if (m > 1 && k <= offset[sources.size()] && kt.isa == CpuIsa::kBaseline) {
     return false;
   }
   const int64_t blocks = first_block[sources.size()];
