@@ -732,7 +732,7 @@ at::Tensor MegatronGPTModel::StageForward(
   return whole(out);
 }
 
-void MegatronGPTModel::FinalizeGrads() {
+void MegatronGPTModel::FinalizeGrads(bool sum_expert_grads) {
   std::vector<at::Tensor> partial;
   const bool sp = options_.sequence_parallel;
   if (sp && final_layernorm) partial.push_back(final_layernorm->weight);
@@ -780,7 +780,7 @@ void MegatronGPTModel::FinalizeGrads() {
     }
   }
   SumGrads(dense, *cp());
-  SumGrads(experts, *mpu_->group(mg::MpuGroup::kEdp));
+  if (sum_expert_grads) SumGrads(experts, *mpu_->group(mg::MpuGroup::kEdp));
   if (mpu_->pp_size() > 1 && word_embeddings && config_.tie_word_embeddings &&
       !config_.is_value_model) {
     // The first stage's table and the last stage's head copy: Megatron's

@@ -70,7 +70,8 @@
 // each its own batch). FinalizeGrads() sums the expert gradients over the
 // expert-data-parallel group instead of cp, so they hold the gradient of
 // the sum of every dp rank's loss (Megatron's expert grads before the
-// 1/dp scaling).
+// 1/dp scaling), or leaves that sum to the distributed optimizer's
+// reduce-scatter over edp.
 #ifndef VERL_MODELS_MEGATRON_GPT_H_
 #define VERL_MODELS_MEGATRON_GPT_H_
 
@@ -283,8 +284,10 @@ class MegatronGPTModel : public torch::nn::Module {
   // q/k norm weights always. Collective over tp; with cp > 1 then sums every
   // gradient over cp (collective over cp); with tied embeddings and pp > 1
   // sums the embedding gradient over the first and last stage; then
-  // UpdateExpertBias().
-  void FinalizeGrads();
+  // UpdateExpertBias(). `sum_expert_grads` false leaves the expert
+  // gradients this rank's (the distributed optimizer reduce-scatters them
+  // over edp instead, as Megatron).
+  void FinalizeGrads(bool sum_expert_grads = true);
 
   const ModelConfig& config() const { return config_; }
   const MegatronModelOptions& options() const { return options_; }

@@ -63,8 +63,9 @@ struct MegatronTrainState::Flat {
   std::vector<bool> half;
   bool any_half = false;
   at::ScalarType gather_dtype = at::kFloat;
-  // MoE: which of `params` are local experts (FinalizeGrads sums their
-  // gradients over the expert-data-parallel group instead of dp averaging).
+  // MoE: which of `params` are local experts (their gradients are summed
+  // over the expert-data-parallel group, not averaged over dp: by
+  // FinalizeGrads, or the distributed optimizer's reduce-scatter).
   std::vector<bool> expert;
   bool has_experts = false;
 };
@@ -431,7 +432,9 @@ absl::StatusOr<double> MegatronTrainState::Step() {
 
 absl::StatusOr<double> MegatronTrainState::StepOnDevice() {
   Flat& f = *flat_;
-  model_->FinalizeGrads();  // tp: partial gradients of replicated params
+  // tp: partial gradients of replicated params; the experts' summed over
+  // edp unless the distributed optimizer reduce-scatters them.
+  model_->FinalizeGrads(/*sum_expert_grads=*/!distributed_);
   parallel::Communicator& dp = *mpu_->dp();
   const std::vector<at::Tensor> grads = Grads(f.params);
   // Squared gradient norms: dense parameters (tp-split ones on every tp
@@ -441,20 +444,13 @@ absl::StatusOr<double> MegatronTrainState::StepOnDevice() {
   double sq = 0, expert_sq = 0;
   if (distributed_) {
     for (Bucket& b : f.buckets) {
-      at::Tensor mine;
-      if (b.expert) {
-        // FinalizeGrads summed the expert gradients over edp (all-reduce):
-        // each edp rank keeps its range (where Megatron reduce-scatters
-        // over edp: the same sums).
-        mine = Flatten(grads, b.members, b.padded)
-                   .narrow(0, b.begin, b.length)
-                   .clone();
-      } else {
-        // Reduce-scatter: this rank's range of the dp-summed gradients.
-        VERL_ASSIGN_OR_RETURN(
-            mine, dp.ReduceScatter(Flatten(grads, b.members, b.padded),
-                                   parallel::ReduceOp::kSum));
-      }
+      // Reduce-scatter: this rank's range of the gradients summed over the
+      // bucket's group (dense: dp; experts: edp, Megatron's expert data
+      // parallel group, which holds the cp ranks too).
+      VERL_ASSIGN_OR_RETURN(
+          at::Tensor mine,
+          b.group->ReduceScatter(Flatten(grads, b.members, b.padded),
+                                 parallel::ReduceOp::kSum));
       // The dp average (experts: Megatron's 1/dp scaling of their sum over
       // every dp rank's loss).
       mine.div_(dp.size());

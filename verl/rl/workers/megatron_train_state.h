@@ -16,8 +16,9 @@
 //      An MoE model's local experts form a second flat buffer split over
 //      the expert-data-parallel group (edp: the ranks holding the same
 //      expert shards), as Megatron's expert-parallel buffers: their
-//      gradients, summed over edp by FinalizeGrads, are scaled by 1/dp and
-//      each edp rank steps its range, all-gathered over edp after.
+//      gradients are reduce-scattered over edp (FinalizeGrads leaves that
+//      sum to it) and scaled by 1/dp, each edp rank steps its range, and
+//      the ranges are all-gathered over edp after.
 //      Without it: one all-reduce of the dense flat buffer, AdamW on every
 //      parameter.
 //   3. The global grad norm over tp x dp: tp-sharded parameters (column /
