@@ -181,7 +181,11 @@ std::pair<at::Tensor, at::Tensor> DecoderLayer::Forward(
     auto [y, router_logits] = moe->Forward(normed);
     return {h + y, router_logits};
   }
-  if (deepseek_moe) return {h + deepseek_moe->Forward(normed), at::Tensor()};
+  if (deepseek_moe) {
+    at::Tensor router_logits;
+    at::Tensor y = deepseek_moe->Forward(normed, &router_logits);
+    return {h + y, router_logits};
+  }
   return {h + mlp->Forward(normed), at::Tensor()};
 }
 
@@ -326,7 +330,8 @@ ForwardOutput CausalLM::Heads(
   } else {
     out.logits = Logits(hidden);
   }
-  if (!router_logits.empty()) {
+  // HF's aux loss: the softmax routers' (DeepSeek-V3's has none).
+  if (!router_logits.empty() && config_.scoring_func != "sigmoid") {
     out.aux_loss = LoadBalancingLoss(router_logits, config_.num_experts,
                                      config_.num_experts_per_tok);
   }
@@ -335,13 +340,16 @@ ForwardOutput CausalLM::Heads(
 
 ForwardOutput CausalLM::ForwardPacked(const at::Tensor& input_ids,
                                       const at::Tensor& position_ids,
-                                      const std::vector<int64_t>& cu_seqlens) {
+                                      const std::vector<int64_t>& cu_seqlens,
+                                      std::vector<at::Tensor>* router_logits) {
   auto attention =
       std::make_shared<VarlenCausalAttention>(cu_seqlens, LayerWindows());
-  std::vector<at::Tensor> router_logits;
-  at::Tensor hidden = RunLayers(input_ids, at::Tensor(), position_ids,
-                                attention, &router_logits);
-  return Heads(hidden, router_logits);
+  std::vector<at::Tensor> logits;
+  at::Tensor hidden =
+      RunLayers(input_ids, at::Tensor(), position_ids, attention, &logits);
+  ForwardOutput out = Heads(hidden, logits);
+  if (router_logits) *router_logits = std::move(logits);
+  return out;
 }
 
 ForwardOutput CausalLM::ForwardPadded(const at::Tensor& input_ids,

@@ -158,10 +158,12 @@ class CausalLM : public torch::nn::Module {
   // Value head: hidden [..., H] -> values [...].
   at::Tensor Values(const at::Tensor& hidden) const;
 
-  // verl use_remove_padding: packed tokens with cu_seqlens [num_seqs + 1].
+  // verl use_remove_padding: packed tokens with cu_seqlens [num_seqs + 1];
+  // `router_logits` as Forward's.
   ForwardOutput ForwardPacked(const at::Tensor& input_ids,
                               const at::Tensor& position_ids,
-                              const std::vector<int64_t>& cu_seqlens);
+                              const std::vector<int64_t>& cu_seqlens,
+                              std::vector<at::Tensor>* router_logits = nullptr);
   // Padded batch: input_ids/attention_mask/position_ids [B, L].
   ForwardOutput ForwardPadded(const at::Tensor& input_ids,
                               const at::Tensor& attention_mask,

@@ -5,6 +5,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <cmath>
 #include <unordered_set>
 #include <utility>
 
@@ -81,7 +82,35 @@ absl::Status ValidateMoe(const ModelConfig& c, const MegatronModelOptions& o,
       return Bad(kOtc + "moe_router_enable_expert_bias", "true",
                  "the model has no experts (num_experts 0)");
     }
+    if (o.moe_router_load_balancing_type != "none") {
+      return Bad(kOtc + "moe_router_load_balancing_type",
+                 o.moe_router_load_balancing_type,
+                 "the model has no experts (num_experts 0)");
+    }
+    if (o.moe_z_loss_coeff != 0.0) {
+      return Bad(kOtc + "moe_z_loss_coeff", absl::StrCat(o.moe_z_loss_coeff),
+                 "the model has no experts (num_experts 0)");
+    }
     return absl::OkStatus();
+  }
+  const std::string& balance = o.moe_router_load_balancing_type;
+  if (balance == "sinkhorn") {
+    return absl::UnimplementedError(absl::StrCat(
+        kOtc,
+        "moe_router_load_balancing_type=sinkhorn: not built (none, "
+        "aux_loss and seq_aux_loss are)"));
+  }
+  if (balance != "none" && balance != "aux_loss" && balance != "seq_aux_loss") {
+    return Bad(kOtc + "moe_router_load_balancing_type",
+               absl::StrCat("'", balance, "'"),
+               "expected 'none', 'aux_loss' or 'seq_aux_loss'");
+  }
+  for (const auto& [key, v] :
+       {std::pair{"moe_aux_loss_coeff", o.moe_aux_loss_coeff},
+        std::pair{"moe_z_loss_coeff", o.moe_z_loss_coeff}}) {
+    if (!(v >= 0.0) || std::isinf(v)) {
+      return Bad(kOtc + key, absl::StrCat(v), "must be a finite number >= 0");
+    }
   }
   if (o.moe_expert_capacity_factor.has_value() &&
       !(*o.moe_expert_capacity_factor > 0.0)) {
@@ -437,7 +466,9 @@ at::Tensor TpTransformerLayer::Forward(
   // in backward, in the same order on every rank of the ep group).
   torch::nn::Module* module = moe ? static_cast<torch::nn::Module*>(moe.get())
                                   : static_cast<torch::nn::Module*>(mlp.get());
-  RecomputeFn fn = [moe = moe, mlp = mlp](const TensorList& in) {
+  RecomputeFn fn = [moe = moe, mlp = mlp,
+                    rows = moe ? moe->rows : nullptr](const TensorList& in) {
+    if (moe) moe->rows = rows;  // this forward's, in the recompute too
     return TensorList{moe ? moe->Forward(in[0]) : mlp->Forward(in[0])};
   };
   return h + Checkpoint(fn, {normed}, module->parameters())[0];
@@ -492,6 +523,7 @@ MegatronGPTModel::MegatronGPTModel(
           config_, l, options_, group, ep(), etp()));
       if (layers.back()->moe) {
         layers.back()->moe->keep_router_logits = HasMoeAuxLoss();
+        layers.back()->moe->tp_cp = mpu_->group(mg::MpuGroup::kTpCp);
       }
       list->register_module(std::to_string(l), layers.back());
     }
@@ -521,7 +553,8 @@ MegatronGPTModel::MegatronGPTModel(
 
 at::Tensor MegatronGPTModel::RunLayers(
     at::Tensor h, const at::Tensor& cos, const at::Tensor& sin,
-    const std::shared_ptr<AttentionBackend>& backend, int64_t begin,
+    const std::shared_ptr<AttentionBackend>& backend,
+    const std::shared_ptr<const MoeRows>& moe_rows, int64_t begin,
     int64_t end) {
   const int64_t n = end - begin;
   const bool full = options_.recompute_granularity == "full";
@@ -533,9 +566,15 @@ at::Tensor MegatronGPTModel::RunLayers(
         full && (!block || first < options_.recompute_num_layers);
     std::vector<std::shared_ptr<TpTransformerLayer>> chunk(
         layers.begin() + begin + first, layers.begin() + begin + last);
-    RecomputeFn fn = [chunk, cos, sin, backend](const TensorList& in) {
+    // A recompute runs after later micro-batches' forwards: their MoE rows
+    // are set again.
+    RecomputeFn fn = [chunk, cos, sin, backend,
+                      moe_rows](const TensorList& in) {
       at::Tensor x = in[0];
-      for (const auto& layer : chunk) x = layer->Forward(x, cos, sin, backend);
+      for (const auto& layer : chunk) {
+        if (layer->moe) layer->moe->rows = moe_rows;
+        x = layer->Forward(x, cos, sin, backend);
+      }
       return TensorList{x};
     };
     if (!recompute) {
@@ -596,25 +635,32 @@ MegatronGPTModel::Tokens MegatronGPTModel::Prepare(
   return k;
 }
 
-at::Tensor MegatronGPTModel::RealRows(
+at::Tensor MegatronGPTModel::RowSequences(
     const Tokens& k, const std::vector<int64_t>& cu_seqlens) const {
-  at::Tensor real;
+  at::Tensor seq;
   if (k.cp_layout) {
     std::vector<int64_t> lens;
     for (size_t s = 0; s + 1 < cu_seqlens.size(); ++s) {
       lens.push_back(cu_seqlens[s + 1] - cu_seqlens[s]);
     }
     const int r = cp()->rank();
-    real = k.cp_layout->offsets(r) <
-           at::tensor(lens, at::kLong).index_select(0, k.cp_layout->seq_ids(r));
+    seq = k.cp_layout->seq_ids(r);
+    const at::Tensor real = k.cp_layout->offsets(r) <
+                            at::tensor(lens, at::kLong).index_select(0, seq);
+    seq = seq.masked_fill(real.logical_not(), -1);
   } else {
-    real = at::arange(k.t + k.pad, at::kLong) < k.t;
+    const at::Tensor ends = at::tensor(
+        std::vector<int64_t>(cu_seqlens.begin() + 1, cu_seqlens.end()),
+        at::kLong);
+    const at::Tensor rows = at::arange(k.t + k.pad, at::kLong);
+    seq = at::searchsorted(ends, rows, /*out_int32=*/false, /*right=*/true)
+              .masked_fill(rows >= k.t, -1);
   }
   if (options_.sequence_parallel) {
-    const int64_t n = real.size(0) / mpu_->tp_size();
-    real = real.narrow(0, mpu_->tp_rank() * n, n);
+    const int64_t n = seq.size(0) / mpu_->tp_size();
+    seq = seq.narrow(0, mpu_->tp_rank() * n, n);
   }
-  return real;
+  return seq;
 }
 
 std::vector<int64_t> MegatronGPTModel::StageHiddenShape(
@@ -674,21 +720,23 @@ at::Tensor MegatronGPTModel::StageForward(
                            << " needs the previous stage's hidden states";
     h = input;
   }
-  // MoE: this rank's rows that are real tokens (not cp / sp padding), for
-  // capacity dropping and the expert load.
+  // MoE: this rank's rows that are real tokens (not cp / sp padding) and
+  // their sequences, for capacity dropping, the losses and the expert load.
   at::Tensor real;
+  std::shared_ptr<const MoeRows> moe_rows;
   if (config_.IsMoe()) {
-    real = RealRows(k, cu_seqlens);
-    for (int64_t l = chunk_begin_[chunk]; l < chunk_begin_[chunk + 1]; ++l) {
-      if (layers[l]->moe) layers[l]->moe->real_rows = real;
-    }
+    auto rows = std::make_shared<MoeRows>();
+    rows->sequence = RowSequences(k, cu_seqlens);
+    rows->real = real = rows->sequence >= 0;
+    rows->num_sequences = static_cast<int64_t>(cu_seqlens.size()) - 1;
+    moe_rows = std::move(rows);
   }
   auto [cos, sin] = RopeCosSin(inv_freq_, k.pos, h.scalar_type());
   if (rope_scale_ != 1.0) {
     cos = cos * rope_scale_;
     sin = sin * rope_scale_;
   }
-  h = RunLayers(h, cos, sin, k.backend, chunk_begin_[chunk],
+  h = RunLayers(h, cos, sin, k.backend, moe_rows, chunk_begin_[chunk],
                 chunk_begin_[chunk + 1]);
   // The expert load of this chunk's MoE layers, on every stage.
   if (config_.IsMoe()) CollectExpertLoad(chunk, real);

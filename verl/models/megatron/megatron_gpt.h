@@ -98,6 +98,8 @@
 
 namespace verl::models {
 
+struct MoeRows;  // moe_layer.h
+
 // verl's actor.megatron.* options that shape the model.
 struct MegatronModelOptions {
   bool sequence_parallel = false;
@@ -126,6 +128,14 @@ struct MegatronModelOptions {
   std::string moe_token_drop_policy = "probs";
   bool moe_router_enable_expert_bias = false;
   double moe_router_bias_update_rate = 1e-3;
+  // Megatron's per-layer load-balancing loss (moe_layer.h): "none",
+  // "aux_loss" (over the micro-batch's tokens) or "seq_aux_loss" (per
+  // sequence, DeepSeek-V2/V3), times moe_aux_loss_coeff; and the router
+  // z-loss times moe_z_loss_coeff (0: none). Added to the training loss
+  // through the router's activations, scaled by SetMoeAuxLossScale.
+  std::string moe_router_load_balancing_type = "none";
+  double moe_aux_loss_coeff = 0.0;
+  double moe_z_loss_coeff = 0.0;
 };
 
 // Decoder layers of each of the `pp` pipeline stages (Megatron's
@@ -334,6 +344,18 @@ class MegatronGPTModel : public torch::nn::Module {
   void UpdateExpertBias();
   // The local experts' parameters of every MoE layer.
   std::vector<at::Tensor> ExpertParameters() const;
+  // The factor on the gradient of every MoE layer's load-balancing and z
+  // losses in the next training forwards (Megatron's MoEAuxLossAutoScaler
+  // scale: 1 / the micro-batches of the optimizer step; default 1).
+  void SetMoeAuxLossScale(double scale);
+  // Load-balancing and z losses of the training forwards since the last
+  // call (options().moe_*; empty when both are off): per MoE layer the loss
+  // without its coefficient, averaged over the forwards, summed over tp x
+  // cp (each rank's part) and pp, then averaged over the MoE layers, as
+  // Megatron logs them: "moe/load_balancing_loss" (aux_loss),
+  // "moe/seq_load_balancing_loss" (seq_aux_loss), "moe/z_loss". Collective
+  // over tp x cp and pp.
+  std::map<std::string, double> TakeMoeAuxLosses();
 
   // First stage (and, for a tied LM head, the last stage's copy); else null.
   std::shared_ptr<parallel::megatron::VocabParallelEmbedding> word_embeddings;
@@ -353,14 +375,16 @@ class MegatronGPTModel : public torch::nn::Module {
   struct Tokens;
   Tokens Prepare(const at::Tensor& input_ids, const at::Tensor& position_ids,
                  const std::vector<int64_t>& cu_seqlens) const;
-  // [rows of this rank] bool: the real tokens (not cp / sp padding).
-  at::Tensor RealRows(const Tokens& k,
-                      const std::vector<int64_t>& cu_seqlens) const;
+  // [rows of this rank] int64: the sequence (index into cu_seqlens) of each
+  // row, -1 for cp / sp padding.
+  at::Tensor RowSequences(const Tokens& k,
+                          const std::vector<int64_t>& cu_seqlens) const;
   // Layers [begin, end) of `layers` (one chunk), recompute applied
-  // within it.
+  // within it; `moe_rows` set on the MoE layers (null for dense models).
   at::Tensor RunLayers(at::Tensor h, const at::Tensor& cos,
                        const at::Tensor& sin,
                        const std::shared_ptr<AttentionBackend>& backend,
+                       const std::shared_ptr<const MoeRows>& moe_rows,
                        int64_t begin, int64_t end);
 
   // Sums the gradients of `params` over `group` in place (undefined ones

@@ -61,7 +61,7 @@ TEST(MegatronGptTest, Cp2MatchesSingleProcess) {
   EXPECT_EQ(RunWorker(2, {"--cp=2",
                           "--cases=qwen2,qwen3_sp_full_uniform_tied,"
                           "llama_kv1_sp_selective,llama_kv2_value_full,"
-                          "dsv3_mla"}),
+                          "dsv3_mla,qwen3_moe_pp"}),
             0);
 }
 
@@ -373,6 +373,33 @@ TEST(MegatronGptTest, MoeOptionsValidation) {
   EXPECT_THAT(ValidateMegatronModel(c, o, Tp(1)),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "moe_router_bias_update_rate=-0.001: must be >= 0"));
+  o.moe_router_bias_update_rate = 1e-3;
+  o.moe_router_load_balancing_type = "sinkhorn";
+  EXPECT_THAT(ValidateMegatronModel(c, o, Tp(1)),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       "moe_router_load_balancing_type=sinkhorn: not built"));
+  o.moe_router_load_balancing_type = "seq_aux";
+  EXPECT_THAT(ValidateMegatronModel(c, o, Tp(1)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "moe_router_load_balancing_type='seq_aux': expected "
+                       "'none', 'aux_loss' or 'seq_aux_loss'"));
+  o.moe_router_load_balancing_type = "seq_aux_loss";
+  o.moe_z_loss_coeff = -1;
+  EXPECT_THAT(ValidateMegatronModel(c, o, Tp(1)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "moe_z_loss_coeff=-1: must be a finite number >= 0"));
+  o.moe_z_loss_coeff = 0;
+  EXPECT_TRUE(ValidateMegatronModel(c, o, Tp(1)).ok());
+  c.num_experts = 0;  // dense
+  EXPECT_THAT(ValidateMegatronModel(c, o, Tp(1)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "moe_router_enable_expert_bias=true: the model has no "
+                       "experts"));
+  o.moe_router_enable_expert_bias = false;
+  EXPECT_THAT(ValidateMegatronModel(c, o, Tp(1)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "moe_router_load_balancing_type=seq_aux_loss: the "
+                       "model has no experts"));
 }
 
 // Capacity dropping in one MoE layer (tp = ep = 1, in process): 13 rows,
@@ -403,7 +430,9 @@ TEST(MegatronGptTest, MoeCapacityDroppingEqualsPerTokenLoop) {
       for (at::Tensor& p : layer.parameters()) p.normal_(0, 0.5);
     }
     at::Tensor x = at::randn({n, h}, at::kDouble).requires_grad_(true);
-    layer.real_rows = at::arange(n) < real;
+    auto real_rows = std::make_shared<MoeRows>();
+    real_rows->real = at::arange(n) < real;
+    layer.rows = real_rows;
     at::Tensor out = layer.Forward(x);
     // The dropped set by plain loops.
     Routing r = SoftmaxTopK(at::linear(x, layer.router->weight), k, true);
@@ -463,6 +492,121 @@ TEST(MegatronGptTest, MoeCapacityDroppingEqualsPerTokenLoop) {
       at::Tensor b =
           want_grads[i].defined() ? want_grads[i] : at::zeros_like(inputs[i]);
       EXPECT_TRUE(at::allclose(a, b, 1e-10, 1e-12)) << "input " << i;
+    }
+  }
+}
+
+// Megatron's load-balancing losses in one MoE layer (in process, float64):
+// 13 rows, the last a padding row, in sequences of 5, 4 and 3 tokens;
+// softmax and sigmoid routers, aux_loss and seq_aux_loss with the z-loss.
+// The layer's output is unchanged, the recorded parts equal the closed forms
+// written out per sequence, and the gradient of sum(out * g) with the losses
+// attached equals that of sum(out * g) + scale * (aux_coeff * balance +
+// z_coeff * z) from the closed forms.
+TEST(MegatronGptTest, MoeLoadBalancingLossesEqualClosedForm) {
+  const int64_t n = 13, k = 2, e = 4;
+  const std::vector<int64_t> starts = {0, 5, 9, 12};  // sequence boundaries
+  const double aux_coeff = 0.3, z_coeff = 0.05, scale = 0.5;
+  for (const bool sigmoid : {false, true}) {
+    for (const std::string type : {"aux_loss", "seq_aux_loss"}) {
+      SCOPED_TRACE(std::string(sigmoid ? "sigmoid " : "softmax ") + type);
+      ModelConfig c = Config();
+      c.model_type = "qwen3_moe";
+      c.num_experts = e;
+      c.num_experts_per_tok = k;
+      c.moe_intermediate_size = 8;
+      c.norm_topk_prob = true;
+      if (sigmoid) {
+        c.scoring_func = "sigmoid";
+        c.n_group = 1;
+        c.topk_group = 1;
+      }
+      MegatronModelOptions o;
+      o.moe_router_load_balancing_type = type;
+      o.moe_aux_loss_coeff = aux_coeff;
+      o.moe_z_loss_coeff = z_coeff;
+      auto one = parallel::SingleProcessCommunicator();
+      MegatronMoeLayer layer(c, o, one, one);
+      layer.to(at::kDouble);
+      at::manual_seed(5);
+      {
+        at::NoGradGuard no_grad;
+        for (at::Tensor& p : layer.parameters()) p.normal_(0, 0.5);
+      }
+      at::Tensor x = at::randn({n, c.hidden_size}, at::kDouble);
+      x.requires_grad_(true);
+      std::vector<int64_t> seq(n, -1);
+      for (size_t s = 0; s + 1 < starts.size(); ++s) {
+        for (int64_t t = starts[s]; t < starts[s + 1]; ++t) seq[t] = s;
+      }
+      auto rows = std::make_shared<MoeRows>();
+      rows->sequence = at::tensor(seq, at::kLong);
+      rows->real = rows->sequence >= 0;
+      rows->num_sequences = 3;
+      layer.rows = rows;
+      layer.aux_scale = scale;
+      at::Tensor out = layer.Forward(x);
+      EXPECT_EQ(layer.loss_forwards, 1);
+      // The closed forms from the router logits, sequence by sequence.
+      at::Tensor logits = at::linear(x, layer.router->weight);
+      at::Tensor scores = at::softmax(logits, -1);
+      if (sigmoid) {
+        scores = at::sigmoid(logits);
+        scores = scores / scores.sum(-1, true);
+      }
+      const at::Tensor top = std::get<1>(at::topk(scores.detach(), k, 1));
+      std::vector<std::pair<int64_t, int64_t>> groups;  // [begin, end)
+      if (type == "aux_loss") {
+        groups = {{0, 12}};
+      } else {
+        groups = {{0, 5}, {5, 9}, {9, 12}};
+      }
+      at::Tensor balance = at::zeros({}, at::kDouble);
+      for (const auto& [begin, end] : groups) {
+        const double len = static_cast<double>(end - begin);
+        for (int64_t ex = 0; ex < e; ++ex) {
+          int64_t chosen = 0;
+          for (int64_t t = begin; t < end; ++t) {
+            for (int64_t j = 0; j < k; ++j) {
+              chosen += top[t][j].item<int64_t>() == ex;
+            }
+          }
+          balance =
+              balance +
+              static_cast<double>(chosen * e) / (len * len * k) *
+                  scores.narrow(0, begin, end - begin).select(1, ex).sum();
+        }
+      }
+      balance = balance / static_cast<double>(groups.size());
+      const at::Tensor z =
+          at::logsumexp(logits.narrow(0, 0, 12), -1).pow(2).mean();
+      EXPECT_NEAR(layer.balance_sum, balance.item<double>(), 1e-12);
+      EXPECT_NEAR(layer.z_sum, z.item<double>(), 1e-12);
+      // The same layer without the losses: the same output; gradients of
+      // the closed forms added by hand.
+      layer.aux_coeff = layer.z_coeff = 0.0;
+      at::Tensor plain = layer.Forward(x);
+      EXPECT_TRUE(at::allclose(out, plain, 0, 0));
+      at::Tensor g = at::randn({n, c.hidden_size}, at::kDouble);
+      std::vector<at::Tensor> inputs = {x, layer.router->weight};
+      for (const auto& ex : layer.local_experts) {
+        for (const at::Tensor& p : ex->parameters()) inputs.push_back(p);
+      }
+      const std::vector<at::Tensor> got = torch::autograd::grad(
+          {(out * g).sum()}, inputs, {}, true, false, /*allow_unused=*/true);
+      const std::vector<at::Tensor> want = torch::autograd::grad(
+          {(plain * g).sum() + scale * (aux_coeff * balance + z_coeff * z)},
+          inputs, {}, true, false, true);
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        at::Tensor a = got[i].defined() ? got[i] : at::zeros_like(inputs[i]);
+        at::Tensor b = want[i].defined() ? want[i] : at::zeros_like(inputs[i]);
+        EXPECT_TRUE(at::allclose(a, b, 1e-10, 1e-12))
+            << "input " << i << " max diff " << (a - b).abs().max();
+      }
+      // Without the losses attached, the router gradient differs.
+      const at::Tensor router_plain = torch::autograd::grad(
+          {(plain * g).sum()}, {layer.router->weight}, {}, true)[0];
+      EXPECT_GT((router_plain - got[1]).abs().max().item<double>(), 1e-6);
     }
   }
 }

@@ -116,6 +116,9 @@ struct Case {
   // An MoE model: the config of this MoE case (MoeConfig; every rank runs
   // the same batch, so dp = 1), with the recompute and sp above.
   const char* moe = nullptr;
+  // MoE: Megatron's load-balancing loss type ("aux_loss" / "seq_aux_loss")
+  // with the z-loss, attached at kAuxScale; null: none.
+  const char* balance = nullptr;
 };
 
 // Qwen2 (bias), Qwen3 (qk norm), Llama (neither); kv_heads 1 and 2 with
@@ -221,8 +224,9 @@ const std::vector<Case>& Cases() {
        {"core_attn"},
        false,
        0},
-      // MoE layers through the pipeline schedules and recompute (no aux
-      // loss there: HasMoeAuxLoss).
+      // MoE layers through the pipeline schedules and recompute, with
+      // Megatron's load-balancing and z losses (HF's aux loss is not
+      // computed there: HasMoeAuxLoss).
       {"qwen3_moe_pp",
        2,
        false,
@@ -235,7 +239,8 @@ const std::vector<Case>& Cases() {
        {},
        false,
        -1,
-       "qwen3_moe"},
+       "qwen3_moe",
+       "aux_loss"},
       {"dsv3_moe_sp_full",
        2,
        false,
@@ -248,7 +253,8 @@ const std::vector<Case>& Cases() {
        {},
        false,
        -1,
-       "dsv3_router"},
+       "dsv3_router",
+       "seq_aux_loss"},
       {"qwen2_moe_sp_selective_mlp",
        2,
        false,
@@ -261,7 +267,8 @@ const std::vector<Case>& Cases() {
        {"core_attn", "mlp"},
        false,
        -1,
-       "qwen2_moe_shared_sp"},
+       "qwen2_moe_shared_sp",
+       "aux_loss"},
   };
   return *cases;
 }
@@ -630,6 +637,57 @@ std::shared_ptr<CausalLM> ReferenceModel(const ModelConfig& config,
   return ref;
 }
 
+// Megatron's MoE losses of the Case.balance cases: coefficients and the
+// gradient scale (MegatronGPTModel::SetMoeAuxLossScale).
+constexpr double kAuxCoeff = 0.3, kZCoeff = 0.05, kAuxScale = 0.5;
+
+struct RefMoeLosses {
+  at::Tensor total;  // sum over layers of kAuxCoeff * balance + kZCoeff * z
+  double balance = 0, z = 0;  // means over the MoE layers
+};
+
+// The load-balancing and z losses of one packed micro-batch (sequences at
+// `cu`) from the reference's router logits [T, E] per MoE layer, written
+// out sequence by sequence (moe_layer.h's formulas).
+RefMoeLosses ReferenceMoeLosses(const std::vector<at::Tensor>& router_logits,
+                                const std::vector<int64_t>& cu,
+                                const ModelConfig& config, bool per_sequence) {
+  const int64_t e = config.num_experts, k = config.num_experts_per_tok;
+  std::vector<std::pair<int64_t, int64_t>> spans;  // [begin, end)
+  if (per_sequence) {
+    for (size_t s = 0; s + 1 < cu.size(); ++s)
+      spans.push_back({cu[s], cu[s + 1]});
+  } else {
+    spans.push_back({0, cu.back()});
+  }
+  RefMoeLosses out;
+  out.total = at::zeros({});
+  for (const at::Tensor& logits : router_logits) {
+    at::Tensor p = at::softmax(logits, -1);
+    if (config.scoring_func == "sigmoid") {
+      p = at::sigmoid(logits);
+      p = p / p.sum(-1, /*keepdim=*/true);
+    }
+    at::Tensor balance = at::zeros({});
+    for (const auto& [begin, end] : spans) {
+      const at::Tensor seq = p.narrow(0, begin, end - begin);
+      const at::Tensor chosen =
+          at::bincount(std::get<1>(at::topk(seq.detach(), k, 1)).reshape({-1}),
+                       {}, e)
+              .to(p.scalar_type());
+      const double len = static_cast<double>(end - begin);
+      balance = balance + (chosen * seq.sum(0)).sum() *
+                              (static_cast<double>(e) / (len * len * k));
+    }
+    balance = balance / static_cast<double>(spans.size());
+    const at::Tensor z = at::logsumexp(logits, -1).pow(2).mean();
+    out.total = out.total + kAuxCoeff * balance + kZCoeff * z;
+    out.balance += balance.item<double>() / router_logits.size();
+    out.z += z.item<double>() / router_logits.size();
+  }
+  return out;
+}
+
 // The last stage's outputs of one micro-batch (logits shard or values),
 // and what the loss derives from them.
 struct StageResult {
@@ -649,6 +707,11 @@ absl::Status RunCase(const Case& c, bool check_folder,
   options.recompute_modules = c.modules;
   options.num_layers_in_first_pipeline_stage =
       absl::GetFlag(FLAGS_first_stage_layers);
+  if (c.balance) {
+    options.moe_router_load_balancing_type = c.balance;
+    options.moe_aux_loss_coeff = kAuxCoeff;
+    options.moe_z_loss_coeff = kZCoeff;
+  }
   VERL_RETURN_IF_ERROR(
       ValidateMegatronModel(config, options, mpu->layout().sizes()));
 
@@ -660,6 +723,7 @@ absl::Status RunCase(const Case& c, bool check_folder,
   auto ref_params = [&] { return NamedParams(*ref); };
 
   MegatronGPTModel model(config, options, mpu);
+  model.SetMoeAuxLossScale(kAuxScale);
   VERL_RETURN_IF_ERROR(
       LoadMegatronFromHf(HfSourceFromMap(ref_params()), &model));
   if (check_folder) VERL_RETURN_IF_ERROR(CheckFolderLoad(*ref, model, mpu));
@@ -696,18 +760,29 @@ absl::Status RunCase(const Case& c, bool check_folder,
     // The reference: every micro-batch's loss, gradients accumulated.
     ref->zero_grad();
     ref_fwd.clear();
+    double ref_balance = 0, ref_z = 0;  // means over the micro-batches
     for (int64_t m = 0; m < n; ++m) {
       const MicroBatch& mb = mbs[m];
-      ref_fwd.push_back(ref->ForwardPacked(mb.ids, mb.pos, mb.cu));
+      std::vector<at::Tensor> router_logits;
+      ref_fwd.push_back(ref->ForwardPacked(
+          mb.ids, mb.pos, mb.cu, c.balance ? &router_logits : nullptr));
+      at::Tensor loss;
       if (c.value) {
-        (ref_fwd[m].values * mb.a).sum().backward();
+        loss = (ref_fwd[m].values * mb.a).sum();
       } else {
         ref_out[m] =
             LogProbsAndEntropy(ref_fwd[m].logits, mb.labels, kTemperature);
-        (ref_out[m].log_probs * mb.a + ref_out[m].entropy * mb.b)
-            .sum()
-            .backward();
+        loss = (ref_out[m].log_probs * mb.a + ref_out[m].entropy * mb.b).sum();
       }
+      if (c.balance) {
+        const RefMoeLosses aux =
+            ReferenceMoeLosses(router_logits, mb.cu, config,
+                               std::string(c.balance) == "seq_aux_loss");
+        loss = loss + kAuxScale * aux.total;
+        ref_balance += aux.balance / n;
+        ref_z += aux.z / n;
+      }
+      loss.backward();
     }
     std::map<std::string, at::Tensor> ref_grads = NamedGrads(*ref);
     for (auto& [name, g] : ref_grads) {  // an expert no token reached
@@ -726,6 +801,21 @@ absl::Status RunCase(const Case& c, bool check_folder,
       VERL_RETURN_IF_ERROR(CheckScheduleTrace(timeline, n, model.num_chunks()));
     }
     model.FinalizeGrads();
+    if (c.balance) {  // the step's losses as the model reports them
+      const std::map<std::string, double> aux = model.TakeMoeAuxLosses();
+      const std::string key = std::string(c.balance) == "seq_aux_loss"
+                                  ? "moe/seq_load_balancing_loss"
+                                  : "moe/load_balancing_loss";
+      if (!aux.count(key) || !aux.count("moe/z_loss")) {
+        return absl::InternalError(tag + "no " + key + " / moe/z_loss");
+      }
+      VERL_RETURN_IF_ERROR(cmp.Expect(tag + key,
+                                      at::tensor(aux.at(key), at::kDouble),
+                                      at::tensor(ref_balance, at::kDouble)));
+      VERL_RETURN_IF_ERROR(cmp.Expect(
+          tag + "moe/z_loss", at::tensor(aux.at("moe/z_loss"), at::kDouble),
+          at::tensor(ref_z, at::kDouble)));
+    }
     for (int64_t m = 0; m < n && model.is_last_stage(); ++m) {
       const std::string mt = absl::StrCat(tag, "mb ", m, " ");
       if (c.value) {

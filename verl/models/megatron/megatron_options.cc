@@ -119,6 +119,13 @@ absl::StatusOr<MegatronSettings> MegatronSettingsFromConfig(
   s.model.moe_token_drop_policy = o.moe_token_drop_policy();
   s.model.moe_router_enable_expert_bias = o.moe_router_enable_expert_bias();
   s.model.moe_router_bias_update_rate = o.moe_router_bias_update_rate();
+  if (o.has_moe_router_load_balancing_type()) {
+    s.model.moe_router_load_balancing_type = o.moe_router_load_balancing_type();
+  }
+  if (o.has_moe_aux_loss_coeff()) {
+    s.model.moe_aux_loss_coeff = o.moe_aux_loss_coeff();
+  }
+  if (o.has_moe_z_loss_coeff()) s.model.moe_z_loss_coeff = o.moe_z_loss_coeff();
   if (o.moe_pad_expert_input_to_capacity()) {
     return NotBuilt(otc, "moe_pad_expert_input_to_capacity", "true",
                     "padding each expert's input to its capacity (the "
@@ -139,6 +146,21 @@ absl::StatusOr<MegatronSettings> MegatronSettingsFromConfig(
   s.grad_offload = c.grad_offload();
   s.optimizer_offload = c.optimizer_offload();
   return s;
+}
+
+void ApplyMoeFamilyDefaults(const parallel::megatron::MegatronConfig& config,
+                            const ModelConfig& model,
+                            MegatronModelOptions* options) {
+  if (!model.IsMoe()) return;
+  const auto& o = config.override_transformer_config();
+  const bool sigmoid = model.scoring_func == "sigmoid";
+  if (!o.has_moe_router_enable_expert_bias()) {
+    options->moe_router_enable_expert_bias = sigmoid;
+  }
+  if (!o.has_moe_aux_loss_coeff()) {
+    options->moe_aux_loss_coeff =
+        sigmoid ? kDeepseekAuxLossAlpha : model.router_aux_loss_coef;
+  }
 }
 
 }  // namespace verl::models

@@ -41,6 +41,19 @@ absl::StatusOr<MegatronSettings> MegatronSettingsFromConfig(
     const parallel::megatron::MegatronConfig& config,
     const std::string& prefix);
 
+// verl's per-family MoE defaults (verl/models/mcore/config_converter.py
+// and mbridge) for the keys `config` leaves null, on `options` from
+// MegatronSettingsFromConfig: DeepSeek-V3 (sigmoid router) turns on the
+// expert-bias update (moe_router_enable_expert_bias) and takes
+// moe_aux_loss_coeff = aux_loss_alpha (0.001); Qwen2/3-MoE take
+// router_aux_loss_coef. The load-balancing loss itself stays "none" for
+// every family, as verl sets it for RL ("hurts perf in RL"): set
+// moe_router_load_balancing_type to turn it on. Dense models: nothing.
+inline constexpr double kDeepseekAuxLossAlpha = 0.001;
+void ApplyMoeFamilyDefaults(const parallel::megatron::MegatronConfig& config,
+                            const ModelConfig& model,
+                            MegatronModelOptions* options);
+
 }  // namespace verl::models
 
 #endif  // VERL_MODELS_MEGATRON_OPTIONS_H_

@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 #include <glog/logging.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
 #include <utility>
@@ -19,6 +20,77 @@ namespace mg = parallel::megatron;
 
 // A named node of the module tree ("experts").
 class Container : public torch::nn::Module {};
+
+// Megatron's MoEAuxLossAutoScaler: returns `x` (a copy); backward passes
+// x's gradient through and gives `loss` the gradient `scale`, so the loss
+// joins the training objective without reaching the caller's loss value.
+class AttachLoss : public torch::autograd::Function<AttachLoss> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx,
+                            const at::Tensor& x, const at::Tensor& loss,
+                            double scale) {
+    ctx->saved_data["scale"] = scale;
+    ctx->save_for_backward({loss});
+    return x.clone();
+  }
+  static torch::autograd::variable_list backward(
+      torch::autograd::AutogradContext* ctx,
+      torch::autograd::variable_list grads) {
+    const at::Tensor loss = ctx->get_saved_variables()[0];
+    return {grads[0], at::full_like(loss, ctx->saved_data["scale"].toDouble()),
+            at::Tensor()};
+  }
+};
+
+struct BalanceParts {
+  at::Tensor balance;  // load-balancing loss part, without coefficient
+  at::Tensor z;        // z-loss part (sum of lse^2 / all real tokens)
+};
+
+// This rank's parts of one layer's losses (moe_layer.h): `group` [N] is the
+// sequence (seq_aux_loss) or 0 (aux_loss) of each row, -1 for rows that do
+// not count; `groups` their number; counts summed over `comm`.
+BalanceParts BalanceLossParts(const at::Tensor& logits, bool sigmoid, int64_t k,
+                              const at::Tensor& group, int64_t groups,
+                              const CommPtr& comm) {
+  const int64_t e = logits.size(1);
+  const at::Tensor lf = logits.to(ComputeDtype(logits.scalar_type()));
+  const at::Tensor rows = (group >= 0).nonzero().squeeze(1);
+  const at::Tensor g = group.index_select(0, rows);
+  const at::Tensor row_logits = lf.index_select(0, rows);
+  at::Tensor scores;
+  if (sigmoid) {
+    scores = at::sigmoid(row_logits);
+    scores = scores / (scores.sum(-1, /*keepdim=*/true) + 1e-20);
+  } else {
+    scores = at::softmax(row_logits, -1);
+  }
+  // Per group: chosen pairs per expert (columns < e) and tokens (column e).
+  at::Tensor stats = at::zeros({groups * (e + 1)}, at::kDouble);
+  {
+    at::NoGradGuard no_grad;
+    const at::Tensor top = std::get<1>(at::topk(scores, k, 1));
+    const at::Tensor pairs = (g.unsqueeze(1) * (e + 1) + top).reshape(-1);
+    stats.index_add_(0, pairs, at::ones({pairs.numel()}, at::kDouble));
+    stats.index_add_(0, g * (e + 1) + e, at::ones({g.numel()}, at::kDouble));
+    if (comm && comm->size() > 1) stats = mg::AllReduceSum(stats, *comm);
+  }
+  stats = stats.view({groups, e + 1});
+  const at::Tensor counts = stats.narrow(1, 0, e);
+  const at::Tensor len = stats.select(1, e);
+  const double nonempty = std::max(1.0, (len > 0).sum().item<double>());
+  const at::Tensor weight =
+      (counts * static_cast<double>(e) /
+       (len.clamp_min(1.0).pow(2) * static_cast<double>(k)).unsqueeze(1))
+          .to(scores.scalar_type());
+  const at::Tensor summed =
+      at::zeros({groups, e}, scores.options()).index_add(0, g, scores);
+  BalanceParts parts;
+  parts.balance = (summed * weight).sum() / nonempty;
+  parts.z = at::logsumexp(row_logits, -1).pow(2).sum() /
+            std::max(1.0, len.sum().item<double>());
+  return parts;
+}
 
 }  // namespace
 
@@ -50,6 +122,9 @@ MegatronMoeLayer::MegatronMoeLayer(const ModelConfig& c,
       sigmoid(c.scoring_func == "sigmoid"),
       norm_topk_prob(c.norm_topk_prob),
       capacity_factor(o.moe_expert_capacity_factor),
+      balance_type(o.moe_router_load_balancing_type),
+      aux_coeff(o.moe_aux_loss_coeff),
+      z_coeff(o.moe_z_loss_coeff),
       drop_policy(o.moe_token_drop_policy == "position"
                       ? TokenDropPolicy::kPosition
                       : TokenDropPolicy::kProbs),
@@ -108,6 +183,7 @@ at::Tensor MegatronMoeLayer::Forward(const at::Tensor& x) const {
   last_router_logits = keep_router_logits ? logits : at::Tensor();
   last_indices = routing.indices.detach();
   last_kept = at::Tensor();
+  const at::Tensor real_rows = rows ? rows->real : at::Tensor();
   if (capacity_factor.has_value()) {
     const int64_t real = real_rows.defined() ? real_rows.sum().item<int64_t>()
                                              : routing.indices.size(0);
@@ -115,6 +191,29 @@ at::Tensor MegatronMoeLayer::Forward(const at::Tensor& x) const {
         routing, num_experts,
         ExpertCapacity(real, top_k, num_experts, *capacity_factor), drop_policy,
         real_rows);
+  }
+  at::Tensor weights = routing.weights;
+  const bool balance = balance_type != "none" && aux_coeff > 0.0;
+  if ((balance || z_coeff > 0.0) && at::GradMode::is_enabled() &&
+      logits.requires_grad()) {
+    at::Tensor group;
+    int64_t groups = 1;
+    if (balance_type == "seq_aux_loss" && rows && rows->sequence.defined()) {
+      group = rows->sequence;
+      groups = rows->num_sequences;
+    } else {
+      group = at::zeros({logits.size(0)}, at::kLong);
+      if (real_rows.defined()) group.masked_fill_(real_rows.logical_not(), -1);
+    }
+    const BalanceParts parts =
+        BalanceLossParts(logits, sigmoid, top_k, group, groups, tp_cp);
+    at::Tensor loss = at::zeros({}, parts.balance.options());
+    if (balance) loss = loss + aux_coeff * parts.balance;
+    if (z_coeff > 0.0) loss = loss + z_coeff * parts.z;
+    weights = AttachLoss::apply(weights, loss, aux_scale);
+    balance_sum += parts.balance.item<double>();
+    z_sum += parts.z.item<double>();
+    ++loss_forwards;
   }
   const mg::ExpertDispatch plan =
       mg::PlanExpertDispatch(routing.indices, num_experts, *ep_, last_kept);
@@ -138,7 +237,7 @@ at::Tensor MegatronMoeLayer::Forward(const at::Tensor& x) const {
   }
   at::Tensor y = at::cat(outs);
   if (etp) y = mg::ReduceScatterExpertRows(y, gather, etp_);
-  at::Tensor out = mg::CombineTokens(y, routing.weights, plan, ep_);
+  at::Tensor out = mg::CombineTokens(y, weights, plan, ep_);
   if (shared_experts) {
     at::Tensor s = shared_experts->Forward(x);
     if (shared_gate_weight.defined()) {
@@ -288,6 +387,56 @@ void MegatronGPTModel::UpdateExpertBias() {
     at::Tensor& bias = moes[i]->router->expert_bias;
     bias.copy_(bias.to(at::kDouble) + step[i].to(bias.device()));
   }
+}
+
+void MegatronGPTModel::SetMoeAuxLossScale(double scale) {
+  for (const auto& layer : layers) {
+    if (layer->moe) layer->moe->aux_scale = scale;
+  }
+}
+
+std::map<std::string, double> MegatronGPTModel::TakeMoeAuxLosses() {
+  std::map<std::string, double> out;
+  const std::string& type = options_.moe_router_load_balancing_type;
+  const bool balance = type != "none" && options_.moe_aux_loss_coeff > 0.0;
+  const bool z = options_.moe_z_loss_coeff > 0.0;
+  if (!config_.IsMoe() || (!balance && !z)) return out;
+  // Per MoE layer of the model: this rank's part of the balance and z sums
+  // and its forwards / (tp x cp) (the parts add up over tp x cp, the
+  // forwards are each rank's), summed over tp x cp and then pp.
+  const CommPtr& tp_cp = mpu_->group(mg::MpuGroup::kTpCp);
+  at::Tensor all = at::zeros({config_.num_hidden_layers, 3}, at::kDouble);
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    const auto layer = LocalLayer(l);
+    if (!layer || !layer->moe) continue;
+    const auto& moe = layer->moe;
+    at::Tensor row = all[l];
+    row[0] = moe->balance_sum;
+    row[1] = moe->z_sum;
+    row[2] = static_cast<double>(moe->loss_forwards) / tp_cp->size();
+    moe->balance_sum = moe->z_sum = 0.0;
+    moe->loss_forwards = 0;
+  }
+  all = mg::AllReduceSum(all, *tp_cp);
+  if (mpu_->pp_size() > 1) {
+    all = mg::AllReduceSum(all, *mpu_->group(mg::MpuGroup::kPp));
+  }
+  const at::Tensor forwards = all.select(1, 2);
+  const at::Tensor counted = forwards > 0;
+  const double layers_counted = counted.sum().item<double>();
+  if (layers_counted == 0) return out;
+  const at::Tensor mean =
+      (all.narrow(1, 0, 2) / forwards.clamp_min(1.0).unsqueeze(1))
+          .index({counted})
+          .sum(0) /
+      layers_counted;
+  if (balance) {
+    out[type == "seq_aux_loss" ? "moe/seq_load_balancing_loss"
+                               : "moe/load_balancing_loss"] =
+        mean[0].item<double>();
+  }
+  if (z) out["moe/z_loss"] = mean[1].item<double>();
+  return out;
 }
 
 std::vector<at::Tensor> MegatronGPTModel::ExpertParameters() const {

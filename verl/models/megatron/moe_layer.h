@@ -33,6 +33,26 @@
 // the ep all-to-all the rows are all-gathered over etp and the experts'
 // partial outputs reduce-scattered back before the combine
 // (expert_parallel.h's GatherExpertRows / ReduceScatterExpertRows).
+//
+// Load balancing by loss (Megatron's TopKRouter with
+// moe_router_load_balancing_type / moe_aux_loss_coeff / moe_z_loss_coeff):
+// in a training forward (grad mode on) each layer computes its own
+// load-balancing loss from its router scores (softmax, or the sigmoid
+// scores normalised per token) and their plain top-k (no bias, no groups),
+// over the real tokens of the micro-batch on every tp x cp rank:
+//   aux_loss      E / (N^2 k) * sum_e T_e P_e
+//   seq_aux_loss  mean over sequences s of E / (L_s^2 k) * sum_e T_se P_se
+// (T: chosen (token, slot) pairs per expert, P: summed scores, N / L_s the
+// token counts), times moe_aux_loss_coeff; the z-loss is
+// moe_z_loss_coeff * mean over tokens of logsumexp(logits)^2. T and the
+// counts are all-reduced over tp x cp; each rank's P covers its own rows,
+// so the ranks' parts sum to the loss (and its gradient) of the whole
+// micro-batch. Megatron's MoEAuxLossAutoScaler attaches the losses to the
+// routing weights: backward adds aux_scale * d(loss) — the loss never
+// reaches the caller's loss value, so it composes with pipeline stages and
+// recompute (the recomputed forward attaches it). Megatron counts the
+// padding rows of its sequence layout too; here only real tokens count, so
+// the loss does not depend on tp / cp.
 #ifndef VERL_MODELS_MEGATRON_MOE_LAYER_H_
 #define VERL_MODELS_MEGATRON_MOE_LAYER_H_
 
@@ -73,6 +93,15 @@ class MoeRouter : public torch::nn::Module {
   at::Tensor expert_bias;  // undefined for the softmax router
 };
 
+// The rows of one forward: which are real tokens (not cp / sp padding) and
+// the sequence of each (-1: padding) among num_sequences. Undefined
+// tensors: every row real, one sequence.
+struct MoeRows {
+  at::Tensor real;      // [N] bool
+  at::Tensor sequence;  // [N] int64
+  int64_t num_sequences = 1;
+};
+
 class MegatronMoeLayer : public torch::nn::Module {
  public:
   // `etp`: the expert tensor-parallel group (null: none, etp 1).
@@ -99,10 +128,10 @@ class MegatronMoeLayer : public torch::nn::Module {
   std::optional<double> capacity_factor;
   TokenDropPolicy drop_policy = TokenDropPolicy::kProbs;
 
-  // Set by the model before Forward: [N] bool, the rows that are real tokens
-  // (undefined: all). Padding rows are routed but never dispatched, and the
-  // capacity counts the real ones only.
-  mutable at::Tensor real_rows;
+  // Set by the model before Forward, and again before a recompute of it
+  // (null: every row real, one sequence). Padding rows are routed but never
+  // dispatched; the capacity and the losses count the real ones only.
+  mutable std::shared_ptr<const MoeRows> rows;
   // The last Forward's router logits [N, E] (with autograd history, for the
   // load-balancing loss; the model clears them after its forward), chosen
   // experts [N, k] and which of those pairs were dispatched [N, k] bool
@@ -112,6 +141,19 @@ class MegatronMoeLayer : public torch::nn::Module {
   // them; false with pipeline stages or MoE recompute, see
   // MegatronGPTModel::moe_aux_loss).
   bool keep_router_logits = true;
+
+  // Load-balancing loss (above): "none" | "aux_loss" | "seq_aux_loss", the
+  // coefficients, and the tp x cp group its counts are summed over (null:
+  // this rank alone).
+  std::string balance_type = "none";
+  double aux_coeff = 0.0, z_coeff = 0.0;
+  CommPtr tp_cp;
+  // The gradient factor of the losses (MegatronGPTModel::SetMoeAuxLossScale).
+  double aux_scale = 1.0;
+  // This rank's parts of the losses without coefficients, summed over the
+  // training forwards since the model last took them, and those forwards.
+  mutable double balance_sum = 0.0, z_sum = 0.0;
+  mutable int64_t loss_forwards = 0;
 
  private:
   CommPtr ep_, etp_;

@@ -167,8 +167,13 @@ Routing DeepseekMoe::Route(const at::Tensor& x) const {
                                  options);
 }
 
-at::Tensor DeepseekMoe::Forward(const at::Tensor& x) const {
-  at::Tensor out = RunExperts(x, experts, Route(x));
+at::Tensor DeepseekMoe::Forward(const at::Tensor& x,
+                                at::Tensor* router_logits) const {
+  const at::Tensor logits = gate->Logits(x);
+  if (router_logits) *router_logits = logits;
+  at::Tensor out = RunExperts(
+      x, experts,
+      SigmoidGroupLimitedTopK(logits, gate->e_score_correction_bias, options));
   if (shared_experts) out = out + shared_experts->Forward(x);
   return output_hook ? output_hook(out) : out;
 }

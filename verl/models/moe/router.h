@@ -99,8 +99,10 @@ class TopkRouter : public torch::nn::Module {
 class DeepseekMoe : public torch::nn::Module {
  public:
   explicit DeepseekMoe(const ModelConfig& config);
-  // x [T, H] -> [T, H].
-  at::Tensor Forward(const at::Tensor& x) const;
+  // x [T, H] -> [T, H]; `router_logits`, if given, receives the gate's
+  // logits [T, E] (fp32; for Megatron's load-balancing loss references).
+  at::Tensor Forward(const at::Tensor& x,
+                     at::Tensor* router_logits = nullptr) const;
   // The routing Forward() uses for x [T, H].
   Routing Route(const at::Tensor& x) const;
 

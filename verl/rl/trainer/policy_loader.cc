@@ -271,6 +271,7 @@ absl::StatusOr<std::shared_ptr<models::MegatronGPTModel>> MakeMegatronModel(
     std::shared_ptr<parallel::megatron::ParallelState> mpu) {
   VERL_ASSIGN_OR_RETURN(models::MegatronSettings settings,
                         models::MegatronSettingsFromConfig(config, prefix));
+  models::ApplyMoeFamilyDefaults(config, source.config(), &settings.model);
   VERL_RETURN_IF_ERROR(models::ValidateMegatronModel(
       source.config(), settings.model, mpu->layout().sizes()));
   auto model = std::make_shared<models::MegatronGPTModel>(

@@ -257,7 +257,7 @@ absl::StatusOr<MetricMap> Actor::UpdatePolicy(const core::Batch& input,
   update.micro = options_.update_micro;
   update.grad_norm_key = "actor/grad_norm";
   if (options_.megatron) {
-    update.runner = MegatronPipelineRunner(*options_.megatron, &stage_output_);
+    UseMegatronModel(*options_.megatron, &stage_output_, &update);
   }
   MetricMap metrics;
   if (flowrl) {
@@ -295,6 +295,15 @@ absl::StatusOr<MetricMap> Actor::UpdatePolicy(const core::Batch& input,
     for (const auto& [k, v] : models::ExpertLoadMetrics(load)) {
       metrics["actor/" + k] = v;
     }
+    // The load-balancing / z losses of the update's forwards: the same
+    // number of micro-batches on every dp rank, so the mean over dp.
+    const std::map<std::string, double> aux =
+        options_.megatron->TakeMoeAuxLosses();
+    std::vector<double> values;
+    for (const auto& [k, v] : aux) values.push_back(v / dp_group_->size());
+    VERL_RETURN_IF_ERROR(AllReduceSum(dp_group_.get(), values));
+    size_t i = 0;
+    for (const auto& [k, v] : aux) metrics["actor/" + k] = values[i++];
   }
   return metrics;
 }

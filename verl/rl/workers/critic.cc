@@ -79,7 +79,7 @@ absl::StatusOr<MetricMap> Critic::UpdateCritic(const core::Batch& batch) {
   update.micro = options_.update_micro;
   update.grad_norm_key = "critic/grad_norm";
   if (options_.megatron) {
-    update.runner = MegatronPipelineRunner(*options_.megatron, &stage_output_);
+    UseMegatronModel(*options_.megatron, &stage_output_, &update);
   }
   VERL_ASSIGN_OR_RETURN(
       MetricMap metrics,

@@ -440,6 +440,14 @@ absl::StatusOr<ResponseForward> PipelineForwardBatch(
 
 }  // namespace
 
+void UseMegatronModel(models::MegatronGPTModel& model, at::Tensor* stage_output,
+                      PpoUpdateOptions* update) {
+  update->runner = MegatronPipelineRunner(model, stage_output);
+  update->before_mini_batch = [&model](int64_t num_micro_batches) {
+    model.SetMoeAuxLossScale(1.0 / static_cast<double>(num_micro_batches));
+  };
+}
+
 MicroBatchRunner MegatronPipelineRunner(models::MegatronGPTModel& model,
                                         at::Tensor* stage_output) {
   if (model.mpu()->pp_size() == 1) return nullptr;

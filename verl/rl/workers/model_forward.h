@@ -165,6 +165,12 @@ absl::StatusOr<ResponseForward> ForwardBatchNoGrad(
 MicroBatchRunner MegatronPipelineRunner(models::MegatronGPTModel& model,
                                         at::Tensor* stage_output);
 
+// A role's update on `model`: the pipeline runner above and, before each
+// mini-batch, the MoE load-balancing loss scale 1 / its micro-batches
+// (Megatron's MoEAuxLossAutoScaler with num_microbatches).
+void UseMegatronModel(models::MegatronGPTModel& model, at::Tensor* stage_output,
+                      PpoUpdateOptions* update);
+
 }  // namespace verl::rl
 
 #endif  // VERL_RL_WORKERS_MODEL_FORWARD_H_

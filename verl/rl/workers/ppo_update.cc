@@ -141,6 +141,9 @@ absl::StatusOr<MetricMap> RunPpoUpdate(const core::Batch& batch,
       if (micro_options.same_count_group == nullptr)
         micro_options.same_count_group = &dp_group;
       VERL_ASSIGN_OR_RETURN(auto micro, MicroBatchIndices(mb, micro_options));
+      if (options.before_mini_batch) {
+        options.before_mini_batch(static_cast<int64_t>(micro.size()));
+      }
       train_state.ZeroGrad();
       MetricMap mini_values;  // summed parts and token-share-weighted means
       auto add = [&](const core::Batch& mbatch, const MicroBatchResult& r) {

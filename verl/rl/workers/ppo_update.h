@@ -86,6 +86,10 @@ struct PpoUpdateOptions {
   // Null: the plain loop. Metrics then come only from the ranks whose
   // runner calls `loss` (the caller shares them, e.g. BroadcastMetrics).
   MicroBatchRunner runner;
+  // Called with the number of micro-batches of each mini-batch before its
+  // first forward (Megatron scales per-micro-batch terms such as the MoE
+  // load-balancing loss by 1 / that number). Optional.
+  std::function<void(int64_t num_micro_batches)> before_mini_batch;
 };
 
 // Returns: summed metrics added over mini-batches/epochs (verl sums losses

@@ -307,7 +307,15 @@ constexpr KeyRule kKeyRules[] = {
      "capacity",
      kServed, "false only; true is refused (drop-and-pad not built)"},
     {"**.megatron.override_transformer_config.moe_router_enable_expert_bias",
-     kServed, "sigmoid-router MoE models (DeepSeek-V3)"},
+     kServed,
+     "sigmoid-router MoE models (DeepSeek-V3); null: on for them, as verl"},
+    {"**.megatron.override_transformer_config.moe_router_load_balancing_type",
+     kServed,
+     "none | aux_loss | seq_aux_loss (null: none, as verl for RL); sinkhorn "
+     "refused"},
+    {"**.megatron.override_transformer_config.moe_aux_loss_coeff", kServed,
+     "null: router_aux_loss_coef (Qwen-MoE) / 0.001 (DeepSeek-V3)"},
+    {"**.megatron.override_transformer_config.moe_z_loss_coeff", kServed, ""},
     {"**.megatron.override_transformer_config.moe_router_bias_update_rate",
      kServed, ""},
     // Aliases copied into the key they spell (ResolvePpoTrainerConfig).
