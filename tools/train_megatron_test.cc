@@ -195,8 +195,11 @@ TEST(TrainMegatronTest, MoeEp2ReproducesOneProcess) {
 // moves after every optimizer step, so from the second mini-batch of step 1 on
 // the routing depends on it (without the key step 1's actor/moe/imbalance_mean
 // is 2.945, with it 2.935): the runs agree only if the 2-process update (the
-// expert load summed over tp) equals the one-process one. Measured: every
-// metric of both steps within 1e-4.
+// expert load summed over tp) equals the one-process one. Megatron's
+// per-sequence load-balancing loss (coefficient 0.1) and z-loss are in the
+// training loss (each tp rank's part over its tokens, counts summed over
+// tp; scaled 1 / micro-batches, through 1F1B at pp 2) and their values in
+// the metrics. Measured: every metric of both steps within 1e-4.
 TEST(TrainMegatronTest, DeepSeekV3ExpertBiasEp2AndPp2ReproduceOneProcess) {
   const std::vector<std::string> dsv3 = {
       "actor_rollout_ref.model.preset=tiny-deepseek-v3",
@@ -205,14 +208,25 @@ TEST(TrainMegatronTest, DeepSeekV3ExpertBiasEp2AndPp2ReproduceOneProcess) {
       "actor_rollout_ref.actor.megatron.use_distributed_optimizer=false",
       "actor_rollout_ref.ref.strategy=megatron",
       "+actor_rollout_ref.actor.megatron.override_transformer_config."
-      "moe_router_enable_expert_bias=true"};
+      "moe_router_enable_expert_bias=true",
+      "+actor_rollout_ref.actor.megatron.override_transformer_config."
+      "moe_router_load_balancing_type=seq_aux_loss",
+      "+actor_rollout_ref.actor.megatron.override_transformer_config."
+      "moe_aux_loss_coeff=0.1",
+      "+actor_rollout_ref.actor.megatron.override_transformer_config."
+      "moe_z_loss_coeff=0.01"};
   const auto one = RunTrain("dsv3_one", Quickstart(1, dsv3));
   std::vector<std::string> ep2 = Tp2Ep2(dsv3);
   ep2.push_back("actor_rollout_ref.rollout.tensor_model_parallel_size=2");
   const auto two = RunTrain("dsv3_ep2", Quickstart(2, ep2));
   const std::vector<std::string> required = {
-      "actor/pg_loss", "actor/grad_norm", "actor/kl_loss",
-      "actor/moe/imbalance_mean", "actor/moe/layer_3/imbalance"};
+      "actor/pg_loss",
+      "actor/grad_norm",
+      "actor/kl_loss",
+      "actor/moe/imbalance_mean",
+      "actor/moe/layer_3/imbalance",
+      "actor/moe/seq_load_balancing_loss",
+      "actor/moe/z_loss"};
   ExpectSameRuns(one, "dsv3_one", two, "dsv3_ep2",
                  "deepseek-v3 megatron tp=2 ep=2, expert bias, rollout tp=2", 2,
                  required);
