@@ -15,6 +15,7 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -402,6 +403,32 @@ TEST(MegatronGptTest, MoeOptionsValidation) {
                        "model has no experts"));
 }
 
+// One in-process MoE layer (tp = ep = 1) of a 4-expert top-2 Qwen3-MoE
+// config (`sigmoid`: DeepSeek-V3's router), float64, parameters ~ N(0, 0.5)
+// from `seed`.
+std::unique_ptr<MegatronMoeLayer> SeededMoeLayer(const MegatronModelOptions& o,
+                                                 uint64_t seed,
+                                                 bool sigmoid = false) {
+  ModelConfig c = Config();
+  c.model_type = "qwen3_moe";
+  c.num_experts = 4;
+  c.num_experts_per_tok = 2;
+  c.moe_intermediate_size = 8;
+  c.norm_topk_prob = true;
+  if (sigmoid) {
+    c.scoring_func = "sigmoid";
+    c.n_group = 1;
+    c.topk_group = 1;
+  }
+  auto one = parallel::SingleProcessCommunicator();
+  auto layer = std::make_unique<MegatronMoeLayer>(c, o, one, one);
+  layer->to(at::kDouble);
+  at::manual_seed(seed);
+  at::NoGradGuard no_grad;
+  for (at::Tensor& p : layer->parameters()) p.normal_(0, 0.5);
+  return layer;
+}
+
 // Capacity dropping in one MoE layer (tp = ep = 1, in process): 13 rows,
 // the last a padding row, 4 experts, top-2, factor 0.5: capacity
 // ceil(12 * 2 / 4 * 0.5) = 3 pairs per expert. The kept pairs equal plain
@@ -409,26 +436,14 @@ TEST(MegatronGptTest, MoeOptionsValidation) {
 // highest weights), and the output and every gradient equal a per-token
 // loop over the kept pairs with the experts' SwiGLU written out.
 TEST(MegatronGptTest, MoeCapacityDroppingEqualsPerTokenLoop) {
-  ModelConfig c = Config();
-  c.model_type = "qwen3_moe";
-  c.num_experts = 4;
-  c.num_experts_per_tok = 2;
-  c.moe_intermediate_size = 8;
-  c.norm_topk_prob = true;
-  const int64_t n = 13, real = 12, k = 2, e = 4, h = c.hidden_size;
+  const int64_t n = 13, real = 12, k = 2, e = 4, h = Config().hidden_size;
   for (const std::string policy : {"position", "probs"}) {
     SCOPED_TRACE(policy);
     MegatronModelOptions o;
     o.moe_expert_capacity_factor = 0.5;
     o.moe_token_drop_policy = policy;
-    auto one = parallel::SingleProcessCommunicator();
-    MegatronMoeLayer layer(c, o, one, one);
-    layer.to(at::kDouble);
-    at::manual_seed(11);
-    {
-      at::NoGradGuard no_grad;
-      for (at::Tensor& p : layer.parameters()) p.normal_(0, 0.5);
-    }
+    std::unique_ptr<MegatronMoeLayer> owned = SeededMoeLayer(o, 11);
+    MegatronMoeLayer& layer = *owned;
     at::Tensor x = at::randn({n, h}, at::kDouble).requires_grad_(true);
     auto real_rows = std::make_shared<MoeRows>();
     real_rows->real = at::arange(n) < real;
@@ -510,30 +525,14 @@ TEST(MegatronGptTest, MoeLoadBalancingLossesEqualClosedForm) {
   for (const bool sigmoid : {false, true}) {
     for (const std::string type : {"aux_loss", "seq_aux_loss"}) {
       SCOPED_TRACE(std::string(sigmoid ? "sigmoid " : "softmax ") + type);
-      ModelConfig c = Config();
-      c.model_type = "qwen3_moe";
-      c.num_experts = e;
-      c.num_experts_per_tok = k;
-      c.moe_intermediate_size = 8;
-      c.norm_topk_prob = true;
-      if (sigmoid) {
-        c.scoring_func = "sigmoid";
-        c.n_group = 1;
-        c.topk_group = 1;
-      }
       MegatronModelOptions o;
       o.moe_router_load_balancing_type = type;
       o.moe_aux_loss_coeff = aux_coeff;
       o.moe_z_loss_coeff = z_coeff;
-      auto one = parallel::SingleProcessCommunicator();
-      MegatronMoeLayer layer(c, o, one, one);
-      layer.to(at::kDouble);
-      at::manual_seed(5);
-      {
-        at::NoGradGuard no_grad;
-        for (at::Tensor& p : layer.parameters()) p.normal_(0, 0.5);
-      }
-      at::Tensor x = at::randn({n, c.hidden_size}, at::kDouble);
+      std::unique_ptr<MegatronMoeLayer> owned = SeededMoeLayer(o, 5, sigmoid);
+      MegatronMoeLayer& layer = *owned;
+      const int64_t h = Config().hidden_size;
+      at::Tensor x = at::randn({n, h}, at::kDouble);
       x.requires_grad_(true);
       std::vector<int64_t> seq(n, -1);
       for (size_t s = 0; s + 1 < starts.size(); ++s) {
@@ -587,7 +586,7 @@ TEST(MegatronGptTest, MoeLoadBalancingLossesEqualClosedForm) {
       layer.aux_coeff = layer.z_coeff = 0.0;
       at::Tensor plain = layer.Forward(x);
       EXPECT_TRUE(at::allclose(out, plain, 0, 0));
-      at::Tensor g = at::randn({n, c.hidden_size}, at::kDouble);
+      at::Tensor g = at::randn({n, h}, at::kDouble);
       std::vector<at::Tensor> inputs = {x, layer.router->weight};
       for (const auto& ex : layer.local_experts) {
         for (const at::Tensor& p : ex->parameters()) inputs.push_back(p);
