@@ -162,11 +162,6 @@ DeepseekMoe::DeepseekMoe(const ModelConfig& c) {
   }
 }
 
-Routing DeepseekMoe::Route(const at::Tensor& x) const {
-  return SigmoidGroupLimitedTopK(gate->Logits(x), gate->e_score_correction_bias,
-                                 options);
-}
-
 at::Tensor DeepseekMoe::Forward(const at::Tensor& x,
                                 at::Tensor* router_logits) const {
   const at::Tensor logits = gate->Logits(x);

@@ -103,8 +103,6 @@ class DeepseekMoe : public torch::nn::Module {
   // logits [T, E] (fp32; for Megatron's load-balancing loss references).
   at::Tensor Forward(const at::Tensor& x,
                      at::Tensor* router_logits = nullptr) const;
-  // The routing Forward() uses for x [T, H].
-  Routing Route(const at::Tensor& x) const;
 
   GroupLimitedOptions options;
   std::shared_ptr<TopkRouter> gate;
