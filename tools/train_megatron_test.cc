@@ -129,48 +129,46 @@ std::vector<std::string> Tp2Ep2(std::vector<std::string> args) {
 // tokens and holds 4 of the 8 experts, tokens exchanged by all-to-all; the
 // rollout is one tensor-parallel replica over both ranks (every expert split
 // along its intermediate size, the router replicated), synced from the
-// expert-parallel actor. Step 1 (rollout, old/ref log-probs, two mini-batch
-// updates, the grad norm over dense + expert gradients, the actor/moe/*
-// expert load) matches the 1-process run. A third run takes ep 1 and
-// expert_tensor_parallel_size=2: every expert split over the tp pair (rows
-// all-gathered, partial outputs reduce-scattered; the grad norm counts each
-// shard once) with the same step 1; it runs 2 steps saving each (dist_ckpt/
-// with the expert shards and the optimizer state; transformer_config.json
-// names the experts and etp), and a run resumed from its step-1 checkpoint
-// reproduces its step 2 (every metric within 1e-5).
+// expert-parallel actor. All 3 steps (rollout, old/ref log-probs, two
+// mini-batch updates each, the grad norm over dense + expert gradients, the
+// actor/moe/* expert load) match the 1-process run: the same responses
+// sampled every step, every metric within 1e-4 (measured: 3e-6). A third
+// run takes ep 1 and expert_tensor_parallel_size=2: every expert split over
+// the tp pair (rows all-gathered, partial outputs reduce-scattered; the grad
+// norm counts each shard once) with the same steps 1 and 2; it saves each
+// step (dist_ckpt/ with the expert shards and the optimizer state;
+// transformer_config.json names the experts and etp), and a run resumed from
+// its step-1 checkpoint reproduces its step 2 (every metric within 1e-5).
+// (With tp 1, ep 2 is dp 2: two rollout replicas sample other streams than
+// one process, as in verl, so the comparison needs dp 1.)
 TEST(TrainMegatronTest, MoeEp2ReproducesOneProcess) {
   const std::vector<std::string> moe = {
       "actor_rollout_ref.model.preset=tiny-qwen3-moe",
       "actor_rollout_ref.actor.strategy=megatron",
-      "actor_rollout_ref.ref.strategy=megatron",
-      // Step 1 only: after an update, fp32 rounding of another summation
-      // order may flip a near-tie of the router's top-k (measured at step
-      // 2: one token of one layer on another expert).
-      "trainer.total_training_steps=1"};
-  std::vector<std::string> ep2 = Tp2Ep2(moe);
+      "actor_rollout_ref.ref.strategy=megatron"};
+  const std::vector<std::string> required = {
+      "actor/pg_loss", "actor/grad_norm", "actor/kl_loss",
+      "actor/moe/imbalance_max", "actor/moe/layer_0/imbalance"};
+  std::vector<std::string> three = moe;
+  three.push_back("trainer.total_training_steps=3");
+  std::vector<std::string> ep2 = Tp2Ep2(three);
   ep2.push_back("actor_rollout_ref.rollout.tensor_model_parallel_size=2");
-  const auto one = RunTrain("moe_one", Quickstart(1, moe));
+  const auto one = RunTrain("moe_one", Quickstart(1, three));
   const auto two = RunTrain("moe_ep2", Quickstart(2, ep2));
   ExpectSameRuns(one, "moe_one", two, "moe_ep2",
-                 "megatron tp=2 ep=2, rollout tp=2", 1,
-                 {"actor/pg_loss", "actor/grad_norm", "actor/kl_loss",
-                  "actor/moe/imbalance_max", "actor/moe/layer_0/imbalance"},
-                 /*min_same_steps=*/1);
+                 "megatron tp=2 ep=2, rollout tp=2", 3, required,
+                 /*min_same_steps=*/3);
   const std::string tmp = std::getenv("TEST_TMPDIR");
   std::vector<std::string> etp2 = Tp2Experts(moe, /*ep=*/1, /*etp=*/2);
   etp2.push_back("actor_rollout_ref.rollout.tensor_model_parallel_size=2");
   etp2.push_back("trainer.save_freq=1");
   etp2.push_back("trainer.default_local_dir=" + tmp + "/moe_etp2");
-  etp2.push_back("trainer.total_training_steps=2");
-  etp2.push_back("trainer.test_freq=1");  // validated at step 1 as `one`
   const auto split = RunTrain("moe_etp2", Quickstart(2, etp2));
   ASSERT_EQ(split.size(), 2u);
-  const std::vector<std::string> required = {
-      "actor/pg_loss", "actor/grad_norm", "actor/kl_loss",
-      "actor/moe/imbalance_max", "actor/moe/layer_0/imbalance"};
-  ExpectSameRuns(one, "moe_one", {split[0]}, "moe_etp2",
-                 "megatron tp=2 etp=2, rollout tp=2", 1, required,
-                 /*min_same_steps=*/1);
+  ASSERT_GE(one.size(), 2u);
+  ExpectSameRuns({one[0], one[1]}, "moe_one", split, "moe_etp2",
+                 "megatron tp=2 etp=2, rollout tp=2", 2, required,
+                 /*min_same_steps=*/2);
   etp2.push_back("trainer.resume_mode=resume_path");
   etp2.push_back("trainer.resume_from_path=" + tmp + "/moe_etp2/global_step_1");
   const auto resumed = RunTrain("moe_etp2_resumed", Quickstart(2, etp2));
