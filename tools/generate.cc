@@ -14,9 +14,6 @@
 // for a bad line (the others are still served). A progress bar goes to
 // stderr, a summary (requests, tokens, tokens/s, prefix-cache hit rate,
 // preemptions, prefill and decode tok/s) to stdout.
-#include <ATen/Parallel.h>
-#include <ATen/TensorOperators.h>
-#include <ATen/core/Tensor.h>
 #include <glog/logging.h>
 
 #include <chrono>
@@ -32,6 +29,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
+#include "tools/engine_flags.h"
 #include "tools/model_loading.h"
 #include "verl/core/file_util.h"
 #include "verl/core/main_guard.h"
@@ -58,17 +56,6 @@ ABSL_FLAG(int64_t, max_tokens, 256, "max new tokens (response_length)");
 ABSL_FLAG(bool, ignore_eos, false, "do not stop at EOS");
 ABSL_FLAG(std::string, stop_token_ids, "", "comma-separated extra stop ids");
 ABSL_FLAG(int64_t, seed, -1, "sampling seed (-1: per-request default)");
-// Engine.
-ABSL_FLAG(int64_t, block_size, 16, "KV block size (tokens)");
-ABSL_FLAG(double, gpu_memory_utilization, 0.5,
-          "fraction of available memory for the KV cache");
-ABSL_FLAG(int64_t, kv_cache_mb, 0, "explicit KV cache budget (MiB)");
-ABSL_FLAG(int64_t, max_num_seqs, 256, "max running sequences");
-ABSL_FLAG(int64_t, max_num_batched_tokens, 8192, "tokens per step");
-ABSL_FLAG(bool, enable_chunked_prefill, true, "chunked prefill");
-ABSL_FLAG(bool, enable_prefix_caching, true, "automatic prefix caching");
-ABSL_FLAG(int64_t, max_model_len, 0, "0: the model's context length");
-ABSL_FLAG(int, threads, 0, "LibTorch threads (0: OMP_NUM_THREADS/default)");
 ABSL_FLAG(bool, progress, true, "progress bar on stderr");
 
 namespace verl {
@@ -143,22 +130,11 @@ absl::Status Run() {
       absl::GetFlag(FLAGS_output).empty()) {
     return absl::InvalidArgumentError("--input and --output are required");
   }
-  if (absl::GetFlag(FLAGS_threads) > 0) {
-    at::set_num_threads(absl::GetFlag(FLAGS_threads));
-  }
   VERL_ASSIGN_OR_RETURN(std::vector<json> rows,
                         core::ReadJsonl(absl::GetFlag(FLAGS_input)));
   VERL_ASSIGN_OR_RETURN(tools::LoadedModel loaded, LoadModel());
 
-  infer::EngineOptions opt;
-  opt.block_size = absl::GetFlag(FLAGS_block_size);
-  opt.gpu_memory_utilization = absl::GetFlag(FLAGS_gpu_memory_utilization);
-  opt.kv_cache_bytes = absl::GetFlag(FLAGS_kv_cache_mb) << 20;
-  opt.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
-  opt.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
-  opt.enable_chunked_prefill = absl::GetFlag(FLAGS_enable_chunked_prefill);
-  opt.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching);
-  opt.max_model_len = absl::GetFlag(FLAGS_max_model_len);
+  const infer::EngineOptions opt = tools::EngineOptionsFromFlags();
   VERL_ASSIGN_OR_RETURN(auto engine,
                         infer::LLMEngine::Create(loaded.model, opt));
 

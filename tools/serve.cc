@@ -17,6 +17,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "tools/engine_flags.h"
 #include "tools/model_loading.h"
 #include "verl/core/main_guard.h"
 #include "verl/core/status.h"
@@ -41,18 +42,8 @@ ABSL_FLAG(int64_t, max_request_bytes, 1 << 20,
 ABSL_FLAG(int, max_concurrent_requests, 64,
           "generation requests in flight at once (more get HTTP 429)");
 ABSL_FLAG(int64_t, max_n, 16, "largest `n` a request may ask for");
-// Engine.
-ABSL_FLAG(int64_t, max_model_len, 0, "0: the model's context length");
-ABSL_FLAG(int64_t, kv_cache_mb, 0, "KV cache budget (MiB; 0: by utilization)");
-ABSL_FLAG(double, gpu_memory_utilization, 0.5,
-          "fraction of available memory for the KV cache");
-ABSL_FLAG(int64_t, block_size, 16, "KV block size (tokens)");
-ABSL_FLAG(int64_t, max_num_seqs, 256, "max running sequences");
-ABSL_FLAG(int64_t, max_num_batched_tokens, 8192, "tokens per step");
-ABSL_FLAG(bool, enable_prefix_caching, true, "automatic prefix caching");
-ABSL_FLAG(std::string, dtype, "", "engine weight dtype (float32 | bfloat16)");
+// Engine (the shared engine flags: tools/engine_flags.h).
 ABSL_FLAG(uint64_t, seed, 0, "sampling seed of requests without `seed`");
-ABSL_FLAG(int, threads, 0, "LibTorch threads (0: default)");
 
 namespace verl {
 namespace {
@@ -71,17 +62,8 @@ absl::Status Run() {
         "the server needs a tokenizer: give --tokenizer or a --model_path "
         "with tokenizer.json");
   }
-  infer::EngineOptions opt;
-  opt.max_model_len = absl::GetFlag(FLAGS_max_model_len);
-  opt.kv_cache_bytes = absl::GetFlag(FLAGS_kv_cache_mb) << 20;
-  opt.gpu_memory_utilization = absl::GetFlag(FLAGS_gpu_memory_utilization);
-  opt.block_size = absl::GetFlag(FLAGS_block_size);
-  opt.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
-  opt.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
-  opt.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching);
-  opt.dtype = absl::GetFlag(FLAGS_dtype);
+  infer::EngineOptions opt = tools::EngineOptionsFromFlags();
   opt.seed = absl::GetFlag(FLAGS_seed);
-  opt.num_threads = absl::GetFlag(FLAGS_threads);
   VERL_ASSIGN_OR_RETURN(auto engine,
                         infer::LLMEngine::Create(loaded.model, opt));
   const int64_t max_model_len = engine->options().max_model_len;
