@@ -136,6 +136,11 @@ struct MegatronModelOptions {
   std::string moe_router_load_balancing_type = "none";
   double moe_aux_loss_coeff = 0.0;
   double moe_z_loss_coeff = 0.0;
+  // HF's all-layer aux loss as well (moe_aux_loss(): CausalLM's
+  // ForwardOutput::aux_loss, for comparisons with the HF model). Off in
+  // training, which uses the per-layer losses above: it keeps every MoE
+  // layer's router logits with their graph and gathers them over tp.
+  bool moe_hf_aux_loss = false;
 };
 
 // Decoder layers of each of the `pp` pipeline stages (Megatron's
@@ -322,12 +327,12 @@ class MegatronGPTModel : public torch::nn::Module {
   // CausalLM's ForwardOutput::aux_loss). Undefined for dense models, the
   // sigmoid router (aux-loss-free balancing) and when !HasMoeAuxLoss().
   const at::Tensor& moe_aux_loss() const { return moe_aux_loss_; }
-  // HF's aux loss is one product of means over every layer's routing, so it
+  // Whether moe_aux_loss() is computed: options().moe_hf_aux_loss, and as
+  // HF's aux loss is one product of means over every layer's routing, it
   // needs all MoE layers' router logits with their graph on one rank: false
   // with pipeline stages (pp > 1) and when MoE layers are recomputed (full,
-  // or selective "mlp": their forward runs without a graph). The trainer
-  // does not add it to the loss (verl's default moe_aux_loss_coeff 0);
-  // the expert load and the bias update work in every layout.
+  // or selective "mlp": their forward runs without a graph). Training uses
+  // Megatron's per-layer losses (moe_router_load_balancing_type) instead.
   bool HasMoeAuxLoss() const;
   // Expert load since the last call: per MoE layer, the dispatched (token,
   // slot) count of every expert over the real tokens of this rank's

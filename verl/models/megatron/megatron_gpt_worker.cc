@@ -948,6 +948,7 @@ MegatronModelOptions MoeOptions(const MoeCase& c) {
   options.moe_token_drop_policy = c.policy;
   options.moe_router_enable_expert_bias = c.bias_steps > 0;
   options.moe_router_bias_update_rate = 0.05;  // large enough to reroute
+  options.moe_hf_aux_loss = true;  // compared with the HF model's aux_loss
   return options;
 }
 

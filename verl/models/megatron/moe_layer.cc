@@ -308,7 +308,7 @@ bool MegatronGPTModel::HasMoeAuxLoss() const {
       (options_.recompute_granularity == "selective" &&
        std::count(options_.recompute_modules.begin(),
                   options_.recompute_modules.end(), "mlp") > 0);
-  return mpu_->pp_size() == 1 && !recomputed;
+  return options_.moe_hf_aux_loss && mpu_->pp_size() == 1 && !recomputed;
 }
 
 void MegatronGPTModel::CollectAuxLoss(
