@@ -303,6 +303,9 @@ struct Range {
 struct DecodePoint {
   Range tok_s, gflops, fraction, peak, inner_gemm;
   double prefill_tok_s = 0;
+  // The prefill's split (fractions of its wall time): GEMMs incl. the LM
+  // head of the sampled rows, attention, norms/rope/act, sampling.
+  double pf_gemm = 0, pf_attention = 0, pf_elementwise = 0, pf_sampling = 0;
   // Time split over all windows (fractions of decode wall time).
   double gemm = 0, attention = 0, elementwise = 0, sampling = 0, sched = 0,
          other = 0;
@@ -329,11 +332,19 @@ DecodePoint MeasureDecode(std::shared_ptr<models::CausalLM> model,
   }
   DecodePoint d;
   auto tp = Clock::now();
-  const int64_t prefilled = (*engine)->stats().prefill_tokens;
-  while ((*engine)->stats().prefill_tokens - prefilled < b * kPrompt) {
+  const infer::EngineStats p0 = (*engine)->stats();
+  while ((*engine)->stats().prefill_tokens - p0.prefill_tokens < b * kPrompt) {
     (*engine)->Step();  // prefill (one step unless over the token budget)
   }
-  d.prefill_tok_s = b * kPrompt / Since(tp);
+  const double prefill_s = Since(tp);
+  d.prefill_tok_s = b * kPrompt / prefill_s;
+  {
+    const infer::EngineStats p1 = (*engine)->stats();
+    d.pf_gemm = (p1.gemm_s - p0.gemm_s) / prefill_s;
+    d.pf_attention = (p1.attention_s - p0.attention_s) / prefill_s;
+    d.pf_elementwise = (p1.elementwise_s - p0.elementwise_s) / prefill_s;
+    d.pf_sampling = (p1.sample_s - p0.sample_s) / prefill_s;
+  }
   (*engine)->Step();  // first decode (warm-up)
   double total = 0;
   for (int w = 0; w < repeats; ++w) {
@@ -394,6 +405,13 @@ void PrintDecode(const char* tag, int64_t b, const DecodePoint& d) {
       "%.0f%%, sampling %.0f%%, sched+prep %.0f%%, other %.0f%%\n",
       100 * d.gemm, 100 * d.attention, 100 * d.elementwise, 100 * d.sampling,
       100 * d.sched, 100 * d.other);
+  absl::PrintF(
+      "             prefill split: GEMMs %.0f%%, attention %.0f%%, "
+      "norms/rope/act %.0f%%, sampling %.0f%%, other %.0f%%\n",
+      100 * d.pf_gemm, 100 * d.pf_attention, 100 * d.pf_elementwise,
+      100 * d.pf_sampling,
+      100 *
+          (1 - d.pf_gemm - d.pf_attention - d.pf_elementwise - d.pf_sampling));
 }
 
 // The GRPO workload three ways (engine, no prefix sharing, static

@@ -187,6 +187,9 @@ LLMEngine::LLMEngine(std::shared_ptr<models::CausalLM> model,
   forward_ =
       std::make_unique<FusedForward>(model_.get(), options_.max_model_len);
   if (tp_ != nullptr) forward_->set_tensor_parallel(tp_);
+  // The fused path's weight copies are made here, with the model load, not
+  // in the first request's prefill.
+  if (options_.fused_forward) forward_->Prepack();
   model_->eval();
 }
 

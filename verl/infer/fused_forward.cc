@@ -205,14 +205,46 @@ void FusedForward::Sync(Packed& p) {
   if (!changed) return;
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> parts;
+  int64_t rows = 0;
   for (size_t i = 0; i < p.sources.size(); ++i) {
-    parts.push_back(p.sources[i].detach().to(at::kFloat));
+    parts.push_back(p.sources[i].detach().to(at::kFloat).contiguous());
+    rows += parts.back().size(0);
     p.versions[i] = p.sources[i]._version();
     p.data[i] = p.sources[i].data_ptr();
   }
-  at::Tensor cat = parts.size() == 1 ? parts[0] : at::cat(parts, 0);
   // A fresh tensor each time: the copy may be made under InferenceMode.
-  p.value = p.bias ? cat.contiguous() : cat.t().contiguous();
+  if (p.bias) {
+    p.value = at::cat(parts, 0);
+    return;
+  }
+  // Each [out_i, in] source transposed straight into its columns of the
+  // [in, sum out_i] copy: one pass over the weights in 32 x 32 tiles, in
+  // parallel over tiles of source rows (was a cat then a transposing
+  // copy).
+  const int64_t in = parts[0].size(1);
+  p.value = at::empty({in, rows}, at::kFloat);
+  float* dst = p.value.data_ptr<float>();
+  constexpr int64_t kTile = 32;
+  int64_t offset = 0;
+  for (const at::Tensor& part : parts) {
+    CHECK_EQ(part.size(1), in);
+    const float* src = part.data_ptr<float>();
+    const int64_t n = part.size(0);
+    at::parallel_for(0, (n + kTile - 1) / kTile, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i0 = b * kTile; i0 < std::min(n, e * kTile); i0 += kTile) {
+        const int64_t i1 = std::min(n, i0 + kTile);
+        for (int64_t k0 = 0; k0 < in; k0 += kTile) {
+          const int64_t k1 = std::min(in, k0 + kTile);
+          for (int64_t i = i0; i < i1; ++i) {
+            for (int64_t k = k0; k < k1; ++k) {
+              dst[k * rows + offset + i] = src[i * in + k];
+            }
+          }
+        }
+      }
+    });
+    offset += n;
+  }
 }
 
 void FusedForward::SyncAll() {
@@ -254,6 +286,10 @@ void FusedForward::SyncAll() {
       Sync(L.down);
     }
   }
+}
+
+void FusedForward::Prepack() {
+  if (Applies()) SyncAll();
 }
 
 int64_t FusedForward::WeightBytes() const {

@@ -81,6 +81,13 @@ class FusedForward {
   std::function<void(int64_t, int64_t, float*)> LogitChunks(
       const at::Tensor& hidden, int64_t* vocab);
 
+  // Makes the weight copies now (what the first Forward would do), when
+  // the fused path applies: the engine calls it at Create, so that this
+  // model-load work (vLLM's process_weights_after_loading) is not charged
+  // to the first request's prefill. Later weight changes are re-copied by
+  // the next Forward as before.
+  void Prepack();
+
   // Bytes held by the fused weight copies (0 until first used).
   int64_t WeightBytes() const;
   const FusedForwardStats& stats() const { return stats_; }

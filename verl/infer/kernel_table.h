@@ -14,10 +14,14 @@
 
 namespace verl::infer {
 
-// Decode attention of sequences with one new token each over a paged KV
-// cache [num_blocks, block_size, num_kv_heads, head_dim]. Job
-// `j * num_kv_heads + h` computes the query heads of kv head `h` (GQA:
-// num_heads / num_kv_heads of them) of decode sequence `j`.
+// Attention of single query rows over a paged KV cache [num_blocks,
+// block_size, num_kv_heads, head_dim]: query j attends to the positions
+// [0, lens[j]) of its block table (within the window). A decode sequence
+// is one query; a prefill chunk is one query per token, token t of a chunk
+// of n new tokens ending at context length L having lens = L - n + t + 1
+// (causal) and the chunk's table (table_of). Job `j * num_kv_heads + h`
+// computes the query heads of kv head `h` (GQA: num_heads / num_kv_heads
+// of them) of query `j`.
 struct DecodeAttentionArgs {
   int64_t block_size = 0, num_kv_heads = 0, head_dim = 0, num_heads = 0;
   int64_t window = 0;               // sliding window (0: full context)
@@ -29,8 +33,10 @@ struct DecodeAttentionArgs {
   const float* v = nullptr;         // the layer's value cache
   const int64_t* rows = nullptr;    // per sequence: its query/output row
   const int64_t* lens = nullptr;    // per sequence: context length
-  const int32_t* tables = nullptr;  // [num_seqs, table_width] block ids
+  const int32_t* tables = nullptr;  // [num_tables, table_width] block ids
   int64_t table_width = 0;
+  // Per query: its row of `tables` (null: query j uses row j).
+  const int64_t* table_of = nullptr;
 };
 
 // out (+)= x w (+ bias) for a few rows of x (decode at batch <= 8), fp32,

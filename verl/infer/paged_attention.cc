@@ -38,17 +38,18 @@ void PagedAttention::Prepare(const std::vector<AttentionSequence>& seqs,
   seqs_ = seqs;
   num_tokens_ = num_tokens;
   prefill_.clear();
-  prefill_slots_.clear();
   decode_.clear();
-  decode_tables_.clear();
-  decode_rows_.clear();
-  decode_lens_.clear();
-  decode_table_width_ = 0;
+  query_rows_.clear();
+  query_lens_.clear();
+  query_tables_.clear();
+  tables_.clear();
+  table_width_ = 0;
 
   std::vector<int64_t> slots(num_tokens, -1);
   auto slot_of = [bs](const AttentionSequence& s, int64_t pos) -> int64_t {
     return static_cast<int64_t>((*s.block_table)[pos / bs]) * bs + pos % bs;
   };
+  std::vector<int64_t> with_queries;
   for (size_t i = 0; i < seqs_.size(); ++i) {
     const AttentionSequence& s = seqs_[i];
     CHECK(s.block_table != nullptr);
@@ -61,34 +62,41 @@ void PagedAttention::Prepare(const std::vector<AttentionSequence>& seqs,
     for (int64_t t = 0; t < s.query_len; ++t) {
       slots[s.query_start + t] = slot_of(s, first + t);
     }
-    if (s.query_len == 1) {
-      decode_.push_back(i);
-      decode_rows_.push_back(s.query_start);
-      decode_lens_.push_back(s.context_len);
-      decode_table_width_ =
-          std::max(decode_table_width_, (s.context_len + bs - 1) / bs);
-    } else if (s.query_len > 1) {
-      prefill_.push_back(i);
-      // A chunk with no cached context attends over its own k/v directly.
-      if (s.context_len == s.query_len) {
-        prefill_slots_.emplace_back();
-      } else {
-        std::vector<int64_t> ctx(s.context_len);
-        for (int64_t p = 0; p < s.context_len; ++p) ctx[p] = slot_of(s, p);
-        prefill_slots_.push_back(at::tensor(ctx, at::kLong));
-      }
+    if (s.query_len < 1) continue;
+    (s.query_len == 1 ? decode_ : prefill_).push_back(i);
+    const int64_t table = static_cast<int64_t>(with_queries.size());
+    with_queries.push_back(i);
+    table_width_ = std::max(table_width_, (s.context_len + bs - 1) / bs);
+    // Token t of the chunk sees positions [0, first + t].
+    auto add = [&](int64_t t) {
+      query_rows_.push_back(s.query_start + t);
+      query_lens_.push_back(first + t + 1);
+      query_tables_.push_back(table);
+    };
+    for (int64_t lo = 0, hi = s.query_len - 1; lo <= hi; ++lo, --hi) {
+      add(lo);
+      if (hi != lo) add(hi);
     }
   }
   for (int64_t x : slots) CHECK_GE(x, 0) << "packed row not covered";
   slot_mapping_ = at::tensor(slots, at::kLong);
   slots_ = std::move(slots);
-  decode_tables_.assign(decode_.size() * decode_table_width_, 0);
-  for (size_t j = 0; j < decode_.size(); ++j) {
-    const auto& table = *seqs_[decode_[j]].block_table;
-    const int64_t n = (seqs_[decode_[j]].context_len + bs - 1) / bs;
-    std::copy(table.begin(), table.begin() + n,
-              decode_tables_.begin() + j * decode_table_width_);
+  tables_.assign(with_queries.size() * table_width_, 0);
+  for (size_t j = 0; j < with_queries.size(); ++j) {
+    const AttentionSequence& s = seqs_[with_queries[j]];
+    const int64_t n = (s.context_len + bs - 1) / bs;
+    std::copy(s.block_table->begin(), s.block_table->begin() + n,
+              tables_.begin() + j * table_width_);
   }
+}
+
+at::Tensor PagedAttention::ContextSlots(const AttentionSequence& s) const {
+  const int64_t bs = cache_->spec().block_size;
+  std::vector<int64_t> ctx(s.context_len);
+  for (int64_t p = 0; p < s.context_len; ++p) {
+    ctx[p] = static_cast<int64_t>((*s.block_table)[p / bs]) * bs + p % bs;
+  }
+  return at::tensor(ctx, at::kLong);
 }
 
 void PagedAttention::WriteSlots(const at::Tensor& x,
@@ -101,8 +109,8 @@ void PagedAttention::WriteSlots(const at::Tensor& x,
   }
 }
 
-void PagedAttention::DecodeAttention(int64_t layer, const at::Tensor& q,
-                                     at::Tensor& out) const {
+void PagedAttention::BlockedAttention(int64_t layer, const at::Tensor& q,
+                                      at::Tensor& out) const {
   const KvCacheSpec& spec = cache_->spec();
   DecodeAttentionArgs a;
   a.block_size = spec.block_size;
@@ -116,12 +124,14 @@ void PagedAttention::DecodeAttention(int64_t layer, const at::Tensor& q,
   a.out = out.data_ptr<float>();
   a.k = cache_->key(layer).data_ptr<float>();
   a.v = cache_->value(layer).data_ptr<float>();
-  a.rows = decode_rows_.data();
-  a.lens = decode_lens_.data();
-  a.tables = decode_tables_.data();
-  a.table_width = decode_table_width_;
+  a.rows = query_rows_.data();
+  a.lens = query_lens_.data();
+  a.tables = tables_.data();
+  a.table_width = table_width_;
+  a.table_of = query_tables_.data();
   const KernelTable& kernels = Kernels();
-  const int64_t jobs = static_cast<int64_t>(decode_.size()) * a.num_kv_heads;
+  const int64_t jobs =
+      static_cast<int64_t>(query_rows_.size()) * a.num_kv_heads;
   at::parallel_for(0, jobs, 1, [&](int64_t begin, int64_t end) {
     kernels.decode_attention(a, begin, end);
   });
@@ -153,39 +163,30 @@ at::Tensor PagedAttention::Attend(int64_t layer, const at::Tensor& q,
     vc.index_copy_(0, slot_mapping_, v.to(vc.scalar_type()).contiguous());
   }
 
-  const bool fused_decode = fp32 && !decode_.empty();
-  const at::Tensor qc = fused_decode && rows_dense(q) ? q : q.contiguous();
+  const bool blocked = fp32 && !query_rows_.empty();
+  const at::Tensor qc = blocked && rows_dense(q) ? q : q.contiguous();
   // Every packed row belongs to a decode or a prefill sequence (Prepare).
   at::Tensor out = at::empty(qc.sizes(), qc.options());
-  if (fused_decode) DecodeAttention(layer, qc, out);
-
-  const int64_t window = Window(layer);
-  auto attend_one = [&](const AttentionSequence& s, const at::Tensor& slots) {
-    at::Tensor qs = qc.narrow(0, s.query_start, s.query_len);
-    at::Tensor ks, vs;
-    if (slots.defined()) {
-      ks = kc.index_select(0, slots).to(q.scalar_type());
-      vs = vc.index_select(0, slots).to(q.scalar_type());
-    } else {
-      ks = k.narrow(0, s.query_start, s.query_len);
-      vs = v.narrow(0, s.query_start, s.query_len);
-    }
-    out.narrow(0, s.query_start, s.query_len)
-        .copy_(models::CausalAttention(qs, ks, vs, window));
-  };
-  for (size_t i = 0; i < prefill_.size(); ++i) {
-    attend_one(seqs_[prefill_[i]], prefill_slots_[i]);
-  }
-  if (!fused_decode) {
-    for (int64_t i : decode_) {
-      const AttentionSequence& s = seqs_[i];
-      std::vector<int64_t> ctx(s.context_len);
-      const int64_t bs = spec.block_size;
-      for (int64_t p = 0; p < s.context_len; ++p) {
-        ctx[p] = static_cast<int64_t>((*s.block_table)[p / bs]) * bs + p % bs;
+  if (blocked) {
+    BlockedAttention(layer, qc, out);
+  } else {
+    const int64_t window = Window(layer);
+    auto attend_one = [&](const AttentionSequence& s) {
+      at::Tensor qs = qc.narrow(0, s.query_start, s.query_len);
+      at::Tensor ks, vs;
+      if (s.context_len > s.query_len) {
+        const at::Tensor slots = ContextSlots(s);
+        ks = kc.index_select(0, slots).to(q.scalar_type());
+        vs = vc.index_select(0, slots).to(q.scalar_type());
+      } else {  // no cached context: the chunk's own k/v
+        ks = k.narrow(0, s.query_start, s.query_len);
+        vs = v.narrow(0, s.query_start, s.query_len);
       }
-      attend_one(s, at::tensor(ctx, at::kLong));
-    }
+      out.narrow(0, s.query_start, s.query_len)
+          .copy_(models::CausalAttention(qs, ks, vs, window));
+    };
+    for (int64_t i : prefill_) attend_one(seqs_[i]);
+    for (int64_t i : decode_) attend_one(seqs_[i]);
   }
   attend_seconds_ +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)

@@ -7,12 +7,14 @@
 //   1. writes this step's K/V into the sequences' cache slots, and
 //   2. attends each sequence's queries over its cached context (causal
 //      within the chunk, grouped-query, optional sliding window).
-// Decode sequences (one query token) are handled together by one kernel
-// (kernels.h, run-time ISA dispatch) that reads each K/V block straight
-// from the cache once per kv head group (no gather copy), keeps the
-// online-softmax state in registers, parallel over (sequence, kv head);
-// prefill chunks gather their context and use the
-// model's dense CausalAttention.
+// fp32: every query row of the step, decode tokens and prefill chunks
+// alike, goes through one kernel (kernels.h, run-time ISA dispatch) that
+// reads each K/V block straight from the cache once per kv head group (no
+// gather copy, no temporaries), keeps the online-softmax state in
+// registers, parallel over (query row, kv head); a prefill token is a
+// query over its causal prefix of the chunk's block table (the chunk's own
+// K/V are written first). Other dtypes gather each sequence's context and
+// use the model's dense CausalAttention.
 #ifndef VERL_INFER_PAGED_ATTENTION_H_
 #define VERL_INFER_PAGED_ATTENTION_H_
 
@@ -57,8 +59,11 @@ class PagedAttention : public models::AttentionBackend {
   int64_t Window(int64_t layer) const;
   // fp32 rows x [T, n_kv, d] (row stride free) into `cache` at the slots.
   void WriteSlots(const at::Tensor& x, const at::Tensor& cache) const;
-  void DecodeAttention(int64_t layer, const at::Tensor& q,
-                       at::Tensor& out) const;
+  // The blocked kernel over every query row of the step (fp32).
+  void BlockedAttention(int64_t layer, const at::Tensor& q,
+                        at::Tensor& out) const;
+  // Cache slots of sequence s's context positions [0, context_len).
+  at::Tensor ContextSlots(const AttentionSequence& s) const;
 
   KvCache* cache_;
   std::vector<int64_t> layer_windows_;
@@ -66,14 +71,17 @@ class PagedAttention : public models::AttentionBackend {
   int64_t num_tokens_ = 0;
   at::Tensor slot_mapping_;     // [T] long: cache slot of each packed token
   std::vector<int64_t> slots_;  // the same
-  // Prefill chunks: their index in seqs_ and their context slots.
-  std::vector<int64_t> prefill_;
-  std::vector<at::Tensor> prefill_slots_;
-  // Decode sequences: index in seqs_, query row, context length, and a
-  // dense [n, max_blocks] table (the decode kernel's arguments).
-  std::vector<int64_t> decode_, decode_rows_, decode_lens_;
-  std::vector<int32_t> decode_tables_;
-  int64_t decode_table_width_ = 0;
+  // Prefill chunks and decode sequences: their index in seqs_ (the
+  // gather path of other dtypes).
+  std::vector<int64_t> prefill_, decode_;
+  // The blocked kernel's arguments: per query row its packed row, context
+  // length (causal within a chunk) and table row; the tables of the
+  // sequences with queries, dense [n, table_width_]. Prefill tokens are
+  // listed first, last, second, ... of each chunk, so that contiguous job
+  // ranges (at::parallel_for's split) get about equal causal work.
+  std::vector<int64_t> query_rows_, query_lens_, query_tables_;
+  std::vector<int32_t> tables_;
+  int64_t table_width_ = 0;
   double attend_seconds_ = 0;
 };
 
