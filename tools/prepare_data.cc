@@ -45,6 +45,11 @@ ABSL_FLAG(std::string, ops, "+-", "arithmetic: operators to draw from");
 ABSL_FLAG(std::string, geo_types, "quadrant+nearest+distance+bearing",
           "geo_map: '+'-separated question types drawn (a type listed twice "
           "is drawn twice as often)");
+ABSL_FLAG(int, geo_grid, 6, "geo_map: cells per side (even)");
+ABSL_FLAG(int, geo_cell_px, 14, "geo_map: pixels per cell (>= 7)");
+ABSL_FLAG(int, geo_landmarks, 3,
+          "geo_map: landmarks per map (the VLM quickstart's maps: "
+          "--geo_grid=2 --geo_cell_px=42 --geo_landmarks=2)");
 ABSL_FLAG(bool, geo_districts, false,
           "geo_map: tinted quadrants, landmarks inset (the VLM quickstart's "
           "maps, docs/vlm.md)");
@@ -122,6 +127,9 @@ absl::Status Run() {
     o.question_types = absl::StrSplit(absl::GetFlag(FLAGS_geo_types),
                                       absl::ByAnyChar("+,"), absl::SkipEmpty());
     o.districts = absl::GetFlag(FLAGS_geo_districts);
+    o.grid = absl::GetFlag(FLAGS_geo_grid);
+    o.cell_px = absl::GetFlag(FLAGS_geo_cell_px);
+    o.num_landmarks = absl::GetFlag(FLAGS_geo_landmarks);
     // JSONL cannot hold bytes: the images go to files the rows name.
     if (format == "jsonl") o.image_dir = out + "/images";
     VERL_ASSIGN_OR_RETURN(train, verl::rl::MakeGeoMapRows(o));

@@ -18,6 +18,11 @@ grep -q '"ground_truth":{"hi":[0-9]*,"k":[0-9]*,"lo":[0-9]*}' "$out/mu/train.jso
 "$bin" --task=geo_map --output_dir="$out/geo" --train_size=3 --val_size=2
 [ "$(wc -l < "$out/geo/train.jsonl")" = 3 ] && [ "$(head -c 4 "$out/geo/images/test_1.png" | tail -c 3)" = PNG ]
 grep -q '"images":\[{"path":"[^"]*/geo/images/train_0.png"}\]' "$out/geo/train.jsonl"
+# The VLM quickstart's maps (2x2 grid of 42-px cells, two landmarks) as files.
+"$bin" --task=geo_map --output_dir="$out/geoq" --train_size=2 --val_size=3 --geo_grid=2 --geo_cell_px=21 --geo_landmarks=2 --geo_types=distance
+grep -q '"grid":2,' "$out/geoq/test.jsonl" && ! grep -q '"label":"C"' "$out/geoq/test.jsonl"
+[ "$(od -An -tx1 -j16 -N8 "$out/geoq/images/test_0.png" | tr -d ' \n')" = 0000002a0000002a ]  # 42x42
+! "$bin" --task=geo_map --output_dir="$out/geobad" --geo_grid=3 2>/dev/null
 "$bin" --task=geo_map --output_dir="$out/geopq" --train_size=3 --val_size=2 --format=parquet
 [ "$(head -c 4 "$out/geopq/train.parquet")" = PAR1 ] && [ ! -e "$out/geopq/images" ]
 # Parquet output (verl's format): magic at both ends, same rows as JSONL

@@ -290,33 +290,53 @@ TEST(VlmConfigTest, RoundTripAndErrors) {
                        "not a supported vision-language model"));
   EXPECT_THAT(MakeVlmPreset("tiny-llava"),
               StatusIs(absl::StatusCode::kInvalidArgument, "tiny-qwen2.5-vl"));
+
+  // The quickstart's wider preset: head_dim 64 with Qwen2.5-VL's
+  // sum(mrope_section) == head_dim / 2, the merger projecting to its width;
+  // its config.json reads back.
+  auto wide = MakeVlmPreset("tiny-qwen2.5-vl-wide");
+  ASSERT_TRUE(wide.ok()) << wide.status();
+  EXPECT_EQ(wide->text.HeadDim(), 64);
+  EXPECT_EQ(wide->text.mrope_section, (std::vector<int64_t>{8, 12, 12}));
+  EXPECT_EQ(wide->vision.out_hidden_size, 256);
+  auto wide_json = VlmConfigToHfJson(*wide);
+  ASSERT_TRUE(wide_json.ok()) << wide_json.status();
+  auto wide_back = VlmConfigFromHfJson(*wide_json, "config.json");
+  ASSERT_TRUE(wide_back.ok()) << wide_back.status();
+  EXPECT_EQ(wide_back->text.mrope_section, wide->text.mrope_section);
+  EXPECT_EQ(wide_back->text.hidden_size, 256);
 }
 
 TEST(VlmConfigTest, TinyPresetRunsAndTrains) {
-  auto config = MakeVlmPreset("tiny-qwen2.5-vl");
-  ASSERT_TRUE(config.ok());
-  auto model = CreateVlmModel(*config, 7);
-  const int64_t pad = config->image_token_id;
-  std::vector<int64_t> ids = {5,   config->vision_start_token_id, pad, pad, pad,
-                              pad, config->vision_end_token_id,   9,   10};
-  at::Tensor grid =
-      at::tensor(std::vector<int64_t>{1, 4, 4}, at::kLong).reshape({1, 3});
-  at::Tensor pix = at::randn({16, 1176});
-  auto out =
-      model->ForwardMultimodal(at::tensor(ids, at::kLong), {0, 9}, pix, grid);
-  ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ(out->logits.sizes(), (std::vector<int64_t>{9, 1024}));
-  out->logits.sum().backward();
-  // Gradients reach both towers.
-  EXPECT_TRUE(model->visual->patch_embed->weight.grad().defined());
-  EXPECT_GT(
-      model->visual->patch_embed->weight.grad().abs().sum().item<double>(), 0);
-  EXPECT_GT(model->model->layers[0]
-                ->self_attn->q_proj->weight.grad()
-                .abs()
-                .sum()
-                .item<double>(),
-            0);
+  for (const std::string& name : VlmPresetNames()) {
+    SCOPED_TRACE(name);
+    auto config = MakeVlmPreset(name);
+    ASSERT_TRUE(config.ok());
+    auto model = CreateVlmModel(*config, 7);
+    const int64_t pad = config->image_token_id;
+    std::vector<int64_t> ids = {
+        5,   config->vision_start_token_id, pad, pad, pad,
+        pad, config->vision_end_token_id,   9,   10};
+    at::Tensor grid =
+        at::tensor(std::vector<int64_t>{1, 4, 4}, at::kLong).reshape({1, 3});
+    at::Tensor pix = at::randn({16, 1176});
+    auto out =
+        model->ForwardMultimodal(at::tensor(ids, at::kLong), {0, 9}, pix, grid);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->logits.sizes(), (std::vector<int64_t>{9, 1024}));
+    out->logits.sum().backward();
+    // Gradients reach both towers.
+    EXPECT_TRUE(model->visual->patch_embed->weight.grad().defined());
+    EXPECT_GT(
+        model->visual->patch_embed->weight.grad().abs().sum().item<double>(),
+        0);
+    EXPECT_GT(model->model->layers[0]
+                  ->self_attn->q_proj->weight.grad()
+                  .abs()
+                  .sum()
+                  .item<double>(),
+              0);
+  }
 }
 
 // verl's freeze_vision_tower: the vision tower (merger included) gets no

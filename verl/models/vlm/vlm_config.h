@@ -68,7 +68,9 @@ absl::StatusOr<nlohmann::json> VlmConfigToHfJson(
     const VlmConfig& config,
     const nlohmann::json& base = nlohmann::json::object());
 
-// Names accepted by MakeVlmPreset: tiny-qwen2.5-vl.
+// Names accepted by MakeVlmPreset: tiny-qwen2.5-vl (the unit tests'),
+// tiny-qwen2.5-vl-wide (its language model at hidden 256, head_dim 64,
+// mrope_section 8/12/12: the VLM quickstart's).
 std::vector<std::string> VlmPresetNames();
 absl::StatusOr<VlmConfig> MakeVlmPreset(const std::string& name);
 
