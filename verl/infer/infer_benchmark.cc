@@ -1,7 +1,7 @@
 // File: verl/infer/infer_benchmark.cc
 //
-// Hot paths of the rollout engine: the fused paged decode attention, the
-// sampler and one scheduler step, at qwen2-30m-like shapes.
+// Hot paths of the rollout engine: the fused paged decode and prefill
+// attention, the sampler and one scheduler step, at qwen2-30m-like shapes.
 #include <ATen/Parallel.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
@@ -16,6 +16,7 @@
 #include "verl/infer/paged_attention.h"
 #include "verl/infer/sampler.h"
 #include "verl/infer/scheduler.h"
+#include "verl/models/attention.h"
 
 namespace verl::infer {
 namespace {
@@ -49,6 +50,40 @@ void BM_PagedDecodeAttention(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * batch);
 }
 BENCHMARK(BM_PagedDecodeAttention)->Args({64, 256})->Args({128, 512});
+
+// Prefill attention of one sequence of L fresh tokens (8 query heads / 4
+// kv heads of 64, the qwen2-30m shape): arg 1 = the engine's path
+// (K/V written into the cache, every token a query row of the blocked
+// kernel), arg 0 = the dense CausalAttention the engine ran before
+// (score tensor, mask, softmax, two batched GEMMs).
+void BM_PagedPrefillAttention(benchmark::State& state) {
+  const int64_t len = state.range(0), bs = 16;
+  const bool blocked = state.range(1) == 1;
+  KvCacheSpec spec;
+  spec.num_layers = 1;
+  spec.num_kv_heads = 4;
+  spec.head_dim = 64;
+  spec.block_size = bs;
+  const int64_t blocks = (len + bs - 1) / bs;
+  KvCache cache(spec, blocks);
+  cache.Allocate();
+  std::vector<BlockId> table(blocks);
+  std::iota(table.begin(), table.end(), 0);
+  PagedAttention attn(&cache);
+  attn.Prepare({{0, len, len, &table}}, len);
+  at::Tensor q = at::randn({len, 8, 64});
+  at::Tensor k = at::randn({len, 4, 64}), v = at::randn({len, 4, 64});
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(blocked ? attn.Attend(0, q, k, v)
+                                     : models::CausalAttention(q, k, v, 0));
+  }
+  state.SetItemsProcessed(state.iterations() * len);
+}
+BENCHMARK(BM_PagedPrefillAttention)
+    ->Args({128, 0})
+    ->Args({128, 1})
+    ->Args({1024, 0})
+    ->Args({1024, 1});
 
 // Sampling B rows over a 16k vocabulary.
 void BM_SampleTokens(benchmark::State& state) {
