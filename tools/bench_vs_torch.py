@@ -12,6 +12,11 @@ median ratio, and both sides' model FLOP rate (verl's formula: 6 x dense
 params x tokens + attention) as a fraction of the fp32 GEMM peak measured
 in this process (2048^3 matmul) beside each pair.
 
+With --threads=1 each pair also prints the ratio of CPU seconds per step
+(the project's main-thread CPU time from Google Benchmark, the eager step's
+time.thread_time()): on a shared machine this counts the work each side
+does, not the time it waited for a core.
+
 usage: tools/bench_vs_torch.py (Debian python3: /usr/bin/python3) [--pairs=5] [--threads=2] [--iters=3]
        [--model_bench=bazel-bin/verl/models/model_bench]
 Skips with one line (exit 0) when torch is not importable.
@@ -119,10 +124,11 @@ def eager_tokens_per_s(model, ids, labels, iters):
         lp = logits.log_softmax(-1).gather(-1, labels.unsqueeze(-1))
         (-lp.mean()).backward()
     step()  # warm-up
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.thread_time()
     for _ in range(iters):
         step()
-    return ids.numel() * iters / (time.perf_counter() - t0)
+    return (ids.numel() * iters / (time.perf_counter() - t0),
+            ids.numel() * iters / (time.thread_time() - c0))
 
 
 def gemm_peak():
@@ -149,7 +155,9 @@ def project(binary, iters, threads):
     # allocations the eager side spends in its warm-up step).
     bench = [b for b in json.loads(out)["benchmarks"]
              if b.get("run_type") == "iteration"][-1]
-    return bench["tokens/s"], bench["model_GFLOP/s"], bench["gemm_fp32_GFLOP/s"]
+    cpu_s = bench["cpu_time"] * {"ms": 1e-3, "us": 1e-6, "ns": 1e-9, "s": 1.0}[bench["time_unit"]]
+    cpu_tok = SEQS * LEN / cpu_s
+    return bench["tokens/s"], bench["model_GFLOP/s"], bench["gemm_fp32_GFLOP/s"], cpu_tok
 
 
 def main():
@@ -170,10 +178,11 @@ def main():
     params = sum(p.numel() for p in model.parameters())
     print(f"qwen2-30m eager: {params / 1e6:.1f}M parameters, {SEQS} x {LEN} tokens, "
           f"{a.threads} threads, torch {torch.__version__}")
-    ratios, ours_frac, eager_frac = [], [], []
+    ratios, ours_frac, eager_frac, cpu_ratios = [], [], [], []
     for i in range(a.pairs):
-        o_tok, o_gflops, o_peak = project(a.model_bench, a.iters, a.threads)
-        e_tok = eager_tokens_per_s(model, ids, labels, a.iters)
+        o_tok, o_gflops, o_peak, o_cpu_tok = project(a.model_bench, a.iters, a.threads)
+        e_tok, e_cpu_tok = eager_tokens_per_s(model, ids, labels, a.iters)
+        cpu_ratios.append(o_cpu_tok / e_cpu_tok)
         peak = gemm_peak()
         flops_per_token = o_gflops / o_tok  # same model and formula
         ratios.append(o_tok / e_tok)
@@ -182,11 +191,15 @@ def main():
         load = open("/proc/loadavg").read().split()[:3]
         print(f"pair {i}: project {o_tok:.0f} tok/s ({o_gflops:.1f} GFLOP/s), eager "
               f"{e_tok:.0f} tok/s, ratio {o_tok / e_tok:.2f}x; GEMM peak {peak:.1f} "
-              f"(project's own {o_peak:.1f}); load {' '.join(load)}")
+              f"(project's own {o_peak:.1f}); load {' '.join(load)}"
+              + (f"; CPU-time ratio {o_cpu_tok / e_cpu_tok:.2f}x" if a.threads == 1 else ""))
     print(f"median ratio project / PyTorch eager: {statistics.median(ratios):.2f}x "
           f"[{min(ratios):.2f}-{max(ratios):.2f}]; of the GEMM peak: project "
           f"{100 * statistics.median(ours_frac):.0f}%, eager "
           f"{100 * statistics.median(eager_frac):.0f}%")
+    if a.threads == 1:
+        print(f"median CPU-time ratio: {statistics.median(cpu_ratios):.2f}x "
+              f"[{min(cpu_ratios):.2f}-{max(cpu_ratios):.2f}]")
 
 
 if __name__ == "__main__":

@@ -1,25 +1,19 @@
 // File: verl/infer/cpu_isa.h
 //
-// Which x86 vector extension the engine's own kernels use, chosen once at
-// start-up: the widest the CPU supports (AVX-512, AVX2+FMA, else the
-// x86-64 baseline SSE2). The environment variable VERL_CPU_ISA
-// (`baseline`, `avx2`, `avx512`) can lower the choice (never raise it past
-// what the CPU has), e.g. to compare variants in a benchmark.
+// The engine's name for the run-time ISA choice, which lives in
+// verl/core/cpu_isa.h (shared with the training ops of verl/models).
 #ifndef VERL_INFER_CPU_ISA_H_
 #define VERL_INFER_CPU_ISA_H_
 
+#include "verl/core/cpu_isa.h"
+
 namespace verl::infer {
 
-enum class CpuIsa { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
-
-// The widest ISA this CPU (and OS) supports.
-CpuIsa DetectCpuIsa();
-// Whether kernels compiled for `isa` can run here.
-bool CpuSupports(CpuIsa isa);
-// The ISA the kernels use: DetectCpuIsa(), lowered by VERL_CPU_ISA if set
-// (an unknown value is ignored with a warning). Computed once.
-CpuIsa ActiveCpuIsa();
-const char* CpuIsaName(CpuIsa isa);
+using core::ActiveCpuIsa;
+using core::CpuIsa;
+using core::CpuIsaName;
+using core::CpuSupports;
+using core::DetectCpuIsa;
 
 }  // namespace verl::infer
 

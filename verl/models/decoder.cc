@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "verl/models/fused_ops.h"
 #include "verl/models/padding.h"
 #include "verl/models/recompute.h"
 
@@ -314,6 +315,23 @@ at::Tensor CausalLM::Logits(const at::Tensor& hidden) const {
   CHECK(!config_.is_value_model) << "Logits() on a value model";
   return lm_head ? lm_head->Forward(hidden)
                  : LinearOp(hidden, model->embed_tokens->weight);
+}
+
+LogProbEntropy CausalLM::LabelLogProbs(const at::Tensor& hidden,
+                                       const at::Tensor& labels,
+                                       double temperature,
+                                       bool with_entropy) const {
+  CHECK(!config_.is_value_model) << "LabelLogProbs() on a value model";
+  const at::Tensor& w = lm_head ? lm_head->weight : model->embed_tokens->weight;
+  const bool plain_head =
+      !lm_head || (!lm_head->bias.defined() && !lm_head->lora.lora_A &&
+                   !lm_head->output_hook);
+  if (plain_head && hidden.dim() == 2 && FusedOpsApply({hidden, w})) {
+    FusedLogProbs f =
+        FusedLinearLogProbs(hidden, w, labels, temperature, with_entropy);
+    return {f.log_probs, f.entropy};
+  }
+  return LogProbsAndEntropy(Logits(hidden), labels, temperature, with_entropy);
 }
 
 at::Tensor CausalLM::Values(const at::Tensor& hidden) const {

@@ -24,6 +24,7 @@
 
 #include "verl/models/attention.h"
 #include "verl/models/layers.h"
+#include "verl/models/logprob.h"
 #include "verl/models/mla/mla_attention.h"
 #include "verl/models/model_config.h"
 #include "verl/models/moe/router.h"
@@ -155,6 +156,14 @@ class CausalLM : public torch::nn::Module {
                            AttentionBackend& attention);
   // LM head: hidden [..., H] -> logits [..., V].
   at::Tensor Logits(const at::Tensor& hidden) const;
+  // Log-probs of `labels` [N] (and, when with_entropy, the entropy) under
+  // the LM head at `temperature` for hidden [N, H]: what
+  // LogProbsAndEntropy(Logits(hidden), ...) returns, as one fused op
+  // (FusedLinearLogProbs: one GEMM, one pass over the logits each way)
+  // for fp32 CPU heads without LoRA or output hook; else exactly that.
+  LogProbEntropy LabelLogProbs(const at::Tensor& hidden,
+                               const at::Tensor& labels, double temperature,
+                               bool with_entropy) const;
   // Value head: hidden [..., H] -> values [...].
   at::Tensor Values(const at::Tensor& hidden) const;
 

@@ -19,6 +19,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "verl/models/fused_ops.h"
+
 namespace verl::models {
 
 c10::ScalarType ComputeDtype(c10::ScalarType dtype) {
@@ -63,6 +65,7 @@ RMSNorm::RMSNorm(int64_t dim, double eps_in) : eps(eps_in) {
 }
 
 at::Tensor RMSNorm::Forward(const at::Tensor& x) const {
+  if (FusedOpsApply({x, weight})) return FusedRmsNorm(x, weight, eps);
   at::Tensor xf = x.to(ComputeDtype(x.scalar_type()));
   at::Tensor var = xf.pow(2).mean(-1, /*keepdim=*/true);
   xf = xf * at::rsqrt(var + eps);
@@ -79,8 +82,9 @@ MLP::MLP(int64_t hidden, int64_t intermediate) {
 }
 
 at::Tensor MLP::Forward(const at::Tensor& x) const {
-  return down_proj->Forward(at::silu(gate_proj->Forward(x)) *
-                            up_proj->Forward(x));
+  const at::Tensor gate = gate_proj->Forward(x), up = up_proj->Forward(x);
+  return down_proj->Forward(FusedOpsApply({gate, up}) ? FusedSwiGlu(gate, up)
+                                                      : at::silu(gate) * up);
 }
 
 at::Tensor RopeInvFreq(const ModelConfig& config) {
@@ -179,6 +183,12 @@ std::pair<at::Tensor, at::Tensor> MropeCosSin(
 
 at::Tensor ApplyRope(const at::Tensor& x, const at::Tensor& cos,
                      const at::Tensor& sin) {
+  if (x.dim() == 3 && x.size(2) % 2 == 0 && cos.dim() == 2 &&
+      cos.size(0) == x.size(0) && cos.size(1) == x.size(2) &&
+      cos.sizes() == sin.sizes() && !cos.requires_grad() &&
+      !sin.requires_grad() && FusedOpsApply({x, cos, sin})) {
+    return FusedRope(x, cos, sin);
+  }
   const int64_t half = x.size(-1) / 2;
   at::Tensor x1 = x.narrow(-1, 0, half);
   at::Tensor x2 = x.narrow(-1, half, half);

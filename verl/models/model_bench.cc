@@ -132,9 +132,14 @@ void BM_ForwardBackward(benchmark::State& state) {
       MakeBatch(model->config().vocab_size, state.range(1), state.range(2));
   const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
-    model->zero_grad();
-    at::Tensor logits = model->ForwardPacked(b.ids, b.pos, b.cu).logits;
-    at::Tensor loss = -LogProbsFromLogits(logits, b.labels).mean();
+    // The actor's step (verl/rl/workers/model_forward.cc): packed forward,
+    // the LM head fused with the label log-prob, gradients set to none
+    // before it as FSDP's zero_grad does.
+    model->zero_grad(/*set_to_none=*/true);
+    VarlenCausalAttention attention(b.cu, model->LayerWindows());
+    at::Tensor hidden = model->Forward(b.ids, b.pos, attention);
+    at::Tensor loss =
+        -model->LabelLogProbs(hidden, b.labels, 1.0, false).log_probs.mean();
     loss.backward();
     benchmark::DoNotOptimize(loss.item<float>());
   }

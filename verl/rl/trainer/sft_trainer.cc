@@ -142,10 +142,11 @@ SftLossSum SftTokenLossSum(models::CausalLM& model, const at::Tensor& input_ids,
       input_ids.reshape(-1).index_select(0, flat_src + 1);
   // This rank's predicting positions (all of them without sp).
   const at::Tensor mine = (rows >= lo) & (rows < lo + size);
-  const at::Tensor logits =
-      model.Logits(hidden.index_select(0, rows.masked_select(mine) - lo));
   at::Tensor log_probs =
-      models::LogProbsFromLogits(logits, targets.masked_select(mine));
+      model
+          .LabelLogProbs(hidden.index_select(0, rows.masked_select(mine) - lo),
+                         targets.masked_select(mine), 1.0, false)
+          .log_probs;
   if (sp.enabled()) {
     // Every sp rank sums the whole gathered set: one loss per group; the
     // backward scale sp undoes the state's average over the sp ranks.

@@ -228,13 +228,17 @@ ResponseForward ForwardResponses(models::CausalLM& model,
     out.values = scatter(gather(model.Values(selected).to(at::kFloat)));
     return out;
   }
-  const at::Tensor logits = model.Logits(selected);
+  models::LogProbEntropy lp;
   if (extras.sum_pi_squared) {
+    const at::Tensor logits = model.Logits(selected);
     out.sum_pi_squared = scatter(gather(
         models::SumPiSquaredFromLogits(logits, temperature).to(at::kFloat)));
+    lp = models::LogProbsAndEntropy(logits, targets, temperature, with_entropy);
+  } else {
+    // The LM head and the log-prob fused: the [tokens, vocab] logits are
+    // walked once each way (models::FusedLinearLogProbs).
+    lp = model.LabelLogProbs(selected, targets, temperature, with_entropy);
   }
-  const models::LogProbEntropy lp =
-      models::LogProbsAndEntropy(logits, targets, temperature, with_entropy);
   if (!with_entropy) {
     out.log_probs = scatter(gather(lp.log_probs));
     return out;

@@ -1,5 +1,5 @@
-// File: verl/infer/cpu_isa.cc
-#include "verl/infer/cpu_isa.h"
+// File: verl/core/cpu_isa.cc
+#include "verl/core/cpu_isa.h"
 
 #include <glog/logging.h>
 
@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-namespace verl::infer {
+namespace verl::core {
 
 CpuIsa DetectCpuIsa() {
   __builtin_cpu_init();
@@ -58,4 +58,4 @@ CpuIsa ActiveCpuIsa() {
   return isa;
 }
 
-}  // namespace verl::infer
+}  // namespace verl::core
