@@ -8,6 +8,20 @@ VERL_COPTS = [
     "-Wno-deprecated-declarations",
 ]
 
+# Per-ISA kernel objects (one source compiled per ISA, chosen at run time by
+# verl/core/cpu_isa.h): AVX2 + FMA, and AVX-512 (F, VL, BW, DQ) on top.
+AVX2_COPTS = [
+    "-mavx2",
+    "-mfma",
+]
+
+AVX512_COPTS = AVX2_COPTS + [
+    "-mavx512f",
+    "-mavx512vl",
+    "-mavx512bw",
+    "-mavx512dq",
+]
+
 def verl_cc_library(name, copts = [], **kwargs):
     native.cc_library(name = name, copts = VERL_COPTS + copts, **kwargs)
 
