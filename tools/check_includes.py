@@ -178,6 +178,8 @@ class Workspace:
             def __missing__(self, key):
                 if key in builtins_names:
                     raise KeyError(key)
+                if key.isupper():  # a loaded constant (e.g. AVX2_COPTS)
+                    return []
                 return record(key)
 
         env = Env(

@@ -3,3 +3,6 @@ def verl_cc_library(name, **kwargs):
 
 def verl_cc_test(name, deps = [], **kwargs):
     native.cc_test(name = name, deps = deps + ["@system//:gtest"], **kwargs)
+
+# A list constant loaded by BUILD files (as AVX2_COPTS is).
+EXTRA_COPTS = ["-fopenmp-simd"]
