@@ -76,6 +76,21 @@ absl::StatusOr<std::vector<json>> ConvertFile(const std::string& path,
   return rows;
 }
 
+// The train and test splits of a generated task: `make` on `options` with
+// --train_size rows and --seed, then with --val_size rows, a seed of a
+// disjoint stream and split "test".
+template <typename Options, typename Make>
+void MakeSplits(Options options, Make make, std::vector<json>* train,
+                std::vector<json>* test) {
+  options.num_rows = absl::GetFlag(FLAGS_train_size);
+  options.seed = absl::GetFlag(FLAGS_seed);
+  *train = make(options);
+  options.num_rows = absl::GetFlag(FLAGS_val_size);
+  options.seed += 1000003;  // disjoint stream for the test split
+  options.split = "test";
+  *test = make(options);
+}
+
 absl::Status Run() {
   const std::string task = absl::GetFlag(FLAGS_task);
   const std::string out = absl::GetFlag(FLAGS_output_dir);
@@ -95,31 +110,13 @@ absl::Status Run() {
       return absl::InvalidArgumentError(
           "--ops must be a non-empty subset of \"+-*\"");
     }
-    o.num_rows = absl::GetFlag(FLAGS_train_size);
-    o.seed = absl::GetFlag(FLAGS_seed);
-    train = verl::rl::MakeArithmeticRows(o);
-    o.num_rows = absl::GetFlag(FLAGS_val_size);
-    o.seed += 1000003;  // disjoint stream for the test split
-    o.split = "test";
-    test = verl::rl::MakeArithmeticRows(o);
+    MakeSplits(o, &verl::rl::MakeArithmeticRows, &train, &test);
   } else if (task == "countdown") {
-    verl::rl::CountdownTaskOptions o;
-    o.num_rows = absl::GetFlag(FLAGS_train_size);
-    o.seed = absl::GetFlag(FLAGS_seed);
-    train = verl::rl::MakeCountdownRows(o);
-    o.num_rows = absl::GetFlag(FLAGS_val_size);
-    o.seed += 1000003;
-    o.split = "test";
-    test = verl::rl::MakeCountdownRows(o);
+    MakeSplits(verl::rl::CountdownTaskOptions(), &verl::rl::MakeCountdownRows,
+               &train, &test);
   } else if (task == "multiples") {
-    verl::rl::MultiplesTaskOptions o;
-    o.num_rows = absl::GetFlag(FLAGS_train_size);
-    o.seed = absl::GetFlag(FLAGS_seed);
-    train = verl::rl::MakeMultiplesRows(o);
-    o.num_rows = absl::GetFlag(FLAGS_val_size);
-    o.seed += 1000003;
-    o.split = "test";
-    test = verl::rl::MakeMultiplesRows(o);
+    MakeSplits(verl::rl::MultiplesTaskOptions(), &verl::rl::MakeMultiplesRows,
+               &train, &test);
   } else if (task == "geo_map") {
     verl::rl::GeoMapTaskOptions o;
     o.num_rows = absl::GetFlag(FLAGS_train_size);
