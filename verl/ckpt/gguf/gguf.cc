@@ -37,6 +37,31 @@ void PutString(std::string& out, const std::string& s) {
   out += s;
 }
 
+// One metadata item's bytes: a scalar as is, a string with its length.
+template <typename T>
+void PutItem(std::string& out, const T& v) {
+  Put(out, v);
+}
+void PutItem(std::string& out, const std::string& s) { PutString(out, s); }
+
+// A metadata value of `type` holding `v`.
+template <typename T>
+GgufValue Encoded(GgufValueType type, const T& v) {
+  GgufValue out{type, {}};
+  PutItem(out.payload, v);
+  return out;
+}
+
+// An array of `element` values: the element type, the count, the items.
+template <typename T>
+GgufValue EncodedArray(GgufValueType element, const std::vector<T>& v) {
+  GgufValue out{GgufValueType::kArray, {}};
+  Put(out.payload, static_cast<uint32_t>(element));
+  Put<uint64_t>(out.payload, v.size());
+  for (const T& x : v) PutItem(out.payload, x);
+  return out;
+}
+
 uint64_t AlignUp(uint64_t v) {
   return (v + kAlignment - 1) / kAlignment * kAlignment;
 }
@@ -255,48 +280,28 @@ std::string GgmlTypeName(GgmlType type) {
 }
 
 GgufValue GgufValue::Uint32(uint32_t v) {
-  GgufValue out{GgufValueType::kUint32, {}};
-  Put(out.payload, v);
-  return out;
+  return Encoded(GgufValueType::kUint32, v);
 }
 GgufValue GgufValue::Int32(int32_t v) {
-  GgufValue out{GgufValueType::kInt32, {}};
-  Put(out.payload, v);
-  return out;
+  return Encoded(GgufValueType::kInt32, v);
 }
 GgufValue GgufValue::Uint64(uint64_t v) {
-  GgufValue out{GgufValueType::kUint64, {}};
-  Put(out.payload, v);
-  return out;
+  return Encoded(GgufValueType::kUint64, v);
 }
 GgufValue GgufValue::Float32(float v) {
-  GgufValue out{GgufValueType::kFloat32, {}};
-  Put(out.payload, v);
-  return out;
+  return Encoded(GgufValueType::kFloat32, v);
 }
 GgufValue GgufValue::Bool(bool v) {
-  GgufValue out{GgufValueType::kBool, {}};
-  Put<uint8_t>(out.payload, v ? 1 : 0);
-  return out;
+  return Encoded(GgufValueType::kBool, static_cast<uint8_t>(v ? 1 : 0));
 }
 GgufValue GgufValue::String(const std::string& v) {
-  GgufValue out{GgufValueType::kString, {}};
-  PutString(out.payload, v);
-  return out;
+  return Encoded(GgufValueType::kString, v);
 }
 GgufValue GgufValue::StringArray(const std::vector<std::string>& v) {
-  GgufValue out{GgufValueType::kArray, {}};
-  Put(out.payload, static_cast<uint32_t>(GgufValueType::kString));
-  Put<uint64_t>(out.payload, v.size());
-  for (const std::string& s : v) PutString(out.payload, s);
-  return out;
+  return EncodedArray(GgufValueType::kString, v);
 }
 GgufValue GgufValue::Int32Array(const std::vector<int32_t>& v) {
-  GgufValue out{GgufValueType::kArray, {}};
-  Put(out.payload, static_cast<uint32_t>(GgufValueType::kInt32));
-  Put<uint64_t>(out.payload, v.size());
-  for (int32_t x : v) Put(out.payload, x);
-  return out;
+  return EncodedArray(GgufValueType::kInt32, v);
 }
 GgufValue GgufValue::Float32Array(const std::vector<float>& v) {
   GgufValue out{GgufValueType::kArray, {}};
