@@ -35,6 +35,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "verl/core/main_guard.h"
 #include "verl/core/status.h"
 #include "verl/models/megatron/megatron_gpt.h"
 #include "verl/parallel/distributed.h"
@@ -214,10 +215,6 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const int cp = absl::GetFlag(FLAGS_worker_cp);
   if (cp == 0) return verl::Main();
-  absl::Status s = verl::Worker(cp);
-  if (!s.ok()) {
-    std::cerr << "bench_context_parallel worker: " << s << std::endl;
-    return 1;
-  }
-  return 0;
+  return verl::core::StatusExitCode(verl::Worker(cp),
+                                    "bench_context_parallel worker: ");
 }

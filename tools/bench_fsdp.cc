@@ -35,6 +35,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
+#include "verl/core/main_guard.h"
 #include "verl/core/status.h"
 #include "verl/models/decoder.h"
 #include "verl/models/presets.h"
@@ -278,10 +279,5 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const std::string mode = absl::GetFlag(FLAGS_mode);
   if (mode.empty()) return verl::Main();
-  absl::Status s = verl::Worker(mode);
-  if (!s.ok()) {
-    std::cerr << "bench_fsdp worker: " << s << std::endl;
-    return 1;
-  }
-  return 0;
+  return verl::core::StatusExitCode(verl::Worker(mode), "bench_fsdp worker: ");
 }

@@ -94,6 +94,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "verl/core/main_guard.h"
 #include "verl/core/status.h"
 #include "verl/models/decoder.h"
 #include "verl/models/megatron/megatron_gpt.h"
@@ -606,10 +607,6 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const int tp = absl::GetFlag(FLAGS_worker_tp);
   if (tp == 0) return verl::Main();
-  absl::Status s = verl::Worker(tp);
-  if (!s.ok()) {
-    std::cerr << "bench_megatron_comm worker: " << s << std::endl;
-    return 1;
-  }
-  return 0;
+  return verl::core::StatusExitCode(verl::Worker(tp),
+                                    "bench_megatron_comm worker: ");
 }

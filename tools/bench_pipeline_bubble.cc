@@ -43,6 +43,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "verl/core/main_guard.h"
 #include "verl/core/status.h"
 #include "verl/parallel/distributed.h"
 #include "verl/parallel/launcher.h"
@@ -218,10 +219,7 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const int m = absl::GetFlag(FLAGS_worker_m);
   if (m == 0) return verl::Main();
-  absl::Status s = verl::Worker(m, absl::GetFlag(FLAGS_worker_v));
-  if (!s.ok()) {
-    std::cerr << "bench_pipeline_bubble worker: " << s << std::endl;
-    return 1;
-  }
-  return 0;
+  return verl::core::StatusExitCode(
+      verl::Worker(m, absl::GetFlag(FLAGS_worker_v)),
+      "bench_pipeline_bubble worker: ");
 }

@@ -45,4 +45,10 @@ int RunToolMain(int argc, char** argv, absl::string_view program,
   });
 }
 
+int StatusExitCode(const absl::Status& status, absl::string_view prefix) {
+  if (status.ok()) return 0;
+  std::cerr << prefix << status << std::endl;
+  return 1;
+}
+
 }  // namespace verl::core

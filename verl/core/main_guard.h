@@ -37,6 +37,11 @@ int RunToolMain(int argc, char** argv, absl::string_view program,
                 absl::string_view usage,
                 const std::function<absl::Status()>& run);
 
+// The exit code of a worker or helper process whose work ended in `status`:
+// 0 when ok; otherwise prints "<prefix><status>" (code and message) and a
+// newline on stderr and returns 1.
+int StatusExitCode(const absl::Status& status, absl::string_view prefix = "");
+
 // The message of `e` without LibTorch's backtrace: its first line.
 std::string ExceptionLine(const std::exception& e);
 

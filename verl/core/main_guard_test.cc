@@ -65,5 +65,20 @@ TEST(RunToolMainTest, StatusBecomesOneLineAndExitTwo) {
   EXPECT_EQ(::testing::internal::GetCapturedStderr(), "prog: error: boom\n");
 }
 
+// A worker's status: 0 and silent when ok, else "<prefix><code>: <message>"
+// and exit 1.
+TEST(StatusExitCodeTest, OkIsZeroAndAnErrorIsOneLineAndExitOne) {
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(StatusExitCode(absl::OkStatus(), "w: "), 0);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(StatusExitCode(absl::InternalError("boom"), "w worker: "), 1);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(),
+            "w worker: INTERNAL: boom\n");
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(StatusExitCode(absl::NotFoundError("x")), 1);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "NOT_FOUND: x\n");
+}
+
 }  // namespace
 }  // namespace verl::core

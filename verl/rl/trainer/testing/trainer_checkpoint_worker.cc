@@ -21,6 +21,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "verl/core/main_guard.h"
 #include "verl/core/status.h"
 #include "verl/models/decoder.h"
 #include "verl/models/presets.h"
@@ -194,10 +195,6 @@ absl::Status Run() {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  absl::Status s = verl::rl::Run();
-  if (!s.ok()) {
-    std::cerr << "trainer_checkpoint_worker: " << s << "\n";
-    return 1;
-  }
-  return 0;
+  return verl::core::StatusExitCode(verl::rl::Run(),
+                                    "trainer_checkpoint_worker: ");
 }

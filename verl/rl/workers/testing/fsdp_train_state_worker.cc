@@ -36,6 +36,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "verl/core/main_guard.h"
 #include "verl/core/status.h"
 #include "verl/infer/engine.h"
 #include "verl/models/decoder.h"
@@ -545,10 +546,5 @@ absl::Status Run() {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  absl::Status s = verl::rl::Run();
-  if (!s.ok()) {
-    std::cerr << s << "\n";
-    return 1;
-  }
-  return 0;
+  return verl::core::StatusExitCode(verl::rl::Run());
 }
