@@ -1367,19 +1367,13 @@ int Main(int argc, char** argv) {
   sizes.etp = absl::GetFlag(FLAGS_etp);
   absl::StatusOr<std::shared_ptr<mg::ParallelState>> mpu =
       mg::ParallelState::Initialize(dist.world, sizes);
-  if (!mpu.ok()) {
-    std::cout << "rank " << rank << " FAILED: " << mpu.status() << std::endl;
-    return 1;
-  }
+  if (!mpu.ok()) return mg::RankFailed(rank, mpu.status());
   bool first = true;
   for (absl::string_view name :
        absl::StrSplit(absl::GetFlag(FLAGS_cases), ',', absl::SkipEmpty())) {
     if (name == "hf_mmap") {
       absl::Status s = RunHfMmapCase(*mpu);
-      if (!s.ok()) {
-        std::cout << "rank " << rank << " FAILED: " << s << std::endl;
-        return 1;
-      }
+      if (!s.ok()) return mg::RankFailed(rank, s);
       continue;
     }
     const Case* found = nullptr;
@@ -1400,13 +1394,7 @@ int Main(int argc, char** argv) {
                      : moe->bias_steps > 0 ? RunMoeBiasCase(*moe, *mpu, cmp)
                                            : RunMoeCase(*moe, first, *mpu, cmp);
     first = false;
-    if (!s.ok()) {
-      std::cout << "rank " << rank << " FAILED: " << s << std::endl;
-      return 1;
-    }
-    std::cout << "rank " << rank << ": " << name << " OK (max rel err "
-              << cmp.worst() << " at '" << cmp.worst_name() << "')"
-              << std::endl;
+    if (mg::RankResult(rank, s, cmp, absl::StrCat(name, " ")) != 0) return 1;
   }
   return 0;
 }

@@ -131,13 +131,7 @@ int Main(int argc, char** argv) {
     // Tiles of 3 query rows, the last one shorter (34 or 20 rows per rank).
     if (s.ok()) s = RunCase(4, 2, 3, cp, cmp);
   }
-  if (!s.ok()) {
-    std::cout << "rank " << rank << " FAILED: " << s << std::endl;
-    return 1;
-  }
-  std::cout << "rank " << rank << ": OK (max rel err " << cmp.worst() << " at '"
-            << cmp.worst_name() << "')" << std::endl;
-  return 0;
+  return mg::RankResult(rank, s, cmp);
 }
 
 }  // namespace

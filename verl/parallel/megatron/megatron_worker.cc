@@ -262,14 +262,7 @@ int Main(int argc, char** argv) {
   parallel::DistributedContext dist = parallel::JoinTestJob();
   const int rank = dist.env.rank;
   Comparer cmp(kTol);
-  absl::Status s = CheckAll(dist.world, cmp);
-  if (!s.ok()) {
-    std::cout << "rank " << rank << " FAILED: " << s << std::endl;
-    return 1;
-  }
-  std::cout << "rank " << rank << ": OK (max rel err " << cmp.worst() << " at '"
-            << cmp.worst_name() << "')" << std::endl;
-  return 0;
+  return RankResult(rank, CheckAll(dist.world, cmp), cmp);
 }
 
 }  // namespace

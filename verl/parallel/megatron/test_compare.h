@@ -9,11 +9,13 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <iostream>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 
 namespace verl::parallel::megatron {
 
@@ -57,6 +59,24 @@ class Comparer {
   double worst_ = 0;
   std::string worst_name_;
 };
+
+// A test worker rank's failure: prints "rank R FAILED: <status>" on stdout
+// and returns the worker's exit code, 1.
+inline int RankFailed(int rank, const absl::Status& status) {
+  std::cout << "rank " << rank << " FAILED: " << status << std::endl;
+  return 1;
+}
+
+// The end of a test worker rank's run (or of one of its cases): RankFailed
+// when `status` is an error, else prints "rank R: <label>OK (max rel err E at
+// 'NAME')" with `cmp`'s worst comparison and returns 0.
+inline int RankResult(int rank, const absl::Status& status, const Comparer& cmp,
+                      absl::string_view label = "") {
+  if (!status.ok()) return RankFailed(rank, status);
+  std::cout << "rank " << rank << ": " << label << "OK (max rel err "
+            << cmp.worst() << " at '" << cmp.worst_name() << "')" << std::endl;
+  return 0;
+}
 
 }  // namespace verl::parallel::megatron
 

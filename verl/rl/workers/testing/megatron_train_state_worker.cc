@@ -1044,10 +1044,7 @@ int Main(int argc, char** argv) {
   sizes.etp = absl::GetFlag(FLAGS_etp);
   absl::StatusOr<std::shared_ptr<mg::ParallelState>> mpu =
       mg::ParallelState::Initialize(dist.world, sizes);
-  if (!mpu.ok()) {
-    std::cout << "rank " << rank << " FAILED: " << mpu.status() << std::endl;
-    return 1;
-  }
+  if (!mpu.ok()) return mg::RankFailed(rank, mpu.status());
   mg::Comparer cmp(kTol);
   const std::string mode = absl::GetFlag(FLAGS_mode);
   const bool distributed = absl::GetFlag(FLAGS_distributed);
@@ -1058,10 +1055,7 @@ int Main(int argc, char** argv) {
                    : absl::GetFlag(FLAGS_dist_ckpt_phase).empty()
                        ? Run(*mpu, distributed, cmp)
                        : RunDistCkpt(*mpu, distributed, cmp);
-  if (!s.ok()) {
-    std::cout << "rank " << rank << " FAILED: " << s << std::endl;
-    return 1;
-  }
+  if (!s.ok()) return mg::RankFailed(rank, s);
   std::cout << "rank " << rank << ": OK (tp " << (*mpu)->tp_size() << ", dp "
             << (*mpu)->dp()->size() << ", max rel err " << cmp.worst()
             << " at '" << cmp.worst_name() << "')" << std::endl;
