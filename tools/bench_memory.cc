@@ -41,6 +41,7 @@
 #include "verl/models/logprob.h"
 #include "verl/models/presets.h"
 #include "verl/profiler/build_config.h"
+#include "verl/profiler/gemm_peak.h"
 #include "verl/profiler/memory_snapshot.h"
 #include "verl/profiler/memory_tracker.h"
 
@@ -66,13 +67,6 @@ using verl::profiler::MemoryCategoryScope;
 using verl::profiler::MemoryScope;
 using verl::profiler::MemoryTracker;
 
-std::string BlasLibrary() {
-  char buf[4096];
-  const ssize_t n = readlink("/etc/alternatives/libblas.so.3-x86_64-linux-gnu",
-                             buf, sizeof(buf) - 1);
-  return n > 0 ? std::string(buf, n) : std::string("unknown");
-}
-
 double Seconds(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
       .count();
@@ -84,18 +78,6 @@ double ThreadCpuSeconds() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-double GemmGflops(int64_t n) {
-  torch::Tensor a = torch::randn({n, n}), b = torch::randn({n, n});
-  torch::matmul(a, b);
-  double best = 1e30;
-  for (int i = 0; i < 5; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    torch::matmul(a, b);
-    best = std::min(best, Seconds(t0));
-  }
-  return 2.0 * n * n * n / best / 1e9;
 }
 
 // One training step; `annotate` adds the memory scopes the trainer has.
@@ -224,7 +206,9 @@ int main(int argc, char** argv) {
   std::printf(
       "BLAS: %s, fp32 GEMM 512^3: %.1f GFLOP/s, threads %d, profiler %s, "
       "loadavg %s",
-      BlasLibrary().c_str(), GemmGflops(512), absl::GetFlag(FLAGS_threads),
+      verl::profiler::BlasLibrary().c_str(),
+      verl::profiler::MeasureGemmFlops(512, 512, 512, 5) / 1e9,
+      absl::GetFlag(FLAGS_threads),
       verl::profiler::ProfilerCompiledIn() ? "compiled in" : "compiled out",
       load);
   StepFn step;

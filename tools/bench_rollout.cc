@@ -34,6 +34,7 @@
 #include "verl/models/attention.h"
 #include "verl/models/decoder.h"
 #include "verl/models/presets.h"
+#include "verl/profiler/gemm_peak.h"
 
 ABSL_FLAG(std::string, preset, "qwen2-30m", "model preset");
 ABSL_FLAG(int, threads, 2, "LibTorch intra-op threads");
@@ -77,20 +78,6 @@ double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-std::string BlasInUse() {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  while (std::getline(maps, line)) {
-    if (line.find("libblas") != std::string::npos ||
-        line.find("libblis") != std::string::npos ||
-        line.find("libopenblas") != std::string::npos ||
-        line.find("libmkl") != std::string::npos) {
-      return line.substr(line.find('/'));
-    }
-  }
-  return "unknown";
-}
-
 // The 1/5/15-minute load averages (the machine is shared).
 std::string LoadAverage() {
   std::ifstream f("/proc/loadavg");
@@ -101,15 +88,7 @@ std::string LoadAverage() {
 
 // Best-of-3 fp32 GEMM rate (GFLOP/s) of an m x k by k x n matmul.
 double GemmGflops(int64_t m, int64_t k, int64_t n) {
-  at::Tensor a = at::randn({m, k}), b = at::randn({k, n});
-  at::Tensor c = at::matmul(a, b);  // warm-up
-  double best = 1e30;
-  for (int i = 0; i < 3; ++i) {
-    auto t0 = Clock::now();
-    at::matmul_out(c, a, b);
-    best = std::min(best, Since(t0));
-  }
-  return 2.0 * m * k * n / best / 1e9;
+  return profiler::MeasureGemmFlops(m, k, n) / 1e9;
 }
 
 // Matmul FLOPs per token (all projections + LM head) and attention FLOPs
@@ -471,7 +450,7 @@ int Main() {
       std::max(GemmGflops(2048, 2048, 2048), GemmGflops(1024, 1024, 1024));
   absl::PrintF("threads=%d BLIS_NUM_THREADS=%s OMP_WAIT_POLICY=%s blas=%s\n",
                threads, std::getenv("BLIS_NUM_THREADS"),
-               std::getenv("OMP_WAIT_POLICY"), BlasInUse());
+               std::getenv("OMP_WAIT_POLICY"), profiler::LoadedBlasLibrary());
   absl::PrintF(
       "model=%s (hidden %d, %d layers, %d/%d heads, intermediate %d, vocab "
       "%d) params=%.1fM  gemm_peak=%.1f GFLOP/s (fp32, best of 2048^3 / "

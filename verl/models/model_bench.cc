@@ -20,9 +20,11 @@
 #include <vector>
 
 #include "verl/models/decoder.h"
+#include "verl/models/flops_dims.h"
 #include "verl/models/logprob.h"
 #include "verl/models/presets.h"
 #include "verl/profiler/flops_counter.h"
+#include "verl/profiler/gemm_peak.h"
 
 namespace verl::models {
 namespace {
@@ -33,28 +35,11 @@ int Threads() {
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-std::string BlasLibrary() {
-  char buf[4096];
-  const ssize_t n = readlink("/etc/alternatives/libblas.so.3-x86_64-linux-gnu",
-                             buf, sizeof(buf) - 1);
-  return n > 0 ? std::string(buf, n) : std::string("unknown");
-}
-
 // fp32 GEMM GFLOP/s of an n x n x n matmul (best of a few runs).
 double MeasureGemmGflops(int64_t n) {
   at::set_num_threads(Threads());
   at::manual_seed(0);
-  at::Tensor a = at::randn({n, n}), b = at::randn({n, n});
-  at::Tensor c = at::matmul(a, b);  // warm-up
-  double best = 1e30;
-  for (int i = 0; i < 3; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    at::matmul_out(c, a, b);
-    best = std::min(best, std::chrono::duration<double>(
-                              std::chrono::steady_clock::now() - t0)
-                              .count());
-  }
-  return 2.0 * n * n * n / best / 1e9;
+  return profiler::MeasureGemmFlops(n) / 1e9;
 }
 
 double GemmGflops() {
@@ -64,22 +49,10 @@ double GemmGflops() {
 
 // Context lines printed in the benchmark header.
 const bool kContext = [] {
-  benchmark::AddCustomContext("blas", BlasLibrary());
+  benchmark::AddCustomContext("blas", profiler::BlasLibrary());
   benchmark::AddCustomContext("intra_op_threads", std::to_string(Threads()));
   return true;
 }();
-
-profiler::FlopsModelDims Dims(const ModelConfig& c) {
-  profiler::FlopsModelDims d;
-  d.vocab_size = c.vocab_size;
-  d.hidden_size = c.hidden_size;
-  d.intermediate_size = c.intermediate_size;
-  d.num_hidden_layers = c.num_hidden_layers;
-  d.num_attention_heads = c.num_attention_heads;
-  d.num_key_value_heads = c.num_key_value_heads;
-  d.head_dim = c.HeadDim();
-  return d;
-}
 
 // Sets tokens/s, model GFLOP/s and MFU (= model rate / measured fp32 GEMM
 // rate) from the wall time of the timed loop.
@@ -144,7 +117,7 @@ void BM_ForwardBackward(benchmark::State& state) {
     benchmark::DoNotOptimize(loss.item<float>());
   }
   ReportRates(state, Since(t0),
-              profiler::TrainingFlops(Dims(model->config()), b.lens),
+              profiler::TrainingFlops(FlopsDims(model->config()), b.lens),
               b.ids.numel());
   state.counters["params_M"] = NumParameters(*model) / 1e6;
 }
@@ -170,7 +143,7 @@ void BM_Forward(benchmark::State& state) {
     benchmark::DoNotOptimize(logits.data_ptr());
   }
   ReportRates(state, Since(t0),
-              profiler::ForwardFlops(Dims(model->config()), b.lens),
+              profiler::ForwardFlops(FlopsDims(model->config()), b.lens),
               b.ids.numel());
 }
 BENCHMARK(BM_Forward)

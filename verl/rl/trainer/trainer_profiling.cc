@@ -14,7 +14,10 @@
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "verl/core/status.h"
+#include "verl/models/flops_dims.h"
 #include "verl/profiler/build_config.h"
+#include "verl/profiler/flops_counter.h"
+#include "verl/profiler/gemm_peak.h"
 #include "verl/profiler/memory_tracker.h"
 #include "verl/profiler/timeline.h"
 
@@ -109,40 +112,6 @@ TrainerPhase::~TrainerPhase() {
       std::chrono::duration<double>(Clock::now() - start_).count();
 }
 
-profiler::FlopsModelDims FlopsDims(const models::ModelConfig& c) {
-  profiler::FlopsModelDims d;
-  d.vocab_size = c.vocab_size;
-  d.hidden_size = c.hidden_size;
-  d.intermediate_size = c.intermediate_size;
-  d.num_hidden_layers = c.num_hidden_layers;
-  d.num_attention_heads = c.num_attention_heads;
-  d.num_key_value_heads = c.num_key_value_heads;
-  d.head_dim = c.HeadDim();
-  if (c.IsMoe()) {
-    d.num_experts = c.num_experts;
-    d.num_experts_per_tok = c.num_experts_per_tok;
-    d.moe_intermediate_size = c.moe_intermediate_size;
-    d.shared_expert_intermediate_size = c.shared_expert_intermediate_size;
-    for (int64_t l = 0; l < c.num_hidden_layers; ++l)
-      d.moe_layers += c.LayerIsMoe(l) ? 1 : 0;
-  }
-  return d;
-}
-
-double MeasureGemmFlops(int64_t n) {
-  at::NoGradGuard no_grad;
-  at::Tensor a = torch::randn({n, n}), b = torch::randn({n, n});
-  at::Tensor c = torch::matmul(a, b);  // warm-up
-  double best = 1e30;
-  for (int i = 0; i < 3; ++i) {
-    const auto t0 = Clock::now();
-    c = torch::matmul(a, b);
-    best = std::min(best,
-                    std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  return 2.0 * n * n * n / best;
-}
-
 TrainerProfiler::TrainerProfiler(const PpoTrainerConfig& config, int64_t rank,
                                  int64_t world_size)
     : global_(config.global_profiler()),
@@ -168,7 +137,7 @@ TrainerProfiler::TrainerProfiler(const PpoTrainerConfig& config, int64_t rank,
                        ? config.critic().ppo_epochs()
                        : actor_epochs_;
   if (global_.measure_peak_flops()) {
-    peak_flops_ = MeasureGemmFlops();
+    peak_flops_ = profiler::MeasureGemmFlops();
   } else if (global_.has_peak_flops()) {
     peak_flops_ = global_.peak_flops();
   } else {
@@ -279,9 +248,9 @@ MetricMap TrainerProfiler::PerfMetrics(
   at::Tensor lens = attention_mask.sum(1).to(torch::kLong).contiguous();
   std::vector<int64_t> seqlens(lens.data_ptr<int64_t>(),
                                lens.data_ptr<int64_t>() + lens.numel());
-  MetricMap m =
-      ComputeMfuMetrics(FlopsDims(model), seqlens, timing, actor_epochs_,
-                        critic_epochs_, peak_flops_, world_size_);
+  MetricMap m = ComputeMfuMetrics(models::FlopsDims(model), seqlens, timing,
+                                  actor_epochs_, critic_epochs_, peak_flops_,
+                                  world_size_);
   // CPU: exact tracked peak when recording, else the process's peak RSS.
   const int64_t peak_rss = PeakRssBytes();
   const profiler::MemoryTracker& tracker = profiler::MemoryTracker::Global();

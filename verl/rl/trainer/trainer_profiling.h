@@ -45,7 +45,6 @@
 
 #include "absl/status/statusor.h"
 #include "verl/models/model_config.h"
-#include "verl/profiler/flops_counter.h"
 #include "verl/profiler/memory_profiler.h"
 #include "verl/profiler/profile_scope.h"
 #include "verl/rl/trainer/config/config.pb.h"
@@ -75,12 +74,6 @@ class TrainerPhase {
   } gate_;
   profiler::ProfileScope scope_;
 };
-
-// verl's FLOPs dimensions of a decoder (MoE layers counted by HF's rule).
-profiler::FlopsModelDims FlopsDims(const models::ModelConfig& config);
-
-// FLOP/s of an fp32 n x n GEMM on this process's threads (best of a few).
-double MeasureGemmFlops(int64_t n = 1024);
 
 class TrainerProfiler {
  public:

@@ -14,8 +14,6 @@
 #include "gtest/gtest.h"
 #include "verl/core/file_util.h"
 #include "verl/core/pickle.h"
-#include "verl/models/decoder.h"
-#include "verl/models/presets.h"
 #include "verl/profiler/event_writer.h"
 #include "verl/profiler/memory_tracker.h"
 #include "verl/profiler/tensorboard.pb.h"
@@ -258,25 +256,6 @@ TEST(TrainerProfilingTest, PerRoleProfilersCoverOnlyTheirPhases) {
   EXPECT_FALSE(fs::exists(dir + "/step3"));  // no post-update snapshots
 }
 
-TEST(TrainerProfilingTest, FlopsDimsCountEveryMatmulWeight) {
-  auto config = models::MakePreset("tiny-qwen2", 300);
-  ASSERT_TRUE(config.ok()) << config.status();
-  auto model = models::CreateModel(*config, 1);
-  // Independent count: the 2-D weights (embedding, projections, head).
-  std::set<const void*> seen;
-  double weights = 0;
-  for (const auto& p : model->parameters()) {
-    if (p.dim() == 2 && seen.insert(p.data_ptr()).second) weights += p.numel();
-  }
-  if (config->tie_word_embeddings)  // verl counts embedding and head
-    weights += config->vocab_size * config->hidden_size;
-  const profiler::FlopsModelDims d = FlopsDims(*config);
-  const double attn_one_token = 6.0 * d.head_dim * d.num_attention_heads *
-                                d.num_hidden_layers;  // L_i^2 = 1
-  EXPECT_DOUBLE_EQ(profiler::TrainingFlops(d, {1}) - attn_one_token,
-                   6.0 * weights);
-}
-
 TEST(TrainerProfilingTest, PeakFlopsFromTableConfigOrMeasurement) {
   PpoTrainerConfig config = Config("peak", {});
   EXPECT_DOUBLE_EQ(TrainerProfiler(config, 0, 1).peak_flops(), 448e9);
@@ -286,8 +265,6 @@ TEST(TrainerProfilingTest, PeakFlopsFromTableConfigOrMeasurement) {
   const double measured = TrainerProfiler(config, 0, 1).peak_flops();
   EXPECT_GT(measured, 1e8);
   EXPECT_LT(measured, 1e14);
-  // A GEMM measured the same way has the rate its hand count gives.
-  EXPECT_GT(MeasureGemmFlops(256), 1e8);
 }
 
 }  // namespace
