@@ -188,6 +188,13 @@ absl::StatusOr<core::Batch> Rollout::Generate(const core::Batch& prompts,
                         core::Batch::FromColumns(std::move(tensors)));
   if (options_.free_cache_engine) engine_->Sleep();
 
+  RecordEngineStats(t0, before, generated);
+  return result;
+}
+
+void Rollout::RecordEngineStats(std::chrono::steady_clock::time_point t0,
+                                const infer::EngineStats& before,
+                                int64_t generated) {
   const infer::EngineStats after = engine_->stats();
   stats_.generate_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
@@ -195,7 +202,6 @@ absl::StatusOr<core::Batch> Rollout::Generate(const core::Batch& prompts,
   stats_.generated_tokens = generated;
   stats_.preemptions = after.preemptions - before.preemptions;
   stats_.prefix_cache_hit_rate = after.prefix_cache_hit_rate;
-  return result;
 }
 
 }  // namespace verl::rl

@@ -15,6 +15,8 @@
 #ifndef VERL_RL_WORKERS_ROLLOUT_H_
 #define VERL_RL_WORKERS_ROLLOUT_H_
 
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -89,6 +91,11 @@ class Rollout {
                                                     int64_t first_global_index,
                                                     int64_t step,
                                                     bool validate);
+
+  // stats_'s engine figures for a call that started at `t0`, when the
+  // engine's stats were `before`, and generated `generated` tokens.
+  void RecordEngineStats(std::chrono::steady_clock::time_point t0,
+                         const infer::EngineStats& before, int64_t generated);
 
   Rollout(std::unique_ptr<infer::LLMEngine> engine, RolloutOptions options)
       : engine_(std::move(engine)), options_(std::move(options)) {}

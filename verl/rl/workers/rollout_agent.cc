@@ -168,14 +168,8 @@ absl::StatusOr<core::Batch> Rollout::GenerateWithAgentLoop(
           {{"__num_turns__", std::move(num_turns)},
            {"tool_call_counts", std::move(tool_call_counts)}}));
 
-  const infer::EngineStats after = engine_->stats();
   stats_ = RolloutStats();
-  stats_.generate_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-          .count();
-  stats_.generated_tokens = generated;
-  stats_.preemptions = after.preemptions - before.preemptions;
-  stats_.prefix_cache_hit_rate = after.prefix_cache_hit_rate;
+  RecordEngineStats(t0, before, generated);
   AddStats("agent_loop/generate_sequences", generate_s, stats_.agent_metrics);
   AddStats("agent_loop/tool_calls", tool_calls_s, stats_.agent_metrics);
   AddStats("agent_loop/num_preempted", preempted, stats_.agent_metrics);
