@@ -14,7 +14,6 @@
 // //verl/rl/workers:megatron_train_state_test.
 #include <gtest/gtest.h>
 #include <stdio.h>
-#include <sys/wait.h>
 #include <torch/types.h>
 #include <unistd.h>
 
@@ -113,14 +112,7 @@ std::string SaveMegatron(const std::string& root, const Model& m, int world) {
 }
 
 int RunMerger(const std::string& args, std::string* out) {
-  const std::string cmd = "tools/model_merger " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t n;
-  out->clear();
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out->append(buf, n);
-  const int status = pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return core::testing::RunCommand("tools/model_merger " + args + " 2>&1", out);
 }
 
 void ExpectEqualFolder(const std::string& dir, const Model& m,

@@ -6,7 +6,6 @@
 // test mode, megatron) and a table of bad inputs.
 #include <gtest/gtest.h>
 #include <stdio.h>
-#include <sys/wait.h>
 #include <torch/types.h>
 #include <unistd.h>
 
@@ -312,14 +311,7 @@ TEST(ModelMergerTest, BadInputsNameTheFileAndLeaveNothing) {
 
 // Runs the merger binary; returns its exit code and fills `out`.
 int RunMerger(const std::string& args, std::string* out) {
-  const std::string cmd = "tools/model_merger " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t n;
-  out->clear();
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out->append(buf, n);
-  const int status = pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return core::testing::RunCommand("tools/model_merger " + args + " 2>&1", out);
 }
 
 // config.json names the merged dtype (as transformers' save_pretrained of

@@ -1,6 +1,8 @@
 // File: verl/core/test_util.cc
 #include "verl/core/test_util.h"
 
+#include <sys/wait.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -27,6 +29,12 @@ std::string RunAndCapture(const std::string& cmd, int* exit_code) {
   const int rc = ::pclose(pipe);
   if (exit_code != nullptr) *exit_code = rc;
   return out;
+}
+
+int RunCommand(const std::string& cmd, std::string* out) {
+  int status = -1;
+  *out = RunAndCapture(cmd, &status);
+  return status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 }  // namespace verl::core::testing

@@ -24,6 +24,10 @@ std::string FreshTestDir(const std::string& name);
 // pclose status; -1 if the command could not start) when given.
 std::string RunAndCapture(const std::string& cmd, int* exit_code = nullptr);
 
+// Runs `cmd` through /bin/sh with its stdout in *out; returns its exit code,
+// or -1 when it could not start or did not exit (a signal).
+int RunCommand(const std::string& cmd, std::string* out);
+
 namespace internal {
 
 inline const absl::Status& GetStatus(const absl::Status& s) { return s; }

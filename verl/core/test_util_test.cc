@@ -48,5 +48,16 @@ TEST(StatusIsTest, DescribesAndExplains) {
   EXPECT_EQ(listener.str(), "whose status is INVALID_ARGUMENT: bad lr");
 }
 
+// A command's stdout and exit code; a command killed by a signal is -1.
+TEST(RunCommandTest, CapturesStdoutAndTheExitCode) {
+  std::string out = "stale";
+  EXPECT_EQ(testing::RunCommand("echo hi; echo err >&2", &out), 0);
+  EXPECT_EQ(out, "hi\n");
+  EXPECT_EQ(testing::RunCommand("printf x; exit 3", &out), 3);
+  EXPECT_EQ(out, "x");
+  EXPECT_EQ(testing::RunCommand("kill -9 $$", &out), -1);
+  EXPECT_EQ(out, "");
+}
+
 }  // namespace
 }  // namespace verl::core
