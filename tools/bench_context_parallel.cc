@@ -35,6 +35,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "tools/size_list.h"
 #include "verl/core/main_guard.h"
 #include "verl/core/status.h"
 #include "verl/models/megatron/megatron_gpt.h"
@@ -151,13 +152,10 @@ absl::Status Worker(int cp_size) {
 
 int Main() {
   std::vector<int> cps;
-  for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_cps), ',')) {
-    int cp = 0;
-    if (!absl::SimpleAtoi(s, &cp) || cp < 1) {
-      std::cerr << "--cps: bad size '" << s << "'\n";
-      return 1;
-    }
-    cps.push_back(cp);
+  std::string bad;
+  if (!tools::ParseSizeList(absl::GetFlag(FLAGS_cps), &cps, &bad)) {
+    std::cerr << "--cps: bad size '" << bad << "'\n";
+    return 1;
   }
   std::printf(
       "one sequence of %ld tokens, %ld layers, hidden %ld, %ld heads, vocab "

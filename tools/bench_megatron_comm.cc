@@ -94,6 +94,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "tools/size_list.h"
 #include "verl/core/main_guard.h"
 #include "verl/core/status.h"
 #include "verl/models/decoder.h"
@@ -465,13 +466,10 @@ absl::StatusOr<JobResult> RunJob(int tp) {
 
 int Main() {
   std::vector<int> tps;
-  for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_tps), ',')) {
-    int tp = 0;
-    if (!absl::SimpleAtoi(s, &tp) || tp < 1) {
-      std::cerr << "--tps: bad size '" << s << "'\n";
-      return 1;
-    }
-    tps.push_back(tp);
+  std::string bad;
+  if (!tools::ParseSizeList(absl::GetFlag(FLAGS_tps), &tps, &bad)) {
+    std::cerr << "--tps: bad size '" << bad << "'\n";
+    return 1;
   }
   const int dp = absl::GetFlag(FLAGS_dp), pp = absl::GetFlag(FLAGS_pp);
   const int ep = absl::GetFlag(FLAGS_ep);

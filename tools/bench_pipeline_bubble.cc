@@ -43,6 +43,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "tools/size_list.h"
 #include "verl/core/main_guard.h"
 #include "verl/core/status.h"
 #include "verl/parallel/distributed.h"
@@ -128,13 +129,10 @@ absl::Status Worker(int64_t m, int64_t v) {
 
 std::vector<int> Sizes(const std::string& flag, const char* name) {
   std::vector<int> out;
-  for (absl::string_view s : absl::StrSplit(flag, ',')) {
-    int v = 0;
-    if (!absl::SimpleAtoi(s, &v) || v < 1) {
-      std::cerr << name << ": bad value '" << s << "'\n";
-      std::exit(1);
-    }
-    out.push_back(v);
+  std::string bad;
+  if (!tools::ParseSizeList(flag, &out, &bad)) {
+    std::cerr << name << ": bad value '" << bad << "'\n";
+    std::exit(1);
   }
   return out;
 }
