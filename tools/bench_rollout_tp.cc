@@ -108,6 +108,15 @@ absl::StatusOr<Arm> RunArm(parallel::Communicator& world,
   return arm;
 }
 
+// One row of the arms table.
+void PrintArm(const std::string& label, const Arm& arm) {
+  std::printf("%-22s %10lld %8.2f %10.1f %16lld %18lld\n", label.c_str(),
+              static_cast<long long>(arm.generated), arm.seconds,
+              arm.generated / arm.seconds,
+              static_cast<long long>(arm.kv_bytes_per_token),
+              static_cast<long long>(arm.weight_bytes));
+}
+
 absl::Status Run() {
   VERL_ASSIGN_OR_RETURN(parallel::DistributedContext dist,
                         parallel::InitDistributed());
@@ -146,18 +155,8 @@ absl::Status Run() {
       absl::GetFlag(FLAGS_max_tokens), absl::GetFlag(FLAGS_dtype).c_str());
   std::printf("%-22s %10s %8s %10s %16s %18s\n", "arm", "tokens", "s",
               "tokens/s", "KV bytes/token", "weight bytes/rank");
-  std::printf("%-22s %10lld %8.2f %10.1f %16lld %18lld\n",
-              absl::StrFormat("dp (%d x tp=1)", ranks).c_str(),
-              static_cast<long long>(dp.generated), dp.seconds,
-              dp.generated / dp.seconds,
-              static_cast<long long>(dp.kv_bytes_per_token),
-              static_cast<long long>(dp.weight_bytes));
-  std::printf("%-22s %10lld %8.2f %10.1f %16lld %18lld\n",
-              absl::StrFormat("tp=%d (1 replica)", ranks).c_str(),
-              static_cast<long long>(tp.generated), tp.seconds,
-              tp.generated / tp.seconds,
-              static_cast<long long>(tp.kv_bytes_per_token),
-              static_cast<long long>(tp.weight_bytes));
+  PrintArm(absl::StrFormat("dp (%d x tp=1)", ranks), dp);
+  PrintArm(absl::StrFormat("tp=%d (1 replica)", ranks), tp);
   std::printf(
       "tp communication: %lld all-reduces of [tokens, %lld] per step (2 x %lld "
       "layers), %.1f MB all-reduced for %lld computed tokens; logits "
