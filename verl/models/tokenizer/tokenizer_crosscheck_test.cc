@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "verl/core/file_util.h"
+#include "verl/core/test_util.h"
 #include "verl/models/tokenizer/chat_template.h"
 #include "verl/models/tokenizer/tokenizer.h"
 #include "verl/models/tokenizer/tokenizer_builtin.h"
@@ -60,13 +61,8 @@ class CrossCheckTest : public ::testing::Test {
         std::string(kNode) + " " + kTestdata + "tokenizer_reference.js " +
         kModules + " " + kTestdata + "tokenizer_corpus.json " + kTestdata +
         "chat_cases.json " + *builtin_dir_ + " 2>" + err_path;
-    FILE* pipe = ::popen(cmd.c_str(), "r");
-    std::string out;
-    char buf[1 << 16];
-    size_t n;
-    while (pipe && (n = std::fread(buf, 1, sizeof(buf), pipe)) > 0)
-      out.append(buf, n);
-    int rc = pipe ? ::pclose(pipe) : -1;
+    int rc = -1;
+    const std::string out = core::testing::RunAndCapture(cmd, &rc);
     if (rc != 0) {
       std::string err = core::ReadFile(err_path).value_or("");
       if (err.size() > 2000) err = err.substr(err.size() - 2000);
