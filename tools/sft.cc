@@ -72,13 +72,8 @@ static int Main(int argc, char** argv) {
   absl::StatusOr<verl::rl::SftTrainerConfig> built_in =
       verl::rl::LoadSftTrainerConfig("", {});
   if (!built_in.ok()) return Fail(built_in.status());
-  verl::parallel::TrainerProcessCounts counts;
-  counts.n_gpus_per_node = config->trainer().n_gpus_per_node();
-  counts.n_gpus_per_node_set =
-      counts.n_gpus_per_node != built_in->trainer().n_gpus_per_node();
-  counts.nnodes = config->trainer().nnodes();
-  counts.nnodes_set = counts.nnodes != built_in->trainer().nnodes();
-  counts.on_cpu = config->trainer().device() == "cpu";
+  verl::parallel::TrainerProcessCounts counts =
+      verl::parallel::ProcessCountsOf(config->trainer(), built_in->trainer());
   if (absl::Status s = verl::parallel::ReconcileWithLaunchFlags(&counts);
       !s.ok()) {
     return Fail(s);
@@ -92,12 +87,8 @@ static int Main(int argc, char** argv) {
                      " must be positive and divide the number of processes (",
                      counts.n_gpus_per_node * counts.nnodes, ")")));
   }
-  verl::parallel::LaunchFlagDefaults defaults;
-  defaults.nproc_per_node = static_cast<int>(counts.n_gpus_per_node);
-  defaults.nnodes = static_cast<int>(counts.nnodes);
-  defaults.free_port_on_one_node = true;
-  verl::parallel::LaunchOptions launch =
-      verl::parallel::LaunchOptionsFromFlags(defaults);
+  verl::parallel::LaunchOptions launch = verl::parallel::LaunchOptionsFromFlags(
+      verl::parallel::TrainerLaunchDefaults(counts));
   absl::StatusOr<verl::parallel::LaunchResult> launched =
       verl::parallel::MaybeLaunch(argc, argv, launch);
   if (!launched.ok()) return Fail(launched.status());

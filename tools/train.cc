@@ -86,13 +86,8 @@ int Main(int argc, char** argv) {
   // the launcher will start.
   const verl::rl::PpoTrainerConfig defaults =
       verl::rl::DefaultPpoTrainerConfig();
-  verl::parallel::TrainerProcessCounts counts;
-  counts.n_gpus_per_node = config->trainer().n_gpus_per_node();
-  counts.n_gpus_per_node_set =
-      counts.n_gpus_per_node != defaults.trainer().n_gpus_per_node();
-  counts.nnodes = config->trainer().nnodes();
-  counts.nnodes_set = counts.nnodes != defaults.trainer().nnodes();
-  counts.on_cpu = config->trainer().device() == "cpu";
+  verl::parallel::TrainerProcessCounts counts =
+      verl::parallel::ProcessCountsOf(config->trainer(), defaults.trainer());
   const absl::Status reconciled =
       verl::parallel::ReconcileWithLaunchFlags(&counts);
   config->mutable_trainer()->set_n_gpus_per_node(counts.n_gpus_per_node);
@@ -110,12 +105,8 @@ int Main(int argc, char** argv) {
   }
   // Spawn n_gpus_per_node local workers unless an external launcher already
   // set RANK/WORLD_SIZE.
-  verl::parallel::LaunchFlagDefaults launch_defaults;
-  launch_defaults.nproc_per_node = static_cast<int>(counts.n_gpus_per_node);
-  launch_defaults.nnodes = static_cast<int>(counts.nnodes);
-  launch_defaults.free_port_on_one_node = true;
-  verl::parallel::LaunchOptions launch =
-      verl::parallel::LaunchOptionsFromFlags(launch_defaults);
+  verl::parallel::LaunchOptions launch = verl::parallel::LaunchOptionsFromFlags(
+      verl::parallel::TrainerLaunchDefaults(counts));
   absl::StatusOr<verl::parallel::LaunchResult> launched =
       verl::parallel::MaybeLaunch(argc, argv, launch);
   if (!launched.ok()) return Fail(launched.status(), 2);

@@ -49,6 +49,14 @@ LaunchOptions LaunchOptionsFromFlags(const LaunchFlagDefaults& defaults) {
   return options;
 }
 
+LaunchFlagDefaults TrainerLaunchDefaults(const TrainerProcessCounts& counts) {
+  LaunchFlagDefaults defaults;
+  defaults.nproc_per_node = static_cast<int>(counts.n_gpus_per_node);
+  defaults.nnodes = static_cast<int>(counts.nnodes);
+  defaults.free_port_on_one_node = true;
+  return defaults;
+}
+
 namespace {
 
 // `flag` (a launcher flag) and `key` (its config key) describe one count.

@@ -56,6 +56,26 @@ absl::Status ReconcileProcessCounts(std::optional<int> nproc_per_node_flag,
 // ReconcileProcessCounts with the parsed flags and this machine's cores.
 absl::Status ReconcileWithLaunchFlags(TrainerProcessCounts* counts);
 
+// The counts a trainer config's `trainer` section states (its
+// n_gpus_per_node, nnodes and device), each `*_set` when it differs from the
+// built-in section `defaults`. TrainerSection: the PPO or the SFT trainer's.
+template <typename TrainerSection>
+TrainerProcessCounts ProcessCountsOf(const TrainerSection& trainer,
+                                     const TrainerSection& defaults) {
+  TrainerProcessCounts counts;
+  counts.n_gpus_per_node = trainer.n_gpus_per_node();
+  counts.n_gpus_per_node_set =
+      counts.n_gpus_per_node != defaults.n_gpus_per_node();
+  counts.nnodes = trainer.nnodes();
+  counts.nnodes_set = counts.nnodes != defaults.nnodes();
+  counts.on_cpu = trainer.device() == "cpu";
+  return counts;
+}
+
+// What a trainer gives LaunchOptionsFromFlags: its (reconciled) counts, and a
+// free port when it runs on one node.
+LaunchFlagDefaults TrainerLaunchDefaults(const TrainerProcessCounts& counts);
+
 }  // namespace verl::parallel
 
 #endif  // VERL_PARALLEL_LAUNCHER_FLAGS_H_

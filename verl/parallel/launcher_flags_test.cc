@@ -17,11 +17,40 @@ using ::verl::core::testing::StatusIs;
 
 // What a trainer passes: its config's worker and node counts.
 LaunchFlagDefaults TrainerDefaults(int n_gpus_per_node, int nnodes) {
-  LaunchFlagDefaults d;
-  d.nproc_per_node = n_gpus_per_node;
-  d.nnodes = nnodes;
-  d.free_port_on_one_node = true;
+  TrainerProcessCounts counts;
+  counts.n_gpus_per_node = n_gpus_per_node;
+  counts.nnodes = nnodes;
+  const LaunchFlagDefaults d = TrainerLaunchDefaults(counts);
+  EXPECT_EQ(d.nproc_per_node, n_gpus_per_node);
+  EXPECT_EQ(d.nnodes, nnodes);
+  EXPECT_TRUE(d.free_port_on_one_node);
   return d;
+}
+
+// A trainer config's `trainer` section, as the PPO and SFT protos spell it.
+struct FakeTrainerSection {
+  int64_t gpus, nodes;
+  std::string dev;
+  int64_t n_gpus_per_node() const { return gpus; }
+  int64_t nnodes() const { return nodes; }
+  const std::string& device() const { return dev; }
+};
+
+// A count differing from the built-in section's is one the user set.
+TEST(LaunchFlagsTest, ProcessCountsOfATrainerSection) {
+  const FakeTrainerSection built_in{8, 1, "cuda"};
+  TrainerProcessCounts c =
+      ProcessCountsOf(FakeTrainerSection{2, 1, "cpu"}, built_in);
+  EXPECT_EQ(c.n_gpus_per_node, 2);
+  EXPECT_TRUE(c.n_gpus_per_node_set);
+  EXPECT_EQ(c.nnodes, 1);
+  EXPECT_FALSE(c.nnodes_set);
+  EXPECT_TRUE(c.on_cpu);
+  c = ProcessCountsOf(FakeTrainerSection{8, 3, "cuda"}, built_in);
+  EXPECT_FALSE(c.n_gpus_per_node_set);
+  EXPECT_EQ(c.nnodes, 3);
+  EXPECT_TRUE(c.nnodes_set);
+  EXPECT_FALSE(c.on_cpu);
 }
 
 // One test: what was set on the command line cannot be unset again.
