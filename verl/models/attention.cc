@@ -16,12 +16,16 @@
 #include <limits>
 #include <utility>
 
+#include "verl/models/fused_ops.h"
+
 namespace verl::models {
 
 VarlenCausalAttention::VarlenCausalAttention(std::vector<int64_t> cu_seqlens,
-                                             std::vector<int64_t> layer_windows)
+                                             std::vector<int64_t> layer_windows,
+                                             bool fused)
     : cu_seqlens_(std::move(cu_seqlens)),
-      layer_windows_(std::move(layer_windows)) {
+      layer_windows_(std::move(layer_windows)),
+      fused_(fused) {
   CHECK(!cu_seqlens_.empty() && cu_seqlens_.front() == 0)
       << "cu_seqlens must start at 0";
   for (size_t i = 1; i < cu_seqlens_.size(); ++i) {
@@ -115,6 +119,10 @@ at::Tensor VarlenCausalAttention::Attend(int64_t layer, const at::Tensor& q,
   const int64_t window = layer < static_cast<int64_t>(layer_windows_.size())
                              ? layer_windows_[layer]
                              : 0;
+  if (fused_ && q.dim() == 3 && v.dim() == 3 && v.size(2) == q.size(2) &&
+      FusedOpsApply({q, k, v})) {
+    return FusedVarlenAttention(q, k, v, cu_seqlens_, window);
+  }
   if (cu_seqlens_.size() == 2) return CausalAttention(q, k, v, window);
   if (q.device().is_cpu() &&
       (q.scalar_type() == at::kBFloat16 || q.scalar_type() == at::kHalf)) {
@@ -143,7 +151,15 @@ at::Tensor VarlenCausalAttention::Attend(int64_t layer, const at::Tensor& q,
     at::Tensor kj = at::arange(g.max_len, opts).unsqueeze(0);
     at::Tensor masked = kj > qi;
     if (window > 0) masked = masked | (kj <= qi - window);
-    masked = masked.view({1, 1, 1, g.max_len, g.max_len}) | g.key_pad.to(dev);
+    at::Tensor key_pad = g.key_pad.to(dev);
+    masked = masked.view({1, 1, 1, g.max_len, g.max_len}) | key_pad;
+    if (window > 0 && g.n > 1) {
+      // A padding query row past its sequence's end by >= window sees no
+      // key: give it its own (padding) key so that its softmax, and the
+      // gradients through it, stay finite (the row itself is discarded).
+      masked = masked & ~((qi == kj).view({1, 1, 1, g.max_len, g.max_len}) &
+                          key_pad.transpose(-1, -2));
+    }
     scores =
         scores.masked_fill(masked, -std::numeric_limits<double>::infinity());
     at::Tensor probs =

@@ -37,8 +37,13 @@ class AttentionBackend {
 class VarlenCausalAttention : public AttentionBackend {
  public:
   // `layer_windows[l]` is layer l's sliding window (0 or missing => full).
+  // With `fused` (the default), fp32 CPU inputs with v's head dim equal to
+  // q's go through FusedVarlenAttention (fused_ops.h: blocked, the masked
+  // half skipped, unless VERL_FUSED_OPS=0); otherwise, and for other dtypes
+  // and devices, the ATen graph below.
   explicit VarlenCausalAttention(std::vector<int64_t> cu_seqlens,
-                                 std::vector<int64_t> layer_windows = {});
+                                 std::vector<int64_t> layer_windows = {},
+                                 bool fused = true);
 
   at::Tensor Attend(int64_t layer, const at::Tensor& q, const at::Tensor& k,
                     const at::Tensor& v) override;
@@ -59,6 +64,7 @@ class VarlenCausalAttention : public AttentionBackend {
   std::vector<Group> groups_;
   std::vector<int64_t> cu_seqlens_;
   std::vector<int64_t> layer_windows_;
+  bool fused_ = true;
 };
 
 // Attention of one sequence: q [L, n_heads, d], k/v [L, n_kv_heads, d], causal

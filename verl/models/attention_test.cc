@@ -12,11 +12,13 @@
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/softmax.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace verl::models {
 namespace {
@@ -89,6 +91,51 @@ TEST(AttentionTest, Bf16CloseToFp32) {
                                    v.to(at::kBFloat16), 0);
   EXPECT_EQ(out.scalar_type(), at::kBFloat16);
   EXPECT_LT((out.to(at::kFloat) - ref).abs().max().item<double>(), 0.05);
+}
+
+// Gradients through the padded groups with a window shorter than the
+// padding of a short sequence: padding query rows that see no key must not
+// turn the real tokens' gradients into NaN. Per-sequence reference
+// gradients in double; the fp32 (fused) path against the same.
+TEST(AttentionTest, WindowedGradientsWithPaddedGroupsMatchReference) {
+  at::manual_seed(3);
+  const std::vector<int64_t> cu = {0, 1, 13, 16};
+  const at::Tensor q0 = at::randn({16, 4, 8}, at::kDouble);
+  const at::Tensor k0 = at::randn({16, 2, 8}, at::kDouble);
+  const at::Tensor v0 = at::randn({16, 2, 8}, at::kDouble);
+  const at::Tensor gy = at::randn({16, 4, 8}, at::kDouble);
+  auto grads = [&](bool fused, at::ScalarType dtype) {
+    at::Tensor q = q0.to(dtype).detach().clone().requires_grad_(true);
+    at::Tensor k = k0.to(dtype).detach().clone().requires_grad_(true);
+    at::Tensor v = v0.to(dtype).detach().clone().requires_grad_(true);
+    VarlenCausalAttention attn(cu, {2}, fused);
+    (attn.Attend(0, q, k, v) * gy.to(dtype)).sum().backward();
+    return std::vector<at::Tensor>{q.grad().to(at::kDouble),
+                                   k.grad().to(at::kDouble),
+                                   v.grad().to(at::kDouble)};
+  };
+  std::vector<at::Tensor> ref(3);
+  {
+    at::Tensor q = q0.clone().requires_grad_(true);
+    at::Tensor k = k0.clone().requires_grad_(true);
+    at::Tensor v = v0.clone().requires_grad_(true);
+    at::Tensor loss = at::zeros({}, at::kDouble);
+    for (size_t s = 0; s + 1 < cu.size(); ++s) {
+      const int64_t len = cu[s + 1] - cu[s];
+      loss = loss + (Reference(q.narrow(0, cu[s], len), k.narrow(0, cu[s], len),
+                               v.narrow(0, cu[s], len), 2) *
+                     gy.narrow(0, cu[s], len))
+                        .sum();
+    }
+    loss.backward();
+    ref = {q.grad(), k.grad(), v.grad()};
+  }
+  const std::vector<at::Tensor> aten = grads(false, at::kDouble);
+  const std::vector<at::Tensor> fused = grads(true, at::kFloat);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(at::allclose(aten[i], ref[i], 1e-10, 1e-12)) << "grad " << i;
+    EXPECT_TRUE(at::allclose(fused[i], ref[i], 1e-4, 1e-5)) << "grad " << i;
+  }
 }
 
 }  // namespace

@@ -16,6 +16,45 @@
 
 namespace verl::models {
 
+// Fused causal attention (fused_ops.h FusedVarlenAttention): queries and
+// keys in blocks of kAttnBlock rows. A packed sequence occupies tokens
+// [start, start + len) of the [T, heads, d] row-major tensors; token i of it
+// sees keys j with j <= i and, when window > 0, i - j < window; query head h
+// reads kv head h / (n_heads / n_kv). Scores are scale * q.k.
+constexpr int64_t kAttnBlock = 64;
+
+// The attention kernels' inputs (trivial aggregate, filled by fused_ops.cc).
+struct AttnArgs {
+  // [T, n_heads, d] queries (and, backward, the output's gradient); [T,
+  // n_kv, d] keys/values are only read through kt/vt/kp/vp.
+  const float* q;
+  const float* dout;
+  // Keys and values transposed: [n_kv, d, ldt] with ldt >= T + kAttnBlock
+  // (column t = token t; zero tail).
+  const float* kt;
+  const float* vt;
+  int64_t ldt;
+  // Row operands with the head dim zero-padded to dp (a multiple of 16):
+  // [T, n_heads, dp] qp/doutp, [T, n_kv, dp] kp/vp (the unpadded tensors
+  // when d == dp). Backward only, except vp.
+  const float* qp;
+  const float* doutp;
+  const float* kp;
+  const float* vp;
+  // Backward: [T, n_heads] the forward's logsumexp of the scaled scores per
+  // query row, and delta = sum_d dout * out.
+  const float* lse;
+  const float* delta;
+  int64_t n_heads, n_kv, d, dp, window;
+  float scale;
+};
+
+// Floats of workspace one attention kernel call needs (one workspace per
+// concurrently running call).
+inline int64_t AttnWorkspaceFloats(int64_t dp) {
+  return 2 * kAttnBlock * kAttnBlock + 2 * kAttnBlock * dp + 2 * kAttnBlock;
+}
+
 // Trivial aggregate (no member initialisers), so the per-ISA translation
 // units emit no constructor the linker could share.
 struct FusedKernelTable {
@@ -57,6 +96,19 @@ struct FusedKernelTable {
                        float inv_t, const float* lse, const float* ent,
                        const float* g_logp, const float* g_ent, int64_t r0,
                        int64_t r1, float* dx);
+  // Attention forward of query rows [q0, q1) of head h of one sequence:
+  // out [T, n_heads, d] rows and lse [T, n_heads] (log sum exp of the
+  // scaled scores) of those queries. Keys in blocks of kAttnBlock with
+  // online softmax; key blocks no query of the range sees are skipped.
+  void (*attn_fwd)(const AttnArgs& a, int64_t start, int64_t len, int64_t h,
+                   int64_t q0, int64_t q1, float* ws, float* out, float* lse);
+  // Attention backward of key rows [k0, k1) (at most kAttnBlock) of kv head
+  // g of one sequence, probabilities recomputed from q, k and lse: writes
+  // those rows of dk, dv ([T, n_kv, d]; summed over the group's query
+  // heads) and adds their part of dq to dq_acc ([T, n_heads, dp]).
+  void (*attn_bwd)(const AttnArgs& a, int64_t start, int64_t len, int64_t g,
+                   int64_t k0, int64_t k1, float* ws, float* dk, float* dv,
+                   float* dq_acc);
 };
 
 // The table of each per-ISA translation unit; call through

@@ -2,15 +2,21 @@
 #include "verl/models/fused_ops.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/constant_pad_nd.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/mm.h>
 #include <ATen/ops/zeros.h>
+#include <c10/util/Exception.h>
 #include <glog/logging.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -197,6 +203,177 @@ class LinearLogProbFn : public torch::autograd::Function<LinearLogProbFn> {
   }
 };
 
+// ---- Fused varlen attention ----
+
+// Runs run(task, part) for tasks [0, n) on `parts` workers that take the
+// next task as they finish one (tasks ordered longest first balance; a
+// worker slowed by another process on the machine takes fewer).
+template <typename F>
+void RunTasks(int64_t n, int64_t parts, const F& run) {
+  std::atomic<int64_t> next{0};
+  at::parallel_for(0, parts, 1, [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) {
+      for (int64_t t = next.fetch_add(1); t < n; t = next.fetch_add(1)) {
+        run(t, p);
+      }
+    }
+  });
+}
+
+int64_t Workers(int64_t tasks) {
+  return std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), tasks));
+}
+
+// [n_kv, d, T + kAttnBlock]: x transposed per head, zero tail.
+at::Tensor Transposed(const at::Tensor& x) {
+  const int64_t t = x.size(0);
+  at::Tensor out =
+      at::zeros({x.size(1), x.size(2), t + kAttnBlock}, x.options());
+  out.narrow(2, 0, t).copy_(x.permute({1, 2, 0}));
+  return out;
+}
+
+// x [T, heads, d] with the last dim zero-padded to dp.
+at::Tensor PadHead(const at::Tensor& x, int64_t dp) {
+  return dp == x.size(2) ? x : at::constant_pad_nd(x, {0, dp - x.size(2)});
+}
+
+struct AttnTask {
+  int64_t start, len, head, b0, b1, cost;
+};
+
+void SortByCost(std::vector<AttnTask>* tasks) {
+  std::stable_sort(
+      tasks->begin(), tasks->end(),
+      [](const AttnTask& a, const AttnTask& b) { return a.cost > b.cost; });
+}
+
+class VarlenAttentionFn : public torch::autograd::Function<VarlenAttentionFn> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q_in,
+                            const at::Tensor& k_in, const at::Tensor& v_in,
+                            const std::vector<int64_t>& cu, int64_t window,
+                            int64_t isa) {
+    const at::Tensor q = q_in.contiguous(), k = k_in.contiguous(),
+                     v = v_in.contiguous();
+    const int64_t t = q.size(0), n_heads = q.size(1), d = q.size(2);
+    const int64_t dp = (d + 15) / 16 * 16;
+    const at::Tensor kt = Transposed(k), vp = PadHead(v, dp);
+    AttnArgs a{};
+    a.q = F(q);
+    a.kt = F(kt);
+    a.ldt = kt.size(2);
+    a.vp = F(vp);
+    a.n_heads = n_heads;
+    a.n_kv = k.size(1);
+    a.d = d;
+    a.dp = dp;
+    a.window = window;
+    a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+    // One task per (sequence, head, query block), cost ~ keys seen.
+    std::vector<AttnTask> tasks;
+    for (size_t s = 0; s + 1 < cu.size(); ++s) {
+      const int64_t start = cu[s], len = cu[s + 1] - cu[s];
+      for (int64_t q0 = 0; q0 < len; q0 += kAttnBlock) {
+        const int64_t q1 = std::min(len, q0 + kAttnBlock);
+        const int64_t keys = window > 0 ? std::min(q1, window + q1 - q0) : q1;
+        for (int64_t h = 0; h < n_heads; ++h) {
+          tasks.push_back({start, len, h, q0, q1, keys * (q1 - q0)});
+        }
+      }
+    }
+    SortByCost(&tasks);
+    at::Tensor out = at::empty({t, n_heads, d}, q.options());
+    at::Tensor lse = at::empty({t, n_heads}, q.options());
+    const int64_t parts = Workers(static_cast<int64_t>(tasks.size()));
+    const int64_t ws_len = AttnWorkspaceFloats(dp);
+    at::Tensor ws = at::empty({parts, ws_len}, q.options());
+    const FusedKernelTable& kern =
+        *FusedKernelsFor(static_cast<core::CpuIsa>(isa));
+    RunTasks(static_cast<int64_t>(tasks.size()), parts,
+             [&](int64_t i, int64_t p) {
+               const AttnTask& tk = tasks[i];
+               kern.attn_fwd(a, tk.start, tk.len, tk.head, tk.b0, tk.b1,
+                             Fm(ws) + p * ws_len, Fm(out), Fm(lse));
+             });
+    ctx->save_for_backward({q, k, v, out, lse});
+    ctx->saved_data["cu"] = cu;
+    ctx->saved_data["window"] = window;
+    ctx->saved_data["isa"] = isa;
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    // The kernels' gradients are not themselves differentiable.
+    TORCH_CHECK(!at::GradMode::is_enabled(),
+                "FusedVarlenAttention: double backward (create_graph) is not "
+                "supported");
+    variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2];
+    const at::Tensor &out = saved[3], &lse = saved[4];
+    const std::vector<int64_t> cu = ctx->saved_data["cu"].toIntVector();
+    const int64_t window = ctx->saved_data["window"].toInt();
+    const at::Tensor dout = grads[0].contiguous();
+    const int64_t t = q.size(0), n_heads = q.size(1), d = q.size(2);
+    const int64_t n_kv = k.size(1);
+    const int64_t dp = (d + 15) / 16 * 16;
+    const at::Tensor kt = Transposed(k), vt = Transposed(v);
+    const at::Tensor qp = PadHead(q, dp), kp = PadHead(k, dp),
+                     doutp = PadHead(dout, dp);
+    const at::Tensor delta = (dout * out).sum(-1).contiguous();  // [T, H]
+    AttnArgs a{};
+    a.q = F(q);
+    a.dout = F(dout);
+    a.kt = F(kt);
+    a.vt = F(vt);
+    a.ldt = kt.size(2);
+    a.qp = F(qp);
+    a.doutp = F(doutp);
+    a.kp = F(kp);
+    a.lse = F(lse);
+    a.delta = F(delta);
+    a.n_heads = n_heads;
+    a.n_kv = n_kv;
+    a.d = d;
+    a.dp = dp;
+    a.window = window;
+    a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+    // One task per (sequence, kv head, key block), cost ~ queries seeing it.
+    std::vector<AttnTask> tasks;
+    for (size_t s = 0; s + 1 < cu.size(); ++s) {
+      const int64_t start = cu[s], len = cu[s + 1] - cu[s];
+      for (int64_t k0 = 0; k0 < len; k0 += kAttnBlock) {
+        const int64_t k1 = std::min(len, k0 + kAttnBlock);
+        const int64_t queries =
+            window > 0 ? std::min(len, k1 - 1 + window) - k0 : len - k0;
+        for (int64_t g = 0; g < n_kv; ++g) {
+          tasks.push_back({start, len, g, k0, k1, queries * (k1 - k0)});
+        }
+      }
+    }
+    SortByCost(&tasks);
+    at::Tensor dk = at::empty({t, n_kv, d}, q.options());
+    at::Tensor dv = at::empty({t, n_kv, d}, q.options());
+    const int64_t parts = Workers(static_cast<int64_t>(tasks.size()));
+    // Each worker adds its key blocks' dq into its own buffer.
+    at::Tensor dq_parts = at::zeros({parts, t, n_heads, dp}, q.options());
+    const int64_t ws_len = AttnWorkspaceFloats(dp);
+    at::Tensor ws = at::empty({parts, ws_len}, q.options());
+    const FusedKernelTable& kern = *FusedKernelsFor(
+        static_cast<core::CpuIsa>(ctx->saved_data["isa"].toInt()));
+    RunTasks(static_cast<int64_t>(tasks.size()), parts,
+             [&](int64_t i, int64_t p) {
+               const AttnTask& tk = tasks[i];
+               kern.attn_bwd(a, tk.start, tk.len, tk.head, tk.b0, tk.b1,
+                             Fm(ws) + p * ws_len, Fm(dk), Fm(dv),
+                             Fm(dq_parts) + p * t * n_heads * dp);
+             });
+    at::Tensor dq = parts == 1 ? dq_parts[0] : dq_parts.sum(0);
+    if (dp != d) dq = dq.narrow(2, 0, d).contiguous();
+    return {dq, dk, dv, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
 }  // namespace
 
 const FusedKernelTable* FusedKernelsFor(core::CpuIsa isa) {
@@ -272,6 +449,29 @@ FusedLogProbs FusedLinearLogProbs(const at::Tensor& hidden,
   r.log_probs = out[0];
   if (with_entropy) r.entropy = out[1];
   return r;
+}
+
+at::Tensor FusedVarlenAttention(const at::Tensor& q, const at::Tensor& k,
+                                const at::Tensor& v,
+                                const std::vector<int64_t>& cu_seqlens,
+                                int64_t window,
+                                const FusedKernelTable* kernels) {
+  CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3)
+      << "attention inputs must be [T, heads, head_dim]";
+  CHECK(k.sizes() == v.sizes()) << "k and v shapes differ";
+  CHECK(q.size(0) == k.size(0) && q.size(2) == k.size(2))
+      << "q and k must have the same tokens and head_dim";
+  CHECK(k.size(1) > 0 && q.size(1) % k.size(1) == 0)
+      << "n_heads must be a multiple of n_kv_heads";
+  CHECK(!cu_seqlens.empty() && cu_seqlens.front() == 0 &&
+        cu_seqlens.back() == q.size(0))
+      << "cu_seqlens must run from 0 to the token count";
+  for (size_t i = 1; i < cu_seqlens.size(); ++i) {
+    CHECK_GE(cu_seqlens[i], cu_seqlens[i - 1]) << "cu_seqlens not sorted";
+  }
+  if (kernels == nullptr) kernels = &FusedKernels();
+  return VarlenAttentionFn::apply(q, k, v, cu_seqlens, window,
+                                  static_cast<int64_t>(kernels->isa));
 }
 
 }  // namespace verl::models

@@ -15,7 +15,9 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <initializer_list>
+#include <vector>
 
 #include "verl/models/fused_kernel_table.h"
 
@@ -58,6 +60,23 @@ FusedLogProbs FusedLinearLogProbs(const at::Tensor& hidden,
                                   const at::Tensor& weight,
                                   const at::Tensor& labels, double temperature,
                                   bool with_entropy);
+
+// Causal attention within each packed sequence, VarlenCausalAttention's
+// math (attention.h): q [T, n_heads, d], k/v [T, n_kv, d] (n_heads a
+// multiple of n_kv), sequence s at tokens [cu_seqlens[s], cu_seqlens[s+1]),
+// token i sees keys j <= i of its sequence and, with window > 0, only
+// i - j < window; scale d^-0.5. Flash-attention style: blocks of queries and
+// keys, the blocks above the diagonal (and outside the window) skipped,
+// online softmax; the forward saves the per-row logsumexp and the backward
+// recomputes the probabilities from q and k (dk/dv summed over each kv
+// head's query heads). Returns [T, n_heads, d]. Differentiable once (a
+// double backward, create_graph, is refused). `kernels` (tests) picks an
+// ISA's kernels; null: FusedKernels().
+at::Tensor FusedVarlenAttention(const at::Tensor& q, const at::Tensor& k,
+                                const at::Tensor& v,
+                                const std::vector<int64_t>& cu_seqlens,
+                                int64_t window,
+                                const FusedKernelTable* kernels = nullptr);
 
 }  // namespace verl::models
 

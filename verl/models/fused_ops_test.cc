@@ -5,15 +5,20 @@
 // differentiable input under a random upstream gradient, at odd sizes (row
 // lengths that are not a multiple of any vector width, strided inputs);
 // every ISA variant of the row kernels this CPU can run against the same
-// references; the ops' fallback for non-fp32 tensors. Part of decoder_test.
+// references; the ops' fallback for non-fp32 tensors; the fused varlen
+// attention against VarlenCausalAttention's ATen graph in double (values,
+// dq/dk/dv, GQA, windows, odd head dims, every ISA). Part of decoder_test.
 #include "verl/models/fused_ops.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
 
+#include <string>
 #include <vector>
 
 #include "verl/core/cpu_isa.h"
+#include "verl/models/attention.h"
 #include "verl/models/layers.h"
 
 namespace verl::models {
@@ -198,6 +203,94 @@ TEST(FusedOpsTest, EveryIsaKernelMatchesReference) {
     ExpectClose(ent, ent_ref, "log_prob_fwd entropy");
     ExpectClose(lse, at::logsumexp(z, -1), "log_prob_fwd lse");
   }
+}
+
+// The ATen attention (VarlenCausalAttention's unfused graph) in double.
+struct AttnRef {
+  at::Tensor out, dq, dk, dv;
+};
+AttnRef AttentionReference(const at::Tensor& q0, const at::Tensor& k0,
+                           const at::Tensor& v0, const at::Tensor& gy,
+                           const std::vector<int64_t>& cu, int64_t window) {
+  at::Tensor q = Leaf(q0.to(at::kDouble)), k = Leaf(k0.to(at::kDouble)),
+             v = Leaf(v0.to(at::kDouble));
+  VarlenCausalAttention attn(cu, {window}, /*fused=*/false);
+  at::Tensor out = attn.Attend(0, q, k, v);
+  (out * gy.to(at::kDouble)).sum().backward();
+  return {out.detach(), q.grad(), k.grad(), v.grad()};
+}
+
+TEST(FusedOpsTest, VarlenAttentionForwardAndGradientsMatchAten) {
+  at::manual_seed(5);
+  struct Case {
+    std::vector<int64_t> cu;
+    int64_t n_heads, n_kv, d, window;
+  };
+  // Sequences of 1 token, empty ones, and longer than a block (64) with a
+  // partial last block; GQA groups 1, 2 and 7; head dims a multiple of 16,
+  // odd and below one vector; windows inside one block and across blocks.
+  const std::vector<Case> cases = {
+      {{0, 1, 71, 71, 76, 206}, 2, 2, 32, 0},
+      {{0, 130, 131, 140}, 4, 2, 32, 3},
+      {{0, 1, 2, 67}, 7, 1, 13, 0},
+      {{0, 150, 159}, 7, 1, 32, 70},
+      {{0, 5, 100}, 4, 2, 5, 5},
+      {{0, 66}, 2, 1, 40, 0},
+  };
+  for (const Case& c : cases) {
+    const int64_t t = c.cu.back();
+    SCOPED_TRACE("heads " + std::to_string(c.n_heads) + "/" +
+                 std::to_string(c.n_kv) + " d " + std::to_string(c.d) +
+                 " window " + std::to_string(c.window) + " T " +
+                 std::to_string(t));
+    const at::Tensor q0 = at::randn({t, c.n_heads, c.d}) * 1.5;
+    const at::Tensor k0 = at::randn({t, c.n_kv, c.d}) * 1.5;
+    const at::Tensor v0 = at::randn({t, c.n_kv, c.d});
+    const at::Tensor gy = at::randn({t, c.n_heads, c.d});
+    const AttnRef ref = AttentionReference(q0, k0, v0, gy, c.cu, c.window);
+    for (core::CpuIsa isa : RunnableIsas()) {
+      SCOPED_TRACE(core::CpuIsaName(isa));
+      at::Tensor q = Leaf(q0), k = Leaf(k0), v = Leaf(v0);
+      at::Tensor out =
+          FusedVarlenAttention(q, k, v, c.cu, c.window, FusedKernelsFor(isa));
+      (out * gy).sum().backward();
+      ExpectClose(out, ref.out, "attention out");
+      ExpectClose(q.grad(), ref.dq, "attention dq", 1e-5, 1e-4);
+      ExpectClose(k.grad(), ref.dk, "attention dk", 1e-5, 1e-4);
+      ExpectClose(v.grad(), ref.dv, "attention dv", 1e-5, 1e-4);
+    }
+    // VarlenCausalAttention takes the fused path for fp32 CPU inputs.
+    VarlenCausalAttention attn(c.cu, {c.window});
+    ExpectClose(attn.Attend(0, q0, k0, v0), ref.out, "Attend fp32");
+  }
+}
+
+TEST(FusedOpsTest, VarlenAttentionStridedInputsAndNoGrad) {
+  at::manual_seed(6);
+  const std::vector<int64_t> cu = {0, 40, 97};
+  // q/k/v as views of one fused projection (non-contiguous).
+  const at::Tensor qkv = at::randn({97, 6 * 16});
+  const at::Tensor q = qkv.narrow(1, 0, 64).view({97, 4, 16});
+  const at::Tensor k = qkv.narrow(1, 64, 16).view({97, 1, 16});
+  const at::Tensor v = qkv.narrow(1, 80, 16).view({97, 1, 16});
+  ASSERT_FALSE(q.is_contiguous());
+  const at::Tensor gy = at::zeros({97, 4, 16});
+  const AttnRef ref = AttentionReference(q, k, v, gy, cu, 0);
+  at::NoGradGuard no_grad;
+  ExpectClose(FusedVarlenAttention(q, k, v, cu, 0), ref.out, "strided out");
+}
+
+TEST(FusedOpsTest, VarlenAttentionRefusesDoubleBackward) {
+  at::Tensor q = Leaf(at::randn({5, 2, 8})), k = Leaf(at::randn({5, 1, 8})),
+             v = Leaf(at::randn({5, 1, 8}));
+  at::Tensor y = FusedVarlenAttention(q, k, v, {0, 2, 5}, 0).pow(2).sum();
+  EXPECT_ANY_THROW(torch::autograd::grad({y}, {q}, {}, /*retain_graph=*/true,
+                                         /*create_graph=*/true));
+  // A plain second backward (retain_graph) is fine.
+  y.backward({}, /*retain_graph=*/true);
+  const at::Tensor g1 = q.grad().clone();
+  y.backward();
+  ExpectClose(q.grad(), 2 * g1, "second backward");
 }
 
 TEST(FusedOpsTest, ApplyOnlyToFp32Cpu) {
