@@ -2,7 +2,8 @@
 //
 // Training throughput of the decoder: forward+backward tokens/s of the
 // qwen2-30m preset (fp32 and bf16, packed layout, log-prob loss), forward
-// only, and chunked log-prob/entropy. Each result carries the model FLOP
+// only, one layer's attention (fused vs ATen), and chunked
+// log-prob/entropy. Each result carries the model FLOP
 // rate (verl's FLOPs counter) and MFU against the fp32 GEMM rate measured in
 // this process (2048^3 matmul); the BLAS library in use is printed in the
 // context header. Threads: VERL_BENCH_THREADS, else all cores.
@@ -19,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "verl/models/attention.h"
 #include "verl/models/decoder.h"
 #include "verl/models/flops_dims.h"
 #include "verl/models/logprob.h"
@@ -152,6 +154,44 @@ BENCHMARK(BM_Forward)
     ->Args({1, 2, 256})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3)
+    ->UseRealTime();
+
+// Args: {fused (0/1), sequences, sequence length}. The attention of one
+// qwen2-30m layer (8 query heads, 2 kv heads, head_dim 64), fp32, forward
+// + backward: FusedVarlenAttention against the ATen graph; causal FLOPs
+// (QK^T and PV over the lower triangle: 2 forward, 5 backward matmuls).
+void BM_VarlenAttention(benchmark::State& state) {
+  at::set_num_threads(Threads());
+  const bool fused = state.range(0) != 0;
+  const int64_t seqs = state.range(1), len = state.range(2);
+  const int64_t t = seqs * len, heads = 8, kv = 2, d = 64;
+  at::manual_seed(3);
+  at::Tensor q = at::randn({t, heads, d}).requires_grad_(true);
+  at::Tensor k = at::randn({t, kv, d}).requires_grad_(true);
+  at::Tensor v = at::randn({t, kv, d}).requires_grad_(true);
+  at::Tensor gy = at::randn({t, heads, d});
+  std::vector<int64_t> cu;
+  for (int64_t s = 0; s <= seqs; ++s) cu.push_back(s * len);
+  VarlenCausalAttention attention(cu, {}, fused);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    for (at::Tensor* x : {&q, &k, &v}) x->mutable_grad() = at::Tensor();
+    (attention.Attend(0, q, k, v) * gy).sum().backward();
+    benchmark::DoNotOptimize(q.grad().data_ptr());
+  }
+  const double secs = Since(t0), iters = state.iterations();
+  const double flops = 7.0 * 2.0 * seqs * (len * (len + 1) / 2.0) * heads * d;
+  state.counters["GFLOP/s"] = flops * iters / secs / 1e9;
+  state.counters["ms/layer"] = secs / iters * 1e3;
+}
+BENCHMARK(BM_VarlenAttention)
+    ->ArgNames({"fused", "seqs", "len"})
+    ->Args({0, 2, 256})
+    ->Args({1, 2, 256})
+    ->Args({0, 2, 1024})
+    ->Args({1, 2, 1024})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(20)
     ->UseRealTime();
 
 // Args: {rows, vocab}. Forward + backward of log-prob and entropy.
