@@ -237,6 +237,9 @@ TEST(FusedOpsTest, VarlenAttentionForwardAndGradientsMatchAten) {
       {{0, 5, 100}, 4, 2, 5, 5},
       {{0, 66}, 2, 1, 40, 0},
   };
+  // Two workers: tasks pulled concurrently, dq summed over per-worker parts.
+  const int threads = at::get_num_threads();
+  at::set_num_threads(2);
   for (const Case& c : cases) {
     const int64_t t = c.cu.back();
     SCOPED_TRACE("heads " + std::to_string(c.n_heads) + "/" +
@@ -263,6 +266,7 @@ TEST(FusedOpsTest, VarlenAttentionForwardAndGradientsMatchAten) {
     VarlenCausalAttention attn(c.cu, {c.window});
     ExpectClose(attn.Attend(0, q0, k0, v0), ref.out, "Attend fp32");
   }
+  at::set_num_threads(threads);
 }
 
 TEST(FusedOpsTest, VarlenAttentionStridedInputsAndNoGrad) {
