@@ -92,6 +92,10 @@ absl::Status PpoTrainer::InitData() {
   };
   VERL_ASSIGN_OR_RETURN(train_set_,
                         load(data.train_files(), data.train_max_samples()));
+  const SftWarmupConfig& warmup = config_.actor_rollout_ref().sft_warmup();
+  if (warmup.steps() > 0 && warmup.train_files_size() > 0) {
+    VERL_ASSIGN_OR_RETURN(sft_set_, load(warmup.train_files(), -1));
+  }
   if (data.val_files_size() > 0) {
     VERL_ASSIGN_OR_RETURN(val_set_,
                           load(data.val_files(), data.val_max_samples()));

@@ -169,6 +169,9 @@ class PpoTrainer {
   std::unique_ptr<models::Tokenizer> tokenizer_;
   std::unique_ptr<PromptEncoder> encoder_;
   std::unique_ptr<RLDataset> train_set_, val_set_;
+  // actor_rollout_ref.sft_warmup.train_files when set (else the warm start
+  // reads train_set_).
+  std::unique_ptr<RLDataset> sft_set_;
   std::unique_ptr<DataLoader> train_loader_;
   std::unique_ptr<Actor> actor_, ref_;
   // Ulysses sequence parallelism per role: the dp group the role's batch is

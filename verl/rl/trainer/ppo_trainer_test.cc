@@ -251,6 +251,45 @@ PpoTrainerConfig OneStep(const std::string& estimator,
   return config;
 }
 
+// actor_rollout_ref.sft_warmup.train_files: the warm start reads its own
+// rows. Naming the training rows again is the default run; other rows give
+// another warm start (the same RL step on other weights); a missing file
+// and a batch larger than the rows are errors naming them.
+TEST(PpoTrainerTest, SftWarmupReadsItsOwnTrainFiles) {
+  PpoTrainerConfig config = OneStep("grpo", "sft_rows", "NR % 3");
+  auto base = RunPpo(config, nullptr);
+  ASSERT_TRUE(base.ok()) << base.status();
+  auto* w = config.mutable_actor_rollout_ref()->mutable_sft_warmup();
+  w->add_train_files(config.data().train_files(0));
+  auto same = RunPpo(config, nullptr);
+  ASSERT_TRUE(same.ok()) << same.status();
+  ExpectSameMetrics(*base, *same);
+
+  w->set_train_files(0, "builtin:arithmetic/train?max_operand=3");
+  auto other = RunPpo(config, nullptr);
+  ASSERT_TRUE(other.ok()) << other.status();
+  int differ = 0;
+  for (const auto& [k, v] : base->last_step_metrics) {
+    if (k.rfind("timing", 0) == 0 || k.rfind("perf/", 0) == 0) continue;
+    differ += other->last_step_metrics.count(k) &&
+              other->last_step_metrics.at(k) != v;
+  }
+  EXPECT_GT(differ, 0);
+  EXPECT_NE(other->last_step_metrics.at("actor/entropy"),
+            base->last_step_metrics.at("actor/entropy"));
+
+  w->set_train_files(0, "/nonexistent/sft.jsonl");
+  auto missing = RunPpo(config, nullptr);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("/nonexistent/sft.jsonl"),
+            std::string::npos)
+      << missing.status();
+  w->set_train_files(0, "builtin:arithmetic/train?rows=3");
+  EXPECT_THAT(RunPpo(config, nullptr),
+              core::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                      "exceeds the warm start's 3 rows"));
+}
+
 // rollout.multi_turn: the agent loop runs every trajectory (tool_agent with
 // verl's tool config); the step logs verl's multi-turn metrics and timing.
 TEST(PpoTrainerTest, MultiTurnRolloutRunsThroughTheAgentLoop) {

@@ -43,8 +43,15 @@ absl::Status PpoTrainer::SftWarmup(models::CausalLM& model,
   // Lays out trajectory answers (null unless the agent loop is configured).
   VERL_ASSIGN_OR_RETURN(std::shared_ptr<infer::agent::AgentLoop> agent,
                         AgentLoopFromConfig(config_, tokenizer_.get()));
-  DataLoader loader(train_set_.get(), w.batch_size(), /*shuffle=*/true,
-                    seed_ + 17, true);
+  // The warm start's own rows (sft_warmup.train_files) or the training rows.
+  RLDataset* rows_set = sft_set_ != nullptr ? sft_set_.get() : train_set_.get();
+  if (rows_set->size() < w.batch_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("actor_rollout_ref.sft_warmup.batch_size=", w.batch_size(),
+                     " exceeds the warm start's ", rows_set->size(), " rows"));
+  }
+  DataLoader loader(rows_set, w.batch_size(), /*shuffle=*/true, seed_ + 17,
+                    true);
   model.train();
   for (int64_t step = 0; step < w.steps(); ++step) {
     auto rows = loader.Next();
