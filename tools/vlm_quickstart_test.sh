@@ -12,9 +12,10 @@ TRAIN=tools/train
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 STEPS="${VLM_QUICKSTART_STEPS:-10}"
 MARGIN="${VLM_QUICKSTART_MARGIN:-0.1}"
+SEED="${VLM_QUICKSTART_SEED:-1}"  # data.seed (also the init's seed)
 export VERL_FILE_LOGGER_PATH="$TMP/vlm_quickstart.jsonl"
 "$TRAIN" --flagfile=examples/vlm_quickstart.flags \
-  trainer.total_training_steps="$STEPS" trainer.test_freq=5 \
+  data.seed="$SEED" trainer.total_training_steps="$STEPS" trainer.test_freq=5 \
   trainer.logger='[file]' trainer.default_local_dir="$TMP/ckpt" \
   trainer.validation_data_dir="$TMP/val" \
   >"$TMP/out" 2>&1 || { tail -20 "$TMP/out"; echo "FAIL: train exited $?"; exit 1; }
