@@ -35,6 +35,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "verl/core/main_guard.h"
 #include "verl/core/status.h"
@@ -513,10 +514,12 @@ absl::Status Run() {
     std::map<std::string, at::Tensor> ref_params;
     for (auto& [name, t] : NamedParams(*ref)) ref_params[name] = t;
     if (full.size() != ref_params.size()) ok = false;
-    // Global relative L2 error <= tol. Per tensor a looser bound: k_proj's
-    // bias gets only rounding-noise gradients (softmax is shift invariant),
-    // which AdamW normalises into +-lr steps whose signs follow the noise;
-    // any sharding or reduction bug gives O(1) per-tensor errors.
+    // Global relative L2 error <= tol. Per tensor a looser bound (1e-3), and
+    // looser still (1e-2) for k_proj's bias: it gets only rounding-noise
+    // gradients (softmax is shift invariant), which AdamW normalises into
+    // +-lr steps whose signs follow the noise, so any change of summation
+    // order (fused attention, dynamic micro-batches) moves it by ~1e-3. Any
+    // sharding or reduction bug gives O(1) per-tensor errors.
     double diff_sq = 0, ref_sq = 0, worst = 0;
     for (auto& [name, t] : full) {
       const at::Tensor& r = ref_params.at(name);
@@ -525,7 +528,8 @@ absl::Status Run() {
       ref_sq += r.to(at::kDouble).pow(2).sum().item<double>();
       const double e = RelErr(t, r);
       worst = std::max(worst, e);
-      if (e > 1e-3) {
+      const bool noise_only = absl::EndsWith(name, "k_proj.bias");
+      if (e > (noise_only ? 1e-2 : 1e-3)) {
         std::cout << "rank 0 param " << name << " rel err " << e << "\n";
         ok = false;
       }
