@@ -448,9 +448,15 @@ int Main() {
   auto model = models::CreateModel(*cfg, /*seed=*/1);
   const double peak =
       std::max(GemmGflops(2048, 2048, 2048), GemmGflops(1024, 1024, 1024));
-  absl::PrintF("threads=%d BLIS_NUM_THREADS=%s OMP_WAIT_POLICY=%s blas=%s\n",
-               threads, std::getenv("BLIS_NUM_THREADS"),
-               std::getenv("OMP_WAIT_POLICY"), profiler::LoadedBlasLibrary());
+  const auto env = [](const char* name) -> std::string {
+    const char* value = std::getenv(name);
+    return value != nullptr ? value : "unset";
+  };
+  absl::PrintF(
+      "threads=%d BLIS_NUM_THREADS=%s OMP_WAIT_POLICY=%s BLIS_ARCH_TYPE=%s "
+      "blas=%s\n",
+      threads, env("BLIS_NUM_THREADS"), env("OMP_WAIT_POLICY"),
+      env("BLIS_ARCH_TYPE"), profiler::LoadedBlasLibrary());
   absl::PrintF(
       "model=%s (hidden %d, %d layers, %d/%d heads, intermediate %d, vocab "
       "%d) params=%.1fM  gemm_peak=%.1f GFLOP/s (fp32, best of 2048^3 / "

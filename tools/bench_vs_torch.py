@@ -36,6 +36,29 @@ _threads = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--threads
 os.environ.setdefault("BLIS_NUM_THREADS", _threads)
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
+
+def blis_arch_override():
+    """The BLIS_ARCH_TYPE the project's binaries set at load time (the rule of
+    verl/core/blis_arch.h): BLIS 0.9 runs its generic kernels on AMD families
+    >= 0x1A (Zen 5), so both sides get the AVX-512 'skx' kernels there."""
+    info = {}
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if not line.strip():
+                break
+            key, _, value = line.partition(":")
+            info[key.strip()] = value.strip()
+    flags = set(info.get("flags", "").split())
+    if (info.get("vendor_id") == "AuthenticAMD"
+            and int(info.get("cpu family", "0")) >= 0x1A
+            and {"avx512f", "avx512dq", "avx512bw", "avx512vl"} <= flags):
+        return "skx"
+    return ""
+
+
+if "BLIS_ARCH_TYPE" not in os.environ and blis_arch_override():
+    os.environ["BLIS_ARCH_TYPE"] = blis_arch_override()
+
 try:
     import torch
     import torch.nn.functional as F
@@ -177,7 +200,8 @@ def main():
     labels = torch.roll(ids, -1, dims=1)
     params = sum(p.numel() for p in model.parameters())
     print(f"qwen2-30m eager: {params / 1e6:.1f}M parameters, {SEQS} x {LEN} tokens, "
-          f"{a.threads} threads, torch {torch.__version__}")
+          f"{a.threads} threads, torch {torch.__version__}, "
+          f"BLIS_ARCH_TYPE={os.environ.get('BLIS_ARCH_TYPE', 'unset')}")
     ratios, ours_frac, eager_frac, cpu_ratios = [], [], [], []
     for i in range(a.pairs):
         o_tok, o_gflops, o_peak, o_cpu_tok = project(a.model_bench, a.iters, a.threads)
