@@ -61,6 +61,10 @@ fi
 [ -f "$model.gguf" ] || "$BIN_DIR/export_gguf" --hf_dir="$model" --output="$model.gguf" --outtype=f32 >&2
 
 export OMP_WAIT_POLICY=passive BLIS_NUM_THREADS="$threads"
+# The BLIS kernels the project's binaries choose at load time (Zen 5: skx,
+# tools/blis_arch.py), for the GEMM peak measured beside them as well.
+blis_arch=$(python3 "$(dirname "$0")/blis_arch.py" 2>/dev/null || true)
+if [ -n "$blis_arch" ]; then export BLIS_ARCH_TYPE="${BLIS_ARCH_TYPE:-$blis_arch}"; fi
 results="$workdir/results.txt"
 : > "$results"
 # GFLOP/s of the best of three 1024^3 fp32 matmuls ("n/a" without torch).

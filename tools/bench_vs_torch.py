@@ -37,27 +37,11 @@ os.environ.setdefault("BLIS_NUM_THREADS", _threads)
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 
-def blis_arch_override():
-    """The BLIS_ARCH_TYPE the project's binaries set at load time (the rule of
-    verl/core/blis_arch.h): BLIS 0.9 runs its generic kernels on AMD families
-    >= 0x1A (Zen 5), so both sides get the AVX-512 'skx' kernels there."""
-    info = {}
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if not line.strip():
-                break
-            key, _, value = line.partition(":")
-            info[key.strip()] = value.strip()
-    flags = set(info.get("flags", "").split())
-    if (info.get("vendor_id") == "AuthenticAMD"
-            and int(info.get("cpu family", "0")) >= 0x1A
-            and {"avx512f", "avx512dq", "avx512bw", "avx512vl"} <= flags):
-        return "skx"
-    return ""
+# Both sides run the same BLIS kernels (tools/blis_arch.py).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from blis_arch import set_blis_arch  # noqa: E402
 
-
-if "BLIS_ARCH_TYPE" not in os.environ and blis_arch_override():
-    os.environ["BLIS_ARCH_TYPE"] = blis_arch_override()
+set_blis_arch()
 
 try:
     import torch

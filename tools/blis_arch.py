@@ -1,0 +1,35 @@
+#!/usr/bin/python3
+"""The BLIS_ARCH_TYPE the project's binaries set at load time, for Python
+benchmarks whose PyTorch side must run the same BLIS kernels.
+
+The rule of verl/core/blis_arch.h: Debian's BLIS 0.9 runs its generic
+kernels on AMD families >= 0x1A (Zen 5); with AVX-512 F/DQ/BW/VL the 'skx'
+kernels are ~4x faster. Run as a script it prints the value ("" if none).
+"""
+import os
+
+
+def blis_arch_override(cpuinfo="/proc/cpuinfo"):
+    info = {}
+    with open(cpuinfo) as f:
+        for line in f:
+            if not line.strip():
+                break  # the first processor's block
+            key, _, value = line.partition(":")
+            info[key.strip()] = value.strip()
+    flags = set(info.get("flags", "").split())
+    if (info.get("vendor_id") == "AuthenticAMD"
+            and int(info.get("cpu family", "0") or 0) >= 0x1A
+            and {"avx512f", "avx512dq", "avx512bw", "avx512vl"} <= flags):
+        return "skx"
+    return ""
+
+
+def set_blis_arch():
+    """Sets BLIS_ARCH_TYPE (unless already set) before torch loads BLIS."""
+    if "BLIS_ARCH_TYPE" not in os.environ and blis_arch_override():
+        os.environ["BLIS_ARCH_TYPE"] = blis_arch_override()
+
+
+if __name__ == "__main__":
+    print(blis_arch_override())
