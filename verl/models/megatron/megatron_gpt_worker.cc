@@ -816,30 +816,34 @@ absl::Status RunCase(const Case& c, bool check_folder,
           tag + "moe/z_loss", at::tensor(aux.at("moe/z_loss"), at::kDouble),
           at::tensor(ref_z, at::kDouble)));
     }
+    // After an update the two models' weights differ by fp32 rounding,
+    // which the gradients of near-cancelling parameters (q/k norms, the
+    // tied embedding) amplify to ~3e-5 relative even at pp = 1 (measured),
+    // and the outputs after 3 steps to ~1.1e-5 (llama_kv2_value_full at
+    // pp 2 x vpp 2 on BLIS's skx kernels): later steps' outputs and
+    // gradients are held to 1e-4 (a wrong update moves them by >= 1e-2),
+    // the weights to 1e-5, step 0 everything to 1e-5.
+    mg::Comparer later(10 * kTol);
+    mg::Comparer& out_cmp = step == 0 ? cmp : later;
     for (int64_t m = 0; m < n && model.is_last_stage(); ++m) {
       const std::string mt = absl::StrCat(tag, "mb ", m, " ");
       if (c.value) {
         VERL_RETURN_IF_ERROR(
-            cmp.Expect(mt + "values", got[m].out, ref_fwd[m].values));
+            out_cmp.Expect(mt + "values", got[m].out, ref_fwd[m].values));
         continue;
       }
       VERL_RETURN_IF_ERROR(
-          cmp.Expect(mt + "logits",
-                     mg::GatherVocabParallelLogits(
-                         got[m].out, config.vocab_size, mpu->tp()),
-                     ref_fwd[m].logits));
+          out_cmp.Expect(mt + "logits",
+                         mg::GatherVocabParallelLogits(
+                             got[m].out, config.vocab_size, mpu->tp()),
+                         ref_fwd[m].logits));
+      VERL_RETURN_IF_ERROR(out_cmp.Expect(mt + "log_probs", got[m].log_probs,
+                                          ref_out[m].log_probs));
       VERL_RETURN_IF_ERROR(
-          cmp.Expect(mt + "log_probs", got[m].log_probs, ref_out[m].log_probs));
-      VERL_RETURN_IF_ERROR(
-          cmp.Expect(mt + "entropy", got[m].entropy, ref_out[m].entropy));
+          out_cmp.Expect(mt + "entropy", got[m].entropy, ref_out[m].entropy));
     }
-    // After an update the two models' weights differ by fp32 rounding,
-    // which the gradients of near-cancelling parameters (q/k norms, the
-    // tied embedding) amplify to ~3e-5 relative even at pp = 1 (measured):
-    // later steps' gradients are held to 1e-4, the weights to 1e-5.
     const HfTensorSource grads = HfSourceFromMap(ref_grads);
-    mg::Comparer later(10 * kTol);
-    mg::Comparer& grad_cmp = step == 0 ? cmp : later;
+    mg::Comparer& grad_cmp = out_cmp;
     int checked = 0;
     for (const auto& item : model.named_parameters()) {
       if (!item.value().requires_grad()) continue;  // the expert bias
@@ -876,8 +880,10 @@ absl::Status RunCase(const Case& c, bool check_folder,
   if (mpu->pp_size() == 1) return absl::OkStatus();
   // Forward only: the last stage's log-probs (values) broadcast to every
   // stage equal the reference on every rank (the weights of the last
-  // forward-backward above).
+  // forward-backward above), at the later steps' tolerance after updates.
   const std::string tag = absl::StrCat(c.name, ": ");
+  mg::Comparer after_steps(10 * kTol);
+  mg::Comparer& fwd_cmp = steps == 0 ? cmp : after_steps;
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> outs = mg::PipelineForwardOnly(fns, n, pp);
   for (int64_t m = 0; m < n; ++m) {
@@ -891,8 +897,8 @@ absl::Status RunCase(const Case& c, bool check_folder,
     }
     mg::BroadcastFromLastStage(result, pp);
     VERL_RETURN_IF_ERROR(
-        cmp.Expect(absl::StrCat(tag, "forward-only mb ", m), result,
-                   c.value ? ref_fwd[m].values : ref_out[m].log_probs));
+        fwd_cmp.Expect(absl::StrCat(tag, "forward-only mb ", m), result,
+                       c.value ? ref_fwd[m].values : ref_out[m].log_probs));
   }
   return absl::OkStatus();
 }
