@@ -72,7 +72,7 @@
 // mean tokens per expert) of every step.
 //
 //   bazel run -c opt //tools:bench_megatron_comm -- --tps=1,2 --dp=2
-//   bazel run -c opt //tools:bench_megatron_comm -- --model=tiny-qwen3-moe \
+//   bazel run -c opt //tools:bench_megatron_comm -- --model=tiny-qwen3-moe
 //     --tps=1 --dp=2 --ep=2 --steps=5   (or --dp=4 --ep=2 --etp=2)
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>

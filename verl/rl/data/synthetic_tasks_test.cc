@@ -255,8 +255,9 @@ TEST(GeoMapTaskTest, QuestionTypesAndDistricts) {
         EXPECT_EQ(img->at(y, x, c), tint.at(quadrant)[c]) << quadrant;
       }
       // The landmark's colour at its cell centre (A is red).
-      if (l["label"] == "A")
+      if (l["label"] == "A") {
         EXPECT_EQ(img->at(r * 14 + 7, col * 14 + 4, 0), 200);
+      }
     }
   }
   EXPECT_EQ(types.size(), 2u);
