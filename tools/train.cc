@@ -19,6 +19,7 @@
 #include "verl/core/cli.h"
 #include "verl/core/config_loader.h"
 #include "verl/core/main_guard.h"
+#include "verl/core/malloc_tuning.h"
 #include "verl/parallel/launcher.h"
 #include "verl/parallel/launcher_flags.h"
 #include "verl/rl/trainer/config/config.h"
@@ -117,5 +118,8 @@ int Main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Freed tensors stay in the heap: half of a training step on a VM was
+  // page faults (docs/training.md). Workers inherit the variable.
+  verl::core::ReexecWithHeapRetainingMalloc(argv);
   return verl::core::GuardMain("train", [&] { return Main(argc, argv); });
 }
