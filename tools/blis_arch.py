@@ -19,7 +19,8 @@ def blis_arch_override(cpuinfo="/proc/cpuinfo"):
             info[key.strip()] = value.strip()
     flags = set(info.get("flags", "").split())
     if (info.get("vendor_id") == "AuthenticAMD"
-            and int(info.get("cpu family", "0") or 0) >= 0x1A
+            and info.get("cpu family", "").isdigit()
+            and int(info["cpu family"]) >= 0x1A
             and {"avx512f", "avx512dq", "avx512bw", "avx512vl"} <= flags):
         return "skx"
     return ""
@@ -27,8 +28,9 @@ def blis_arch_override(cpuinfo="/proc/cpuinfo"):
 
 def set_blis_arch():
     """Sets BLIS_ARCH_TYPE (unless already set) before torch loads BLIS."""
-    if "BLIS_ARCH_TYPE" not in os.environ and blis_arch_override():
-        os.environ["BLIS_ARCH_TYPE"] = blis_arch_override()
+    arch = blis_arch_override()
+    if arch:
+        os.environ.setdefault("BLIS_ARCH_TYPE", arch)
 
 
 if __name__ == "__main__":

@@ -23,4 +23,5 @@ check AuthenticAMD 26 "fpu avx2 fma avx512f" ""   # no DQ/BW/VL
 check AuthenticAMD 25 "$avx512" ""                # Zen 4: BLIS picks zen3
 check GenuineIntel 6 "$avx512" ""
 check HygonGenuine 24 "fpu avx2 fma" ""
+check AuthenticAMD "" "$avx512" ""                # unreadable family
 echo PASS

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "verl/core/cpu_isa.h"
+
 namespace verl::core {
 
 CpuIdentity ThisCpu() {
@@ -21,10 +23,8 @@ CpuIdentity ThisCpu() {
     const int base = (eax >> 8) & 0xF;
     cpu.family = base == 0xF ? base + ((eax >> 20) & 0xFF) : base;
   }
-  __builtin_cpu_init();
-  cpu.avx512 =
-      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  // The subsets BLIS's skx kernels use are those of our AVX-512 kernels.
+  cpu.avx512 = DetectCpuIsa() == CpuIsa::kAvx512;
   return cpu;
 }
 
