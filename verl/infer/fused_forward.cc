@@ -2,7 +2,6 @@
 #include "verl/infer/fused_forward.h"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <glog/logging.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
@@ -12,6 +11,7 @@
 #include <cstring>
 #include <utility>
 
+#include "verl/core/parallel_for.h"
 #include "verl/infer/kernels.h"
 #include "verl/infer/tensor_parallel.h"
 #include "verl/models/layers.h"
@@ -37,12 +37,12 @@ void RmsNormRows(const at::Tensor& x, const at::Tensor& weight, double eps,
   const KernelTable& k = Kernels();
   // Parallel only for long batches: a parallel region costs more than a
   // few rows of work (and far more on an oversubscribed machine).
-  at::parallel_for(0, rows, std::max<int64_t>(1, 65536 / n),
-                   [&](int64_t b, int64_t end) {
-                     for (int64_t r = b; r < end; ++r) {
-                       k.rms_norm_row(xp + r * ld, wp, e, n, op + r * n);
-                     }
-                   });
+  core::ParallelFor(0, rows, std::max<int64_t>(1, 65536 / n),
+                    [&](int64_t b, int64_t end) {
+                      for (int64_t r = b; r < end; ++r) {
+                        k.rms_norm_row(xp + r * ld, wp, e, n, op + r * n);
+                      }
+                    });
 }
 
 // Grows `buf` to at least [rows, cols] and returns its first `rows` rows.
@@ -53,14 +53,14 @@ at::Tensor Rows(at::Tensor& buf, int64_t rows, int64_t cols) {
   return buf.narrow(0, 0, rows);
 }
 
-// out = x w (+ bias), or out += x w, through the small-batch kernels
-// (kernels.h) when x has <= 8 fp32 rows (decode of few sequences): w is
-// [k, n], or [n, k] when `w_transposed` (the LM head); in parallel over
-// column blocks. False (nothing done) when they do not apply. BLIS packs
-// the weight matrix on every call, which at these sizes reads the weights
-// ~3 times; these kernels read them once.
+// out = x w^T (+ bias), or out += x w^T, through the small-batch kernel
+// (kernels.h) when x has <= 8 fp32 rows (decode of few sequences), w
+// [n, k] (the LM head); in parallel over column blocks. False (nothing
+// done) when it does not apply. BLIS packs the weight matrix on every call,
+// which at these sizes reads the weights ~3 times; the kernel reads them
+// once.
 bool SmallGemm(at::Tensor& out, const at::Tensor& x, const at::Tensor& w,
-               const at::Tensor& bias, bool accumulate, bool w_transposed) {
+               const at::Tensor& bias, bool accumulate) {
   const int64_t m = x.size(0);
   if (m < 1 || m > kMaxSmallGemmRows || x.scalar_type() != at::kFloat ||
       w.scalar_type() != at::kFloat || x.stride(1) != 1 || w.stride(1) != 1 ||
@@ -78,15 +78,48 @@ bool SmallGemm(at::Tensor& out, const at::Tensor& x, const at::Tensor& w,
   a.out = out.data_ptr<float>();
   a.ldo = out.stride(0);
   a.accumulate = accumulate;
-  const int64_t n = w_transposed ? w.size(0) : w.size(1);
+  const int64_t n = w.size(0);
   const KernelTable& k = Kernels();
-  auto kernel = w_transposed ? k.small_gemm_nt : k.small_gemm_nn;
   // Column blocks of 64: whole vectors at every ISA, enough work per task.
   constexpr int64_t kBlock = 64;
-  at::parallel_for(0, (n + kBlock - 1) / kBlock, 1, [&](int64_t b, int64_t e) {
-    kernel(a, b * kBlock, std::min(n, e * kBlock));
+  core::ParallelFor(0, (n + kBlock - 1) / kBlock, 1, [&](int64_t b, int64_t e) {
+    k.small_gemm_nt(a, b * kBlock, std::min(n, e * kBlock));
   });
   return true;
+}
+
+// out = x w (+ bias), or out += x w, w a [k, n] panel-packed copy
+// (kernel_table.h), x repacked into `xpack` (grown on demand, reused), in
+// parallel over x's row blocks and then over panels; x and out fp32 with
+// unit column stride.
+void PanelGemm(at::Tensor& out, const at::Tensor& x, const at::Tensor& panels,
+               int64_t n, const at::Tensor& bias, bool accumulate,
+               at::Tensor& xpack) {
+  CHECK(x.scalar_type() == at::kFloat && x.stride(1) == 1 &&
+        out.stride(1) == 1 && (!bias.defined() || bias.is_contiguous()));
+  const int64_t m = x.size(0), kdim = x.size(1);
+  if (!xpack.defined() || xpack.numel() < m * kdim) {
+    xpack = at::empty({std::max<int64_t>(m * kdim, 64 * kdim)}, at::kFloat);
+  }
+  PanelGemmArgs a;
+  a.m = m;
+  a.k = kdim;
+  a.n = n;
+  a.x = x.data_ptr<float>();
+  a.ldx = x.stride(0);
+  a.xpack = xpack.data_ptr<float>();
+  a.w = panels.data_ptr<float>();
+  a.bias = bias.defined() ? bias.data_ptr<float>() : nullptr;
+  a.out = out.data_ptr<float>();
+  a.ldo = out.stride(0);
+  a.accumulate = accumulate;
+  const KernelTable& k = Kernels();
+  // Packing a row block costs ~k * rows copies: parallel only when there
+  // are many.
+  core::ParallelFor(0, k.panel_row_blocks(m), 16,
+                    [&](int64_t b, int64_t e) { k.panel_pack_x(a, b, e); });
+  core::ParallelFor(0, (n + kGemmPanel - 1) / kGemmPanel, 1,
+                    [&](int64_t b, int64_t e) { k.panel_gemm(a, b, e); });
 }
 
 // out (+)= x [w_0; w_1; ...]^T (+ bias) for x with <= 8 fp32 rows, read
@@ -128,7 +161,7 @@ bool SmallGemmSources(at::Tensor& out, const at::Tensor& x,
     return false;
   }
   const int64_t blocks = first_block[sources.size()];
-  at::parallel_for(0, blocks, 1, [&](int64_t b, int64_t e) {
+  core::ParallelFor(0, blocks, 1, [&](int64_t b, int64_t e) {
     for (size_t i = 0; i < sources.size(); ++i) {
       const int64_t lo = std::max(b, first_block[i]);
       const int64_t hi = std::min(e, first_block[i + 1]);
@@ -217,12 +250,15 @@ void FusedForward::Sync(Packed& p) {
     p.value = at::cat(parts, 0);
     return;
   }
-  // Each [out_i, in] source transposed straight into its columns of the
-  // [in, sum out_i] copy: one pass over the weights in 32 x 32 tiles, in
-  // parallel over tiles of source rows (was a cat then a transposing
-  // copy).
+  // Each [out_i, in] source packed straight into its columns of the
+  // panel-packed [in, sum out_i] copy (one pass over the weights, in
+  // parallel over tiles of source rows).
   const int64_t in = parts[0].size(1);
-  p.value = at::empty({in, rows}, at::kFloat);
+  p.k = in;
+  p.n = rows;
+  const int64_t floats = PanelGemmFloats(in, rows);
+  p.value = rows % kGemmPanel == 0 ? at::empty({floats}, at::kFloat)
+                                   : at::zeros({floats}, at::kFloat);
   float* dst = p.value.data_ptr<float>();
   constexpr int64_t kTile = 32;
   int64_t offset = 0;
@@ -230,18 +266,9 @@ void FusedForward::Sync(Packed& p) {
     CHECK_EQ(part.size(1), in);
     const float* src = part.data_ptr<float>();
     const int64_t n = part.size(0);
-    at::parallel_for(0, (n + kTile - 1) / kTile, 1, [&](int64_t b, int64_t e) {
-      for (int64_t i0 = b * kTile; i0 < std::min(n, e * kTile); i0 += kTile) {
-        const int64_t i1 = std::min(n, i0 + kTile);
-        for (int64_t k0 = 0; k0 < in; k0 += kTile) {
-          const int64_t k1 = std::min(in, k0 + kTile);
-          for (int64_t i = i0; i < i1; ++i) {
-            for (int64_t k = k0; k < k1; ++k) {
-              dst[k * rows + offset + i] = src[i * in + k];
-            }
-          }
-        }
-      }
+    core::ParallelFor(0, (n + kTile - 1) / kTile, 1, [&](int64_t b, int64_t e) {
+      PackRowsIntoPanels(src, in, offset, b * kTile, std::min(n, e * kTile),
+                         dst);
     });
     offset += n;
   }
@@ -277,6 +304,7 @@ void FusedForward::SyncAll() {
     sin_ = sin.contiguous();
     built_ = true;
   }
+  SyncHead();
   for (Layer& L : layers_) {
     Sync(L.qkv);
     if (L.has_bias) Sync(L.qkv_bias);
@@ -286,6 +314,17 @@ void FusedForward::SyncAll() {
       Sync(L.down);
     }
   }
+}
+
+bool FusedForward::SyncHead() {
+  const at::Tensor w = PlainHeadWeight();
+  if (!w.defined()) return false;
+  if (lm_head_.sources.empty() ||
+      lm_head_.sources[0].data_ptr() != w.data_ptr()) {
+    lm_head_ = MakePacked({w}, false);
+  }
+  Sync(lm_head_);
+  return true;
 }
 
 void FusedForward::Prepack() {
@@ -299,25 +338,18 @@ int64_t FusedForward::WeightBytes() const {
       if (p->value.defined()) n += p->value.numel() * 4;
     }
   }
+  if (lm_head_.value.defined()) n += lm_head_.value.numel() * 4;
   return n;
 }
 
 void FusedForward::Gemm(at::Tensor& out, const at::Tensor& x, const Packed& p,
                         const at::Tensor& bias, bool accumulate) {
   const auto t0 = Clock::now();
-  const at::Tensor& w = p.value;
-  if (!SmallGemmSources(out, x, p.sources, bias, accumulate) &&
-      !SmallGemm(out, x, w, bias, accumulate, /*w_transposed=*/false)) {
-    if (accumulate) {
-      out.addmm_(x, w);
-    } else if (bias.defined()) {
-      at::addmm_out(out, bias, x, w);
-    } else {
-      at::mm_out(out, x, w);
-    }
+  if (!SmallGemmSources(out, x, p.sources, bias, accumulate)) {
+    PanelGemm(out, x, p.value, p.n, bias, accumulate, xpack_);
   }
   stats_.gemm_s += Since(t0);
-  stats_.gemm_flops += 2.0 * x.size(0) * x.size(1) * w.size(1);
+  stats_.gemm_flops += 2.0 * x.size(0) * x.size(1) * p.n;
 }
 
 void FusedForward::Attention(int64_t l, const at::Tensor& x, const int64_t* pos,
@@ -341,7 +373,7 @@ void FusedForward::Attention(int64_t l, const at::Tensor& x, const int64_t* pos,
   const float qe = a.q_norm ? static_cast<float>(a.q_norm->eps) : 0.f;
   const float ke = a.k_norm ? static_cast<float>(a.k_norm->eps) : 0.f;
   const KernelTable& kernels = Kernels();
-  at::parallel_for(
+  core::ParallelFor(
       0, t, std::max<int64_t>(1, 65536 / width), [&](int64_t b, int64_t e) {
         for (int64_t r = b; r < e; ++r) {
           CHECK(pos[r] >= 0 && pos[r] < max_positions_)
@@ -418,7 +450,7 @@ at::Tensor FusedForward::Forward(const at::Tensor& input_ids,
       stats_.other_s += Since(t0);
       continue;
     }
-    const int64_t inter = L.down.value.size(0);
+    const int64_t inter = L.down.k;
     at::Tensor gate_up = Rows(gate_up_, t, 2 * inter);
     Gemm(gate_up, normed, L.gate_up, at::Tensor(), false);
     t0 = Clock::now();
@@ -470,8 +502,8 @@ at::Tensor FusedForward::Logits(const at::Tensor& hidden) {
       local = at::linear(x.to(w.scalar_type()), ws).to(at::kFloat);
     } else {
       local = at::empty({x.size(0), e - b}, at::kFloat);
-      if (!ws.is_contiguous() || !SmallGemm(local, x, ws, at::Tensor(), false,
-                                            /*w_transposed=*/true)) {
+      if (!ws.is_contiguous() ||
+          !SmallGemm(local, x, ws, at::Tensor(), false)) {
         at::mm_out(local, x, ws.t());
       }
     }
@@ -480,11 +512,13 @@ at::Tensor FusedForward::Logits(const at::Tensor& hidden) {
     return GatherVocabShards(local, *tp_);
   }
   const at::Tensor w = PlainHeadWeight();
-  if (w.defined() && hidden.size(0) <= kMaxSmallGemmRows) {
-    const at::Tensor x = hidden.contiguous();
+  const at::Tensor x = hidden.contiguous();
+  if (w.defined() && x.scalar_type() == at::kFloat) {
     logits = at::empty({x.size(0), w.size(0)}, at::kFloat);
-    if (!SmallGemm(logits, x, w, at::Tensor(), false, /*w_transposed=*/true)) {
-      logits = model_->Logits(hidden);
+    if (!SmallGemm(logits, x, w, at::Tensor(), false)) {
+      CHECK(SyncHead());
+      PanelGemm(logits, x, lm_head_.value, lm_head_.n, at::Tensor(), false,
+                xpack_);
     }
   } else {
     logits = model_->Logits(hidden);
@@ -505,15 +539,18 @@ std::function<void(int64_t, int64_t, float*)> FusedForward::LogitChunks(
   }
   *vocab = w.size(0);
   const at::Tensor x = hidden.contiguous();
+  if (x.size(0) > kMaxSmallGemmRows) CHECK(SyncHead());
   return [this, w, x](int64_t v0, int64_t v1, float* out) {
     const auto t0 = Clock::now();
-    const at::Tensor ws = w.narrow(0, v0, v1 - v0);
     at::Tensor o = at::from_blob(out, {x.size(0), v1 - v0}, at::kFloat);
     // The same kernel per element as Logits: weight-streaming at <= 8
-    // rows, else BLIS (its values do not depend on the column block).
-    if (x.size(0) > kMaxSmallGemmRows ||
-        !SmallGemm(o, x, ws, at::Tensor(), false, /*w_transposed=*/true)) {
-      at::mm_out(o, x, ws.t());
+    // rows, else the panel GEMM over the chunk's panels (a value does not
+    // depend on the panel range).
+    if (!SmallGemm(o, x, w.narrow(0, v0, v1 - v0), at::Tensor(), false)) {
+      CHECK_EQ(v0 % kGemmPanel, 0);
+      const at::Tensor panels = lm_head_.value.narrow(
+          0, v0 * lm_head_.k, PanelGemmFloats(lm_head_.k, v1 - v0));
+      PanelGemm(o, x, panels, v1 - v0, at::Tensor(), false, xpack_);
     }
     stats_.gemm_s += Since(t0);
     stats_.gemm_flops += 2.0 * x.size(0) * x.size(1) * (v1 - v0);

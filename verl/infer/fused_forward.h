@@ -3,8 +3,10 @@
 // The rollout engine's forward of a models::CausalLM: the same math as
 // CausalLM::Forward + Logits, laid out for decode throughput on CPU:
 //  - q/k/v and gate/up projections run as ONE GEMM each, over concatenated
-//    copies of the weights owned here, stored [in, out] contiguous (plain
-//    NN GEMMs); the model, its parameters and HF names are untouched;
+//    copies of the weights owned here, packed [in, out] in the panels of the
+//    panel GEMM (kernel_table.h: no per-call packing as BLIS does, and each
+//    output value independent of the batch); the model, its parameters and
+//    HF names are untouched;
 //  - the residual adds are folded into the o_proj / down_proj GEMMs (C += AB);
 //  - RMSNorm, q/k-norm + RoPE (table lookup) and SwiGLU are single-pass fp32
 //    kernels writing into buffers reused from step to step.
@@ -72,11 +74,11 @@ class FusedForward {
   at::Tensor Logits(const at::Tensor& hidden);
   // The LM head by vocabulary range, for a sampler that never needs all
   // logits at once (SampleTokensChunked): fill(v0, v1, out) writes
-  // hidden's logits of tokens [v0, v1) into out ([S, v1 - v0] row-major),
-  // each value bit-equal to Logits(hidden)'s (the same kernel per element:
-  // the weight-streaming kernel at S <= 8, BLIS above, whose column blocks
-  // do not change a value). Null when Logits would not take the fused
-  // plain-head path (not fp32, a biased or active-LoRA head, tensor
+  // hidden's logits of tokens [v0, v1) into out ([S, v1 - v0] row-major;
+  // v0 a multiple of kGemmPanel), each value bit-equal to Logits(hidden)'s
+  // (the same kernel per element: the weight-streaming kernel at S <= 8,
+  // the panel GEMM over the packed head above). Null when Logits would not take
+  // the fused plain-head path (not fp32, a biased or active-LoRA head, tensor
   // parallelism); *vocab is set to the head's rows otherwise.
   std::function<void(int64_t, int64_t, float*)> LogitChunks(
       const at::Tensor& hidden, int64_t* vocab);
@@ -94,13 +96,14 @@ class FusedForward {
 
  private:
   // One engine-owned weight: the concatenation along `out` of `sources`
-  // ([out_i, in] each, or [out_i] biases), stored transposed [in, sum out_i]
-  // (biases: [sum out_i]).
+  // ([out_i, in] each, or [out_i] biases), stored as the panel-packed
+  // [k = in, n = sum out_i] matrix (biases: [sum out_i]).
   struct Packed {
     std::vector<at::Tensor> sources;
     std::vector<int64_t> versions;
     std::vector<const void*> data;
     at::Tensor value;
+    int64_t k = 0, n = 0;
     bool bias = false;
   };
   struct Layer {
@@ -115,9 +118,12 @@ class FusedForward {
   // Re-copies `p` if any source changed since the last copy.
   static void Sync(Packed& p);
   void SyncAll();
+  // Packs (or re-packs) the plain head weight into lm_head_; false when
+  // there is none (PlainHeadWeight).
+  bool SyncHead();
   // out = x w (+ bias), or out += x w when `accumulate`, w = p's packed
-  // copy; at <= 8 rows from p's sources (the model's own [out, in]
-  // weights, read row by row); timed.
+  // copy (the panel GEMM); at <= 8 rows from p's sources (the model's own
+  // [out, in] weights, read row by row); timed.
   void Gemm(at::Tensor& out, const at::Tensor& x, const Packed& p,
             const at::Tensor& bias, bool accumulate);
   // h += x w (the residual folded in); with tp > 1 through an all-reduced
@@ -130,11 +136,12 @@ class FusedForward {
   int64_t max_positions_;
   bool built_ = false;
   std::vector<Layer> layers_;
-  Packed lm_head_;
+  Packed lm_head_;  // the plain head [V, H] packed (rows > 8)
   std::vector<const models::Linear*> linears_;  // to detect active LoRA
   at::Tensor cos_, sin_;                        // [max_positions, head_dim]
   // Step buffers, grown on demand and reused.
   at::Tensor normed_, qkv_, gate_up_, act_;
+  at::Tensor xpack_;                            // the panel GEMM's repacked x
   std::shared_ptr<parallel::Communicator> tp_;  // null: tp = 1
   at::Tensor partial_;  // tp > 1: a row-parallel GEMM's partial product
   FusedForwardStats stats_;

@@ -5,13 +5,17 @@
 #include <ATen/Parallel.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/mm.h>
 #include <ATen/ops/randn.h>
+#include <ATen/ops/zeros.h>
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <memory>
 #include <numeric>
 #include <vector>
 
+#include "verl/core/parallel_for.h"
 #include "verl/infer/kernels.h"
 #include "verl/infer/paged_attention.h"
 #include "verl/infer/sampler.h"
@@ -129,22 +133,22 @@ void BM_SchedulerDecodeStep(benchmark::State& state) {
 }
 BENCHMARK(BM_SchedulerDecodeStep)->Iterations(300);
 
-// The small-batch (decode at 1-8 rows) GEMM x w over 48 MB of weights
-// (rotating copies, more than the L3 cache: memory-bound as in a decode
-// step), over 64-column blocks on OMP_NUM_THREADS threads as FusedForward
-// runs it. Args:
-// layout (0: NN on [k, n], 1: NT on [n, k]), rows, k, n.
+// Copies of a weight rotating through 48 MB (more than the L3 cache), so
+// every GEMM reads its weights from memory as in a decode step.
+int64_t RotatingCopies(int64_t k, int64_t n) {
+  return std::max<int64_t>(2, (48 << 20) / (4 * k * n));
+}
+
+// The small-batch (decode at 1-8 rows) GEMM x w^T, w [n, k], over rotating
+// weights, in 64-column blocks on OMP_NUM_THREADS threads as FusedForward
+// runs it. Args: rows, k, n.
 void BM_SmallGemm(benchmark::State& state) {
-  const bool nt = state.range(0) == 1;
-  const int64_t m = state.range(1), k = state.range(2), n = state.range(3);
-  const int64_t copies = std::max<int64_t>(2, (48 << 20) / (4 * k * n));
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  const int64_t copies = RotatingCopies(k, n);
   std::vector<at::Tensor> w;
-  for (int64_t c = 0; c < copies; ++c) {
-    w.push_back(nt ? at::randn({n, k}) : at::randn({k, n}));
-  }
+  for (int64_t c = 0; c < copies; ++c) w.push_back(at::randn({n, k}));
   at::Tensor x = at::randn({m, k}), out = at::empty({m, n});
   const KernelTable& t = Kernels();
-  auto kernel = nt ? t.small_gemm_nt : t.small_gemm_nn;
   int64_t c = 0;
   for (auto _ : state) {
     SmallGemmArgs a;
@@ -153,12 +157,12 @@ void BM_SmallGemm(benchmark::State& state) {
     a.x = x.data_ptr<float>();
     a.ldx = k;
     a.w = w[c].data_ptr<float>();
-    a.ldw = nt ? k : n;
+    a.ldw = k;
     a.out = out.data_ptr<float>();
     a.ldo = n;
     c = (c + 1) % copies;
-    at::parallel_for(0, (n + 63) / 64, 1, [&](int64_t b, int64_t e) {
-      kernel(a, b * 64, std::min(n, e * 64));
+    core::ParallelFor(0, (n + 63) / 64, 1, [&](int64_t b, int64_t e) {
+      t.small_gemm_nt(a, b * 64, std::min(n, e * 64));
     });
     benchmark::DoNotOptimize(out.data_ptr<float>());
   }
@@ -166,11 +170,68 @@ void BM_SmallGemm(benchmark::State& state) {
       4.0 * k * n, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_SmallGemm)
-    ->ArgsProduct({{0, 1}, {1, 2, 4, 8}, {512}, {512, 1024, 2816}})
-    ->ArgsProduct({{0, 1}, {1, 2, 4, 8}, {1408}, {512}})
+    ->ArgsProduct({{1, 2, 4, 8}, {512}, {512, 1024, 2816}})
+    ->ArgsProduct({{1, 2, 4, 8}, {1408}, {512}})
     // The LM head at vocab 151936 (311 MB, the 1-8 row decode step's
     // largest read).
-    ->ArgsProduct({{1}, {1, 8}, {512}, {151936}})
+    ->ArgsProduct({{1, 8}, {512}, {151936}})
+    ->UseRealTime();
+
+// x w for decode / prefill row counts over rotating weights: the engine's
+// panel GEMM on pre-packed copies (Args: 0) against BLIS (at::mm_out on
+// the [k, n] copy, which packs it on every call; Args: 1). Args: kernel,
+// rows, k, n; qwen2-30m's q/k/v, gate/up and down shapes.
+void BM_DecodeGemm(benchmark::State& state) {
+  const bool blis = state.range(0) == 1;
+  const int64_t m = state.range(1), k = state.range(2), n = state.range(3);
+  const int64_t copies = RotatingCopies(k, n);
+  std::vector<at::Tensor> w;
+  for (int64_t c = 0; c < copies; ++c) {
+    at::Tensor nk = at::randn({n, k});
+    if (blis) {
+      w.push_back(nk.t().contiguous());
+      continue;
+    }
+    at::Tensor panels = at::zeros({PanelGemmFloats(k, n)});
+    PackRowsIntoPanels(nk.data_ptr<float>(), k, 0, 0, n,
+                       panels.data_ptr<float>());
+    w.push_back(panels);
+  }
+  at::Tensor x = at::randn({m, k}), out = at::empty({m, n});
+  at::Tensor xpack = at::empty({m, k});
+  const KernelTable& t = Kernels();
+  int64_t c = 0;
+  for (auto _ : state) {
+    if (blis) {
+      at::mm_out(out, x, w[c]);
+    } else {
+      PanelGemmArgs a;
+      a.m = m;
+      a.k = k;
+      a.n = n;
+      a.x = x.data_ptr<float>();
+      a.ldx = k;
+      a.w = w[c].data_ptr<float>();
+      a.xpack = xpack.data_ptr<float>();
+      a.out = out.data_ptr<float>();
+      a.ldo = n;
+      core::ParallelFor(0, t.panel_row_blocks(m), 16,
+                        [&](int64_t b, int64_t e) { t.panel_pack_x(a, b, e); });
+      core::ParallelFor(0, (n + kGemmPanel - 1) / kGemmPanel, 1,
+                        [&](int64_t b, int64_t e) { t.panel_gemm(a, b, e); });
+    }
+    c = (c + 1) % copies;
+    benchmark::DoNotOptimize(out.data_ptr<float>());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * m * k * n, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["threads"] = at::get_num_threads();
+}
+BENCHMARK(BM_DecodeGemm)
+    ->ArgsProduct(
+        {{0, 1}, {16, 64, 128, 192, 256, 512, 4096}, {512}, {768, 2816}})
+    ->ArgsProduct({{0, 1}, {16, 64, 128, 192, 256, 512, 4096}, {1408}, {512}})
+    ->ArgsProduct({{0}, {512}, {128, 192, 256}, {768}})
     ->UseRealTime();
 
 }  // namespace

@@ -39,9 +39,9 @@ struct DecodeAttentionArgs {
   const int64_t* table_of = nullptr;
 };
 
-// out (+)= x w (+ bias) for a few rows of x (decode at batch <= 8), fp32,
-// row-major with leading dimensions; `w` is [k, n] for the NN kernel and
-// [n, k] (nn.Linear / embedding layout) for the NT kernel.
+// out (+)= x w^T (+ bias) for a few rows of x (decode at batch <= 8), fp32,
+// row-major with leading dimensions; `w` is [n, k] (nn.Linear / embedding
+// layout), each row one contiguous stream.
 struct SmallGemmArgs {
   int64_t m = 0, k = 0;  // rows of x (1..8), inner dimension
   const float* x = nullptr;
@@ -54,6 +54,31 @@ struct SmallGemmArgs {
   bool accumulate = false;  // out += x w instead of out = x w
 };
 inline constexpr int64_t kMaxSmallGemmRows = 8;
+
+// out (+)= x w (+ bias) with w [k, n] pre-packed (PackGemmPanels, kernels.h)
+// into panels of kGemmPanel columns: element (kk, p * kGemmPanel + c) at
+// w[(p * k + kk) * kGemmPanel + c], zero past column n. Every weight is read
+// as one contiguous stream in the order the kernel needs it, so nothing is
+// packed per call (BLIS packs the weights on every call: at decode's 16-128
+// rows that packing costs about twice the arithmetic). Each output element
+// is one fma chain over kk = 0..k-1 in order: its value does not depend on
+// m, the row blocking, the panel range or the thread count.
+inline constexpr int64_t kGemmPanel = 64;
+//
+// x is first repacked (panel_pack_x) into row blocks of the ISA's tile
+// height, each stored [k][rows] so that a tile's broadcasts come from one
+// stream: m * k floats at `xpack`.
+struct PanelGemmArgs {
+  int64_t m = 0, k = 0, n = 0;
+  const float* x = nullptr;  // [m, k], row stride ldx
+  int64_t ldx = 0;
+  float* xpack = nullptr;       // m * k floats (panel_pack_x)
+  const float* w = nullptr;     // packed panels
+  const float* bias = nullptr;  // [n] or null
+  float* out = nullptr;         // [m, n], row stride ldo
+  int64_t ldo = 0;
+  bool accumulate = false;  // out += x w instead of out = x w
+};
 
 // Trivial aggregate (no member initialisers), so the per-ISA translation
 // units emit no constructor the linker could share.
@@ -76,8 +101,15 @@ struct KernelTable {
   double (*scaled_exp)(const float* x, int64_t n, float m, float inv_t,
                        float* w);
   // Columns [n0, n1) of the small-batch GEMM (parallel callers split n).
-  void (*small_gemm_nn)(const SmallGemmArgs& a, int64_t n0, int64_t n1);
   void (*small_gemm_nt)(const SmallGemmArgs& a, int64_t n0, int64_t n1);
+  // Row blocks of the panel GEMM's x for m rows.
+  int64_t (*panel_row_blocks)(int64_t m);
+  // Packs row blocks [b0, b1) of a.x into a.xpack (parallel callers split
+  // the blocks); then panel_gemm reads a.xpack.
+  void (*panel_pack_x)(const PanelGemmArgs& a, int64_t b0, int64_t b1);
+  // Panels [p0, p1) of the panel GEMM, all m rows (parallel callers split
+  // the panels).
+  void (*panel_gemm)(const PanelGemmArgs& a, int64_t p0, int64_t p1);
 };
 
 // The table of each per-ISA translation unit (kernels_<isa>.cc); call only

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <tuple>
 #include <vector>
 
 namespace verl::infer {
@@ -209,51 +210,127 @@ TEST(KernelsTest, SoftmaxStatsMatchReferenceOnEveryIsa) {
   }
 }
 
-// Small-batch GEMMs (both weight layouts, bias, accumulate, column tails and
-// split column ranges) against a double reference.
-TEST(KernelsTest, SmallGemmsMatchReferenceOnEveryIsa) {
+// out (+)= x w (+ bias) against a double reference; w is [n, k] when `nt`
+// (the nn.Linear layout), else [k, n]; mode 0 plain, 1 bias, 2 accumulate.
+std::vector<double> GemmReference(const std::vector<float>& x,
+                                  const std::vector<float>& w,
+                                  const std::vector<float>& bias,
+                                  const std::vector<float>& init, int64_t m,
+                                  int64_t k, int64_t n, bool nt, int mode) {
+  std::vector<double> want(m * n);
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t c = 0; c < n; ++c) {
+      double y = mode == 1 ? bias[c] : mode == 2 ? init[r * n + c] : 0;
+      for (int64_t i = 0; i < k; ++i) {
+        y += double(x[r * k + i]) * (nt ? w[c * k + i] : w[i * n + c]);
+      }
+      want[r * n + c] = y;
+    }
+  }
+  return want;
+}
+
+double WorstError(const std::vector<float>& out,
+                  const std::vector<double>& want) {
+  double worst = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    worst = std::max(worst, std::abs(out[i] - want[i]));
+  }
+  return worst;
+}
+
+// The small-batch GEMM (bias, accumulate, split column ranges) against a
+// double reference.
+TEST(KernelsTest, SmallGemmMatchesReferenceOnEveryIsa) {
   std::mt19937 rng(8);
   for (int64_t m = 1; m <= kMaxSmallGemmRows; ++m) {
     for (auto [k, n] : std::vector<std::pair<int64_t, int64_t>>{
              {64, 1024}, {100, 40}, {512, 200}}) {
       const std::vector<float> x = Random(m * k, rng), w = Random(k * n, rng),
                                bias = Random(n, rng), init = Random(m * n, rng);
-      for (bool nt : {false, true}) {
-        for (int mode = 0; mode < 3; ++mode) {  // plain, bias, accumulate
-          std::vector<double> want(m * n);
-          for (int64_t r = 0; r < m; ++r) {
-            for (int64_t c = 0; c < n; ++c) {
-              double y = mode == 1 ? bias[c] : mode == 2 ? init[r * n + c] : 0;
-              for (int64_t i = 0; i < k; ++i) {
-                y += double(x[r * k + i]) * (nt ? w[c * k + i] : w[i * n + c]);
-              }
-              want[r * n + c] = y;
-            }
-          }
-          for (const KernelTable* t : AvailableTables()) {
-            std::vector<float> out = init;
-            SmallGemmArgs a;
-            a.m = m;
+      for (int mode = 0; mode < 3; ++mode) {  // plain, bias, accumulate
+        const std::vector<double> want =
+            GemmReference(x, w, bias, init, m, k, n, /*nt=*/true, mode);
+        for (const KernelTable* t : AvailableTables()) {
+          std::vector<float> out = init;
+          SmallGemmArgs a;
+          a.m = m;
+          a.k = k;
+          a.x = x.data();
+          a.ldx = k;
+          a.w = w.data();
+          a.ldw = k;
+          a.bias = mode == 1 ? bias.data() : nullptr;
+          a.out = out.data();
+          a.ldo = n;
+          a.accumulate = mode == 2;
+          t->small_gemm_nt(a, 0, n / 3);  // two column ranges, as parallel
+          t->small_gemm_nt(a, n / 3, n);  // callers do
+          EXPECT_LE(WorstError(out, want), 1e-4)
+              << CpuIsaName(t->isa) << " m " << m << " k " << k << " n " << n
+              << " mode " << mode;
+        }
+      }
+    }
+  }
+}
+
+// The panel GEMM over weights packed from two [n_i, k] sources (as the
+// engine concatenates q/k/v), at row counts across the row blocks and
+// super-blocks, column counts off the panel width, bias / accumulate, split
+// panel ranges; against a double reference, and each row bit-equal to the
+// same row computed alone (the value does not depend on the batch).
+TEST(KernelsTest, PanelGemmMatchesReferenceOnEveryIsa) {
+  std::mt19937 rng(9);
+  for (auto [k, n0, n1] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {64, 32, 96}, {100, 7, 30}, {1408, 40, 24}, {3, 17, 0}}) {
+    const int64_t n = n0 + n1;
+    const std::vector<float> w = Random(n * k, rng);  // [n, k]
+    std::vector<float> panels(PanelGemmFloats(k, n), 0.f);
+    // Source 0: rows [0, n0) packed in two row ranges; source 1: the rest.
+    PackRowsIntoPanels(w.data(), k, 0, 0, n0 / 2, panels.data());
+    PackRowsIntoPanels(w.data(), k, 0, n0 / 2, n0, panels.data());
+    PackRowsIntoPanels(w.data() + n0 * k, k, n0, 0, n1, panels.data());
+    for (int64_t m : {1, 5, 12, 13, 64, 131}) {
+      const std::vector<float> x = Random(m * k, rng), bias = Random(n, rng),
+                               init = Random(m * n, rng);
+      for (int mode = 0; mode < 3; ++mode) {
+        const std::vector<double> want =
+            GemmReference(x, w, bias, init, m, k, n, /*nt=*/true, mode);
+        for (const KernelTable* t : AvailableTables()) {
+          auto run = [&](int64_t rows, const float* xp, float* op) {
+            std::vector<float> xpack(rows * k);
+            PanelGemmArgs a;
+            a.m = rows;
             a.k = k;
-            a.x = x.data();
+            a.n = n;
+            a.x = xp;
             a.ldx = k;
-            a.w = w.data();
-            a.ldw = nt ? k : n;
+            a.xpack = xpack.data();
+            a.w = panels.data();
             a.bias = mode == 1 ? bias.data() : nullptr;
-            a.out = out.data();
+            a.out = op;
             a.ldo = n;
             a.accumulate = mode == 2;
-            auto run = nt ? t->small_gemm_nt : t->small_gemm_nn;
-            run(a, 0, n / 3);  // two column ranges, as parallel callers do
-            run(a, n / 3, n);
-            double worst = 0;
-            for (int64_t i = 0; i < m * n; ++i) {
-              worst = std::max(worst, std::abs(out[i] - want[i]));
-            }
-            EXPECT_LE(worst, 1e-4)
-                << CpuIsaName(t->isa) << " m " << m << " k " << k << " n " << n
-                << " nt " << nt << " mode " << mode;
-          }
+            const int64_t blocks = t->panel_row_blocks(rows);
+            t->panel_pack_x(a, 0, blocks / 2);  // split as parallel callers
+            t->panel_pack_x(a, blocks / 2, blocks);
+            const int64_t p = (n + kGemmPanel - 1) / kGemmPanel;
+            t->panel_gemm(a, 0, p / 2);
+            t->panel_gemm(a, p / 2, p);
+          };
+          std::vector<float> out = init;
+          run(m, x.data(), out.data());
+          EXPECT_LE(WorstError(out, want), 1e-4 * std::sqrt(double(k)))
+              << CpuIsaName(t->isa) << " m " << m << " k " << k << " n " << n
+              << " mode " << mode;
+          const int64_t r = m / 2;
+          std::vector<float> alone(init.begin() + r * n,
+                                   init.begin() + (r + 1) * n);
+          run(1, x.data() + r * k, alone.data());
+          EXPECT_TRUE(
+              std::equal(alone.begin(), alone.end(), out.begin() + r * n))
+              << CpuIsaName(t->isa) << " row " << r << " of " << m;
         }
       }
     }

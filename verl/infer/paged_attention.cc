@@ -1,7 +1,6 @@
 // File: verl/infer/paged_attention.cc
 #include "verl/infer/paged_attention.h"
 
-#include <ATen/Parallel.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -15,6 +14,7 @@
 #include <limits>
 #include <utility>
 
+#include "verl/core/parallel_for.h"
 #include "verl/infer/kernels.h"
 
 namespace verl::infer {
@@ -132,7 +132,7 @@ void PagedAttention::BlockedAttention(int64_t layer, const at::Tensor& q,
   const KernelTable& kernels = Kernels();
   const int64_t jobs =
       static_cast<int64_t>(query_rows_.size()) * a.num_kv_heads;
-  at::parallel_for(0, jobs, 1, [&](int64_t begin, int64_t end) {
+  core::ParallelFor(0, jobs, 1, [&](int64_t begin, int64_t end) {
     kernels.decode_attention(a, begin, end);
   });
 }

@@ -78,7 +78,7 @@ class PagedAttention : public models::AttentionBackend {
   // length (causal within a chunk) and table row; the tables of the
   // sequences with queries, dense [n, table_width_]. Prefill tokens are
   // listed first, last, second, ... of each chunk, so that contiguous job
-  // ranges (at::parallel_for's split) get about equal causal work.
+  // ranges (ParallelFor's split) get about equal causal work.
   std::vector<int64_t> query_rows_, query_lens_, query_tables_;
   std::vector<int32_t> tables_;
   int64_t table_width_ = 0;

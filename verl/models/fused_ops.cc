@@ -21,6 +21,8 @@
 #include <cstring>
 #include <vector>
 
+#include "verl/core/parallel_for.h"
+
 namespace verl::models {
 namespace {
 
@@ -45,7 +47,7 @@ class RmsNormFn : public torch::autograd::Function<RmsNormFn> {
     at::Tensor y = at::empty_like(x);
     at::Tensor rstd = at::empty({rows}, x.options());
     const FusedKernelTable& k = FusedKernels();
-    at::parallel_for(0, rows, Grain(n), [&](int64_t b, int64_t e) {
+    core::ParallelFor(0, rows, Grain(n), [&](int64_t b, int64_t e) {
       k.rms_norm_fwd(F(x), F(w), static_cast<float>(eps), n, b, e, Fm(y),
                      Fm(rstd));
     });
@@ -64,7 +66,7 @@ class RmsNormFn : public torch::autograd::Function<RmsNormFn> {
         std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), rows));
     at::Tensor dw_parts = at::zeros({parts, n}, x.options());
     const FusedKernelTable& k = FusedKernels();
-    at::parallel_for(0, parts, 1, [&](int64_t b, int64_t e) {
+    core::ParallelFor(0, parts, 1, [&](int64_t b, int64_t e) {
       for (int64_t p = b; p < e; ++p) {
         k.rms_norm_bwd(F(x), F(w), F(rstd), F(dy), n, rows * p / parts,
                        rows * (p + 1) / parts, Fm(dx), Fm(dw_parts) + p * n);
@@ -83,7 +85,7 @@ class SwiGluFn : public torch::autograd::Function<SwiGluFn> {
     const int64_t rows = n == 0 ? 0 : g.numel() / n;
     at::Tensor y = at::empty_like(g);
     const FusedKernelTable& k = FusedKernels();
-    at::parallel_for(0, rows, Grain(n), [&](int64_t b, int64_t e) {
+    core::ParallelFor(0, rows, Grain(n), [&](int64_t b, int64_t e) {
       k.swiglu_fwd(F(g), n, F(u), n, n, b, e, Fm(y), n);
     });
     ctx->save_for_backward({g, u});
@@ -98,7 +100,7 @@ class SwiGluFn : public torch::autograd::Function<SwiGluFn> {
     const int64_t rows = n == 0 ? 0 : g.numel() / n;
     at::Tensor dg = at::empty_like(g), du = at::empty_like(u);
     const FusedKernelTable& k = FusedKernels();
-    at::parallel_for(0, rows, Grain(n), [&](int64_t b, int64_t e) {
+    core::ParallelFor(0, rows, Grain(n), [&](int64_t b, int64_t e) {
       k.swiglu_bwd(F(g), n, F(u), n, F(dy), n, n, b, e, Fm(dg), n, Fm(du), n);
     });
     return {dg, du};
@@ -114,7 +116,7 @@ at::Tensor RopeRows(const at::Tensor& x_in, const at::Tensor& cos,
   const int64_t t = x.size(0), heads = x.size(1), d = x.size(2);
   at::Tensor out = at::empty({t, heads, d}, x.options());
   const FusedKernelTable& k = FusedKernels();
-  at::parallel_for(0, t, Grain(heads * d), [&](int64_t b, int64_t e) {
+  core::ParallelFor(0, t, Grain(heads * d), [&](int64_t b, int64_t e) {
     k.rope(F(x), x.stride(0), heads, d, F(cos), F(sin), backward, b, e,
            Fm(out));
   });
@@ -153,7 +155,7 @@ class LinearLogProbFn : public torch::autograd::Function<LinearLogProbFn> {
     const float inv_t = static_cast<float>(1.0 / temperature);
     const FusedKernelTable& k = FusedKernels();
     const int64_t* lab = labels.data_ptr<int64_t>();
-    at::parallel_for(0, n, 1, [&](int64_t b, int64_t e) {
+    core::ParallelFor(0, n, 1, [&](int64_t b, int64_t e) {
       k.log_prob_fwd(F(logits), v, lab, inv_t, b, e, Fm(logp), Fm(lse),
                      with_entropy ? Fm(ent) : nullptr);
     });
@@ -188,7 +190,7 @@ class LinearLogProbFn : public torch::autograd::Function<LinearLogProbFn> {
     // The logits' gradient overwrites the saved logits (they are not needed
     // after this pass); the version bump makes a second backward through
     // this node (retain_graph) fail loudly instead of reading gradients.
-    at::parallel_for(0, n, 1, [&](int64_t b, int64_t e) {
+    core::ParallelFor(0, n, 1, [&](int64_t b, int64_t e) {
       k.log_prob_bwd(F(logits), v, lab, inv_t, F(lse),
                      with_entropy ? F(ent) : nullptr,
                      g_logp.defined() ? F(g_logp) : nullptr,
@@ -211,7 +213,7 @@ class LinearLogProbFn : public torch::autograd::Function<LinearLogProbFn> {
 template <typename F>
 void RunTasks(int64_t n, int64_t parts, const F& run) {
   std::atomic<int64_t> next{0};
-  at::parallel_for(0, parts, 1, [&](int64_t b, int64_t e) {
+  core::ParallelFor(0, parts, 1, [&](int64_t b, int64_t e) {
     for (int64_t p = b; p < e; ++p) {
       for (int64_t t = next.fetch_add(1); t < n; t = next.fetch_add(1)) {
         run(t, p);
