@@ -12,7 +12,6 @@
 // measured GEMM peak of this process, and where the engine's time goes.
 // The last line is a one-line summary of the measured ratios.
 #include <ATen/ATen.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -29,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "verl/core/malloc_tuning.h"
 #include "verl/infer/cpu_isa.h"
 #include "verl/infer/engine.h"
 #include "verl/models/attention.h"
@@ -554,14 +554,11 @@ int Main() {
 }  // namespace verl
 
 int main(int argc, char** argv) {
-  // libgomp reads OMP_WAIT_POLICY when it loads. Its default (spinning
-  // threads) collapses on an oversubscribed machine: every parallel region
-  // (each GEMM, each kernel) waits for a descheduled spinner. Re-exec once
-  // with passive waiting unless the caller chose a policy.
-  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
-    setenv("OMP_WAIT_POLICY", "passive", 1);
-    execv("/proc/self/exe", argv);
-  }
+  // As //tools:generate and serve run: freed tensors stay in the heap
+  // (core/malloc_tuning.h), and libgomp's default wait policy (threads spin
+  // briefly between parallel regions; an oversubscribed machine measures
+  // better with OMP_WAIT_POLICY=passive, printed below).
+  verl::core::ReexecWithHeapRetainingMalloc(argv);
   absl::ParseCommandLine(argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   return verl::Main();

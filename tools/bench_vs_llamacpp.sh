@@ -60,7 +60,10 @@ if [ ! -d "$model" ]; then
 fi
 [ -f "$model.gguf" ] || "$BIN_DIR/export_gguf" --hf_dir="$model" --output="$model.gguf" --outtype=f32 >&2
 
-export OMP_WAIT_POLICY=passive BLIS_NUM_THREADS="$threads"
+# libgomp's default wait policy, as users run //tools:generate (threads spin
+# briefly between parallel regions, as llama.cpp's own pool does); set
+# OMP_WAIT_POLICY=passive on an oversubscribed machine.
+export BLIS_NUM_THREADS="$threads"
 # The BLIS kernels the project's binaries choose at load time (Zen 5: skx,
 # tools/blis_arch.py), for the GEMM peak measured beside them as well.
 blis_arch=$(python3 "$(dirname "$0")/blis_arch.py" 2>/dev/null || true)

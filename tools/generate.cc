@@ -33,6 +33,7 @@
 #include "tools/model_loading.h"
 #include "verl/core/file_util.h"
 #include "verl/core/main_guard.h"
+#include "verl/core/malloc_tuning.h"
 #include "verl/core/status.h"
 #include "verl/infer/engine.h"
 #include "verl/models/tokenizer/chat_template.h"
@@ -241,5 +242,8 @@ absl::Status Run() {
 }  // namespace verl
 
 int main(int argc, char** argv) {
+  // Freed tensors stay in the heap instead of being faulted in again every
+  // step (core/malloc_tuning.h).
+  verl::core::ReexecWithHeapRetainingMalloc(argv);
   return verl::core::RunToolMain(argc, argv, "generate", "", verl::Run);
 }

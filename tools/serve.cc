@@ -20,6 +20,7 @@
 #include "tools/engine_flags.h"
 #include "tools/model_loading.h"
 #include "verl/core/main_guard.h"
+#include "verl/core/malloc_tuning.h"
 #include "verl/core/status.h"
 #include "verl/infer/engine.h"
 #include "verl/infer/serve/server.h"
@@ -106,6 +107,9 @@ absl::Status Run() {
 }  // namespace verl
 
 int main(int argc, char** argv) {
+  // Freed tensors stay in the heap instead of being faulted in again every
+  // step (core/malloc_tuning.h).
+  verl::core::ReexecWithHeapRetainingMalloc(argv);
   return verl::core::RunToolMain(argc, argv, "serve", "", [] {
     // SIGINT/SIGTERM stop the server from a thread of its own (httplib's
     // stop() is not async-signal-safe).

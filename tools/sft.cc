@@ -18,6 +18,7 @@
 #include "verl/core/cli.h"
 #include "verl/core/config_loader.h"
 #include "verl/core/main_guard.h"
+#include "verl/core/malloc_tuning.h"
 #include "verl/parallel/distributed.h"
 #include "verl/parallel/launcher.h"
 #include "verl/parallel/launcher_flags.h"
@@ -116,5 +117,8 @@ static int Main(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
+  // Freed tensors stay in the heap instead of being faulted in again every
+  // step (core/malloc_tuning.h).
+  verl::core::ReexecWithHeapRetainingMalloc(argv);
   return verl::core::GuardMain("sft", [&] { return Main(argc, argv); });
 }
