@@ -407,21 +407,11 @@ RequestOutput LLMEngine::FinishRequest(RequestState& req) {
   return out;
 }
 
-bool LLMEngine::ChunkedHeadApplies(const SchedulerOutput& sched) const {
-  if (!options_.chunked_lm_head || !options_.fused_forward || tp_ != nullptr ||
-      !forward_->Applies()) {
-    return false;
-  }
-  const int64_t vocab = (model_->lm_head ? model_->lm_head->weight
-                                         : model_->model->embed_tokens->weight)
-                            .size(0);
-  for (const ScheduledSequence& s : sched.scheduled) {
-    if (!s.sample) continue;
-    if (!SamplesInChunks(requests_.at(s.seq->request_id).params, vocab)) {
-      return false;
-    }
-  }
-  return true;
+bool LLMEngine::ChunkedHeadApplies() const {
+  // Every row (greedy, top-k, top-p, unfiltered) samples from logits in
+  // chunks (SampleTokensChunked), so only the forward path decides.
+  return options_.chunked_lm_head && options_.fused_forward && tp_ == nullptr &&
+         forward_->Applies();
 }
 
 std::vector<RequestOutput> LLMEngine::Step() {
@@ -530,8 +520,9 @@ std::vector<RequestOutput> LLMEngine::Step() {
           static_cast<int64_t>(sample_rows.size()) == total
               ? hidden
               : hidden.index_select(0, at::tensor(sample_rows, at::kLong));
-      if (ChunkedHeadApplies(sched)) {
+      if (ChunkedHeadApplies()) {
         head_hidden = hidden_rows;  // the head runs inside the sampler
+        ++stats_.chunked_head_steps;
       } else {
         // (Under tensor parallelism FusedForward::Logits gathers the vocab
         // shards on either forward path.)

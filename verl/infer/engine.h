@@ -86,11 +86,11 @@ struct EngineOptions {
   // fp32 models: run the FusedForward decode path (false: the model's own
   // Forward, e.g. to compare).
   bool fused_forward = true;
-  // On the fused fp32 path: when every row sampled in a step can be sampled
-  // from logits in vocabulary chunks (all but top-p without top-k), the LM
-  // head runs chunk by chunk into the sampler, so the [rows, vocab] logits
-  // never exist (64 x 151936 fp32 = 39 MB per step). Same tokens and
-  // log-probs as false (the full logits, kept to compare).
+  // On the fused fp32 path (single rank): the LM head runs chunk by chunk
+  // into the sampler (SampleTokensChunked; every sampling mode, top-p
+  // without top-k included), so the [rows, vocab] logits never exist
+  // (64 x 151936 fp32 = 39 MB per step). Same tokens and log-probs as false
+  // (the full logits, kept to compare).
   bool chunked_lm_head = true;
   // Tensor-parallel group (null or size 1: the whole model on this rank).
   // Create() then keeps only this rank's shard of the (full) model it is
@@ -141,7 +141,8 @@ struct EngineStats {
   int64_t prefix_cache_hit_blocks = 0;  // full blocks reused from the cache
   int64_t vision_encodings = 0;         // requests whose images were encoded
   int64_t images_encoded = 0;
-  double vision_s = 0;  // vision tower time (inside forward_s)
+  double vision_s = 0;             // vision tower time (inside forward_s)
+  int64_t chunked_head_steps = 0;  // steps whose LM head ran in chunks
 };
 
 // Sets LibTorch's intra-op threads and, unless already set, BLIS_NUM_THREADS:
@@ -223,9 +224,10 @@ class LLMEngine {
   models::CausalLM& model() { return *model_; }  // this rank's shard
 
  private:
-  // Whether this step's LM head runs in vocabulary chunks inside the
-  // sampler (EngineOptions::chunked_lm_head and every sampled row allows it).
-  bool ChunkedHeadApplies(const SchedulerOutput& sched) const;
+  // Whether the LM head runs in vocabulary chunks inside the sampler
+  // (EngineOptions::chunked_lm_head on the fused single-rank path; every
+  // sampling mode allows it).
+  bool ChunkedHeadApplies() const;
 
   struct SeqState {
     Sequence seq;

@@ -291,15 +291,17 @@ TEST(EngineTest, SeedsReproduceAndDiffer) {
 // The LM head in vocabulary chunks (the default) against the full logits
 // (chunked_lm_head = false): every token and log-prob equal, greedy with
 // forked samples and seeded sampling with temperature, top-k, top-k +
-// top-p and repetition penalty, at batches above and below the
-// weight-streaming kernels' 8 rows; top-p alone takes the full logits.
+// top-p, repetition penalty and top-p alone (the streaming nucleus; these
+// random-weight rows are flat, so its buffer holds most of the vocabulary),
+// at batches above and below the weight-streaming kernels' 8 rows; every
+// step of the chunked engine takes the chunked head, none of the other's.
 TEST(EngineTest, ChunkedLmHeadGivesTheFullLogitsTokens) {
   Fixture& f = Shared();
   EngineOptions full = SmallOptions();
   full.chunked_lm_head = false;
   auto chunked_engine = MakeEngine(f.model, SmallOptions());
   auto full_engine = MakeEngine(f.model, full);
-  std::vector<SamplingParams> cases(5);
+  std::vector<SamplingParams> cases(7);
   cases[0].do_sample = false;
   cases[0].n = 3;
   cases[1].temperature = 0.8;
@@ -310,6 +312,11 @@ TEST(EngineTest, ChunkedLmHeadGivesTheFullLogitsTokens) {
   cases[3].top_p = 0.8;
   cases[4].temperature = 0.9;
   cases[4].repetition_penalty = 1.3;
+  cases[5].top_p = 0.9;
+  cases[5].n = 2;
+  cases[6].top_p = 0.5;
+  cases[6].temperature = 0.7;
+  cases[6].repetition_penalty = 1.2;
   for (size_t c = 0; c < cases.size(); ++c) {
     SamplingParams& p = cases[c];
     p.max_tokens = 8;
@@ -318,8 +325,12 @@ TEST(EngineTest, ChunkedLmHeadGivesTheFullLogitsTokens) {
     for (int64_t prompts : {2, 24}) {
       std::vector<std::vector<int64_t>> in(f.prompts.begin(),
                                            f.prompts.begin() + prompts);
+      const EngineStats a0 = chunked_engine->stats();
       auto a = chunked_engine->Generate(in, p);
       auto b = full_engine->Generate(in, p);
+      const EngineStats a1 = chunked_engine->stats();
+      EXPECT_GT(a1.chunked_head_steps, a0.chunked_head_steps) << "case " << c;
+      EXPECT_EQ(full_engine->stats().chunked_head_steps, 0);
       for (int64_t i = 0; i < prompts; ++i) {
         ASSERT_TRUE(a[i].ok() && b[i].ok());
         ASSERT_EQ(a[i]->outputs.size(), b[i]->outputs.size());

@@ -24,8 +24,6 @@ double UnitFromBits(uint64_t bits) {
   return static_cast<double>(bits >> 11) * 0x1.0p-53;
 }
 
-double Uniform01(SeqRng& rng) { return UnitFromBits(rng()); }
-
 // SplitMix64's finaliser: the per-chunk uniforms of one token's draw.
 uint64_t Mix64(uint64_t z) {
   z += 0x9e3779b97f4a7c15ULL;
@@ -42,10 +40,9 @@ bool UsesTopK(const SamplingParams& p, int64_t vocab) {
   return p.top_k > 0 && p.top_k < vocab;
 }
 
-// Per-thread buffers of the full-row (top-p only) kernel.
+// Buffers of SamplingDistribution's unfiltered row.
 struct RowScratch {
   std::vector<float> penalized, chunk_max, chunk_sum, weights;
-  std::vector<int64_t> kept;
 };
 
 // HF / vLLM repetition penalty of one logit: positive logits divided by the
@@ -96,8 +93,8 @@ float LogProb(float x, const SoftmaxTotals& t, float inv_t) {
   return static_cast<float>((x - t.max) * inv_t - t.log_total);
 }
 
-// One row's softmax over temperature-scaled logits of a whole row (the
-// top-p-only path and SamplingDistribution).
+// One row's softmax over temperature-scaled logits of a whole row
+// (SamplingDistribution's unfiltered rows).
 class RowSoftmax {
  public:
   RowSoftmax(const float* x, int64_t vocab, float inv_t, RowScratch* s)
@@ -111,11 +108,6 @@ class RowSoftmax {
   }
 
   double total() const { return t_.total; }
-  float LogProb(int64_t t) const { return infer::LogProb(x_[t], t_, inv_t_); }
-  // exp((x_t - max) / T): token t's unnormalised probability.
-  double Weight(int64_t t) const {
-    return std::exp(static_cast<double>((x_[t] - t_.max) * inv_t_));
-  }
   // Weights of all tokens into scratch->weights.
   const float* AllWeights() const {
     s_->weights.resize(vocab_);
@@ -130,40 +122,6 @@ class RowSoftmax {
   SoftmaxTotals t_;
   RowScratch* s_;
 };
-
-// Top-p without top-k: the smallest prefix of the vocabulary, most likely
-// first (ties: lower id), whose mass reaches top_p, grown geometrically
-// (nth_element + sort of a prefix) so the nucleus costs O(V) rather than a
-// sort of the vocabulary.
-void NucleusTokens(const float* x, int64_t vocab, const SamplingParams& p,
-                   const RowSoftmax& sm, std::vector<int64_t>* kept) {
-  auto heavier = [x](int64_t a, int64_t b) {
-    return x[a] > x[b] || (x[a] == x[b] && a < b);
-  };
-  kept->resize(vocab);
-  for (int64_t i = 0; i < vocab; ++i) (*kept)[i] = i;
-  const float* w = sm.AllWeights();
-  const double total = sm.total();
-  const int64_t size = vocab;
-  int64_t m = std::min<int64_t>(size, 64);
-  while (true) {
-    if (m < size) {
-      std::nth_element(kept->begin(), kept->begin() + (m - 1), kept->end(),
-                       heavier);
-    }
-    std::sort(kept->begin(), kept->begin() + m, heavier);
-    double cum = 0.0;
-    for (int64_t i = 0; i < m; ++i) {
-      cum += w[(*kept)[i]];
-      if (cum >= p.top_p * total) {
-        kept->resize(i + 1);
-        return;
-      }
-    }
-    if (m >= size) return;  // rounding: keep all candidates
-    m = std::min<int64_t>(size, m * 8);
-  }
-}
 
 // Inverse-CDF draw with uniform u over items [0, n) in order, weighted by
 // weight(i); returns the item index.
@@ -192,6 +150,32 @@ bool Heavier(const Cand& a, const Cand& b) {
   return a.x > b.x || (a.x == b.x && a.id < b.id);
 }
 
+// A nucleus candidate (8 bytes: a flat row may keep the whole vocabulary).
+struct NucleusCand {
+  float x;
+  int32_t id;
+};
+bool NucleusHeavier(const NucleusCand& a, const NucleusCand& b) {
+  return a.x > b.x || (a.x == b.x && a.id < b.id);
+}
+
+// Top-p without top-k streams with a candidate buffer: tokens whose
+// temperature-scaled (penalised) logit is within `delta` of the running
+// maximum, delta = ln(V / (1 - top_p)) + kNucleusMargin. Why that is exact:
+// with M the row's maximum and Z = sum_t exp((x_t - M) / T) >= 1 (the
+// maximum weighs 1), a token with (x - M) / T < -delta weighs less than
+// e^-delta = e^-margin * (1 - top_p) / V, so all dropped tokens together
+// weigh less than e^-margin * (1 - top_p) <= (1 - top_p) * Z. The
+// candidates therefore hold more than top_p * Z, and since every candidate
+// is heavier than every dropped token, the nucleus (heaviest first, ties
+// lower id first, until the mass reaches top_p * Z) lies inside them. A
+// token dropped against an earlier, lower running maximum is below the
+// final threshold too, so after a last filter against M the candidates are
+// exactly {x >= M - delta * T} in id order, however the row was chunked;
+// the full-row path runs the same code, so both give the same tokens. The
+// margin (e^-2) absorbs the rounding of the float threshold and weights.
+constexpr double kNucleusMargin = 2.0;
+
 // Sampling state of one row fed the row's logits in vocabulary order, a
 // chunk at a time (RowSampler.Consume), so the row never has to exist in
 // full. Per 256-token chunk it keeps the softmax statistics (max, exp-sum);
@@ -199,6 +183,10 @@ bool Heavier(const Cand& a, const Cand& b) {
 //  - greedy: a copy of the first chunk holding the maximum;
 //  - top-k (with or without top-p): every token at or above the k-th
 //    heaviest candidate so far, pruned to k by partial selection;
+//  - top-p without top-k: the nucleus candidates (kNucleusMargin), pruned
+//    when the buffer has doubled since the last prune and the running
+//    maximum has risen since; the nucleus is then grown geometrically over
+//    them (nth_element + sort of a prefix), never sorting the vocabulary;
 //  - unfiltered draws: the chunk chosen by a sequential weighted reservoir
 //    over the chunks' masses (chunk c replaces the choice with probability
 //    mass_c / mass_{0..c}, uniform c derived from the token's one generator
@@ -211,10 +199,17 @@ class RowSampler {
   RowSampler(const SamplingParams& p, const std::vector<int64_t>* context,
              int64_t vocab, SeqRng* rng)
       : p_(&p), vocab_(vocab), inv_t_(static_cast<float>(InvTemperature(p))) {
-    CHECK(SamplesInChunks(p, vocab)) << "top-p without top-k needs the row";
     mode_ = p.greedy()           ? Mode::kGreedy
             : UsesTopK(p, vocab) ? Mode::kTopK
+            : p.top_p < 1.0      ? Mode::kNucleus
                                  : Mode::kUnfiltered;
+    if (mode_ == Mode::kNucleus) {
+      CHECK_LE(vocab, std::numeric_limits<int32_t>::max());
+      const double delta =
+          std::log(static_cast<double>(vocab) / (1.0 - p.top_p)) +
+          kNucleusMargin;
+      span_ = static_cast<float>(delta / inv_t_);
+    }
     const int64_t nch = (vocab + kChunk - 1) / kChunk;
     chunk_max_.resize(nch);
     chunk_sum_.resize(nch);
@@ -269,6 +264,9 @@ class RowSampler {
             Prune();
           }
           break;
+        case Mode::kNucleus:
+          NucleusStep(c, sub, len);
+          break;
       }
     }
   }
@@ -312,9 +310,62 @@ class RowSampler {
                   });
         return {cands_[i].id, logprob(cands_[i].x)};
       }
+      case Mode::kNucleus: {
+        const int64_t n = NucleusCandidates(t);
+        if (n == 0) return {0, std::numeric_limits<float>::quiet_NaN()};
+        const int64_t i = InverseCdf(n, UnitFromBits(draw_), [&](int64_t j) {
+          return double{weights_[j]};
+        });
+        return {nuc_[i].id, logprob(nuc_[i].x)};
+      }
     }
     return {0, 0.f};
   }
+
+  // Top-p rows after Finish's totals: the nucleus, heaviest first, in
+  // nuc_[0, n) with its float weights exp((x - max) / T) in weights_ (the
+  // draw's and SamplingDistribution's). Returns n.
+  int64_t NucleusCandidates(const SoftmaxTotals& t) {
+    // The last filter, against the row's maximum (see kNucleusMargin).
+    const float thr = t.max - span_;
+    nuc_.erase(
+        std::remove_if(nuc_.begin(), nuc_.end(),
+                       [thr](const NucleusCand& c) { return !(c.x >= thr); }),
+        nuc_.end());
+    final_ = static_cast<int64_t>(nuc_.size());
+    const int64_t size = final_;
+    const double target = p_->top_p * t.total;
+    int64_t m = std::min<int64_t>(size, 64);
+    while (m > 0) {
+      if (m < size) {
+        std::nth_element(nuc_.begin(), nuc_.begin() + (m - 1), nuc_.end(),
+                         NucleusHeavier);
+      }
+      std::sort(nuc_.begin(), nuc_.begin() + m, NucleusHeavier);
+      xs_.resize(m);
+      weights_.resize(m);
+      for (int64_t i = 0; i < m; ++i) xs_[i] = nuc_[i].x;
+      Kernels().scaled_exp(xs_.data(), m, t.max, inv_t_, weights_.data());
+      double cum = 0.0;
+      for (int64_t i = 0; i < m; ++i) {
+        cum += weights_[i];
+        if (cum >= target) return i + 1;
+      }
+      if (m >= size) {
+        // All candidates short of top_p * Z: only float rounding (Z and
+        // the weights are float sums) or a non-finite row may do that.
+        CHECK(!(t.total > 0 && std::isfinite(t.total)) ||
+              cum >= target - 1e-4 * t.total)
+            << "nucleus candidates hold " << cum << " of Z = " << t.total
+            << " < top_p * Z";
+        return m;  // keep all candidates
+      }
+      m = std::min<int64_t>(size, m * 8);
+    }
+    return 0;
+  }
+
+  NucleusBufferStats nucleus_stats() const { return {peak_, final_, prunes_}; }
 
   // Top-k rows after Finish's totals: the top-k (then top-p) candidates,
   // heaviest first, in cands_[0, n); with top-p their float weights
@@ -347,9 +398,37 @@ class RowSampler {
     return TotalsFromChunks(chunk_max_, chunk_sum_, inv_t_);
   }
   const std::vector<Cand>& candidates() const { return cands_; }
+  const std::vector<NucleusCand>& nucleus() const { return nuc_; }
+  const std::vector<float>& weights() const { return weights_; }
 
  private:
-  enum class Mode { kGreedy, kTopK, kUnfiltered };
+  enum class Mode { kGreedy, kTopK, kNucleus, kUnfiltered };
+
+  // Top-p: adds the sub-chunk's tokens within span_ of the running maximum.
+  void NucleusStep(int64_t c, const float* sub, int64_t len) {
+    const float m = chunk_max_[c];
+    if (m > run_max_) run_max_ = m;
+    const float thr = run_max_ - span_;
+    if (!(m >= thr)) return;
+    const int32_t base = static_cast<int32_t>(c * kChunk);
+    for (int64_t i = 0; i < len; ++i) {
+      if (sub[i] >= thr)
+        nuc_.push_back({sub[i], base + static_cast<int32_t>(i)});
+    }
+    const int64_t size = static_cast<int64_t>(nuc_.size());
+    peak_ = std::max(peak_, size);
+    // Amortised O(1) per token: only once the buffer has doubled, and only
+    // if the threshold has risen since the last prune (else none would go).
+    if (size >= 2 * pruned_size_ + kChunk && run_max_ > pruned_max_) {
+      nuc_.erase(
+          std::remove_if(nuc_.begin(), nuc_.end(),
+                         [thr](const NucleusCand& x) { return !(x.x >= thr); }),
+          nuc_.end());
+      pruned_size_ = static_cast<int64_t>(nuc_.size());
+      pruned_max_ = run_max_;
+      ++prunes_;
+    }
+  }
 
   void Keep(int64_t c, const float* sub, int64_t len) {
     keep_c_ = c;
@@ -398,41 +477,19 @@ class RowSampler {
   std::vector<Cand> cands_;
   float threshold_ = -std::numeric_limits<float>::infinity();
   std::vector<float> xs_, weights_;
+  // Top-p: the candidates (id order until Finish), their logit span
+  // delta * T, the running maximum, and the buffer at the last prune.
+  std::vector<NucleusCand> nuc_;
+  float span_ = 0.f;
+  float run_max_ = -std::numeric_limits<float>::infinity();
+  float pruned_max_ = -std::numeric_limits<float>::infinity();
+  int64_t pruned_size_ = 0, peak_ = 0, final_ = 0, prunes_ = 0;
 };
-
-// Samples a top-p-only row from its full logits. With `probs` set, returns
-// the filtered, renormalised distribution there instead of drawing.
-SampledToken SampleNucleusRow(const float* raw, int64_t vocab,
-                              const SamplingParams& p,
-                              const std::vector<int64_t>* context, SeqRng* rng,
-                              RowScratch* scratch, std::vector<double>* probs) {
-  const float* x = PenalizedLogits(raw, vocab, p, context, scratch);
-  const RowSoftmax sm(x, vocab, static_cast<float>(InvTemperature(p)), scratch);
-  NucleusTokens(x, vocab, p, sm, &scratch->kept);
-  const std::vector<int64_t>& kept = scratch->kept;
-  if (probs != nullptr) {
-    probs->assign(vocab, 0.0);
-    double total = 0.0;
-    for (int64_t i : kept) total += sm.Weight(i);
-    for (int64_t i : kept) (*probs)[i] = sm.Weight(i) / total;
-    return {-1, 0.f};
-  }
-  CHECK(rng != nullptr) << "sampled row has no rng";
-  const float* w = scratch->weights.data();
-  const int64_t i =
-      InverseCdf(static_cast<int64_t>(kept.size()), Uniform01(*rng),
-                 [&](int64_t j) { return double{w[kept[j]]}; });
-  return {kept[i], sm.LogProb(kept[i])};
-}
 
 // One row of SampleTokens from its full logits.
 SampledToken SampleFullRow(const float* x, int64_t vocab, const SampleRow& row,
-                           RowScratch* scratch, std::vector<float>* pen) {
+                           std::vector<float>* pen) {
   const SamplingParams& p = *row.params;
-  if (!SamplesInChunks(p, vocab)) {
-    return SampleNucleusRow(x, vocab, p, row.context, row.rng, scratch,
-                            nullptr);
-  }
   CHECK(p.greedy() || row.rng != nullptr) << "sampled row has no rng";
   RowSampler s(p, row.context, vocab, row.rng);
   s.Consume(x, 0, vocab, pen);
@@ -453,10 +510,6 @@ double SamplerUniform(uint64_t draw, int64_t index) {
   return UnitFromBits(Mix64(draw ^ Mix64(static_cast<uint64_t>(index) + 1)));
 }
 
-bool SamplesInChunks(const SamplingParams& p, int64_t vocab) {
-  return p.greedy() || p.top_p >= 1.0 || UsesTopK(p, vocab);
-}
-
 std::vector<SampledToken> SampleTokens(const at::Tensor& logits,
                                        const std::vector<SampleRow>& rows) {
   CHECK_EQ(logits.dim(), 2);
@@ -469,11 +522,10 @@ std::vector<SampledToken> SampleTokens(const at::Tensor& logits,
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 18) / vocab);
   at::parallel_for(0, static_cast<int64_t>(rows.size()), grain,
                    [&](int64_t begin, int64_t end) {
-                     RowScratch scratch;
                      std::vector<float> pen;
                      for (int64_t r = begin; r < end; ++r) {
-                       out[r] = SampleFullRow(xs + r * vocab, vocab, rows[r],
-                                              &scratch, &pen);
+                       out[r] =
+                           SampleFullRow(xs + r * vocab, vocab, rows[r], &pen);
                      }
                    });
   return out;
@@ -481,7 +533,7 @@ std::vector<SampledToken> SampleTokens(const at::Tensor& logits,
 
 std::vector<SampledToken> SampleTokensChunked(
     int64_t vocab, const LogitChunkFn& fill, const std::vector<SampleRow>& rows,
-    int64_t chunk) {
+    int64_t chunk, std::vector<NucleusBufferStats>* nucleus_stats) {
   CHECK_GT(vocab, 0);
   CHECK(chunk > 0 && chunk % kSamplerSubChunk == 0)
       << "chunk " << chunk << " is not a multiple of " << kSamplerSubChunk;
@@ -489,8 +541,6 @@ std::vector<SampledToken> SampleTokensChunked(
   std::vector<RowSampler> samplers;
   samplers.reserve(b);
   for (const SampleRow& row : rows) {
-    CHECK(SamplesInChunks(*row.params, vocab))
-        << "top-p without top-k needs the full logits (SampleTokens)";
     CHECK(row.params->greedy() || row.rng != nullptr)
         << "sampled row has no rng";
     samplers.emplace_back(*row.params, row.context, vocab, row.rng);
@@ -512,7 +562,16 @@ std::vector<SampledToken> SampleTokensChunked(
     });
   }
   std::vector<SampledToken> out(b);
-  for (int64_t r = 0; r < b; ++r) out[r] = samplers[r].Finish();
+  // A flat top-p row's nucleus sorts up to the vocabulary: one row a task.
+  at::parallel_for(0, b, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) out[r] = samplers[r].Finish();
+  });
+  if (nucleus_stats != nullptr) {
+    nucleus_stats->clear();
+    for (const RowSampler& s : samplers) {
+      nucleus_stats->push_back(s.nucleus_stats());
+    }
+  }
   return out;
 }
 
@@ -520,12 +579,7 @@ std::vector<double> SamplingDistribution(const float* logits, int64_t vocab,
                                          const SamplingParams& params,
                                          const std::vector<int64_t>* context) {
   RowScratch scratch;
-  std::vector<double> probs;
-  if (!SamplesInChunks(params, vocab)) {
-    SampleNucleusRow(logits, vocab, params, context, nullptr, &scratch, &probs);
-    return probs;
-  }
-  probs.assign(vocab, 0.0);
+  std::vector<double> probs(vocab, 0.0);
   RowSampler s(params, context, vocab, nullptr);
   std::vector<float> pen;
   s.Consume(logits, 0, vocab, &pen);
@@ -543,6 +597,16 @@ std::vector<double> SamplingDistribution(const float* logits, int64_t vocab,
           std::exp(static_cast<double>((s.candidates()[i].x - t.max) * inv_t));
     }
     for (int64_t i = 0; i < n; ++i) probs[s.candidates()[i].id] /= total;
+    return probs;
+  }
+  if (params.top_p < 1.0) {
+    // The weights the draw uses, renormalised over the nucleus.
+    const int64_t n = s.NucleusCandidates(t);
+    double total = 0.0;
+    for (int64_t i = 0; i < n; ++i) total += s.weights()[i];
+    for (int64_t i = 0; i < n; ++i) {
+      probs[s.nucleus()[i].id] = s.weights()[i] / total;
+    }
     return probs;
   }
   const float* x = PenalizedLogits(logits, vocab, params, context, &scratch);

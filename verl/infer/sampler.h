@@ -10,10 +10,13 @@
 // chunk holding the maximum; top-k keeps candidates at or above the k-th
 // heaviest so far (partial selection, no sort of the vocabulary); an
 // unfiltered draw picks a chunk by a weighted reservoir over the chunks'
-// masses and draws inside it. Only top-p without top-k needs every token's
-// weight (it grows a sorted prefix geometrically).
+// masses and draws inside it; top-p without top-k keeps the tokens within
+// ln(V / (1 - top_p)) + 2 (temperature-scaled) of the running maximum, a
+// superset of the nucleus (the rest weighs < (1 - top_p) of the total; the
+// argument is at kNucleusMargin in sampler.cc), and grows the nucleus over
+// them by a geometrically growing sorted prefix.
 //
-// Because nothing else needs the whole row, the logits can come in
+// Because no row needs the whole row at once, the logits can come in
 // vocabulary chunks (SampleTokensChunked: the engine's LM head computed
 // chunk by chunk, so [rows, vocab] logits never exist); both entry points
 // give the same tokens and log-probs for the same logits.
@@ -66,20 +69,26 @@ inline constexpr int64_t kSamplerSubChunk = 256;
 // draw inside the chosen chunk uses SamplerUniform(draw, -1).
 double SamplerUniform(uint64_t draw, int64_t index);
 
-// Whether a row with `p` can be sampled from logits in chunks: all but top-p
-// without top-k (< vocab), whose nucleus needs every token's weight.
-bool SamplesInChunks(const SamplingParams& p, int64_t vocab);
-
 // Writes the logits of tokens [v0, v1) for every row into out, row-major
 // [rows, v1 - v0].
 using LogitChunkFn = std::function<void(int64_t v0, int64_t v1, float* out)>;
 
+// A top-p (without top-k) row's candidate buffer: the most tokens it held
+// at once, the candidates left after the last filter (a superset of the
+// nucleus), and how often it was pruned while the chunks streamed. Zero for
+// other rows.
+struct NucleusBufferStats {
+  int64_t peak = 0, final = 0, prunes = 0;
+};
+
 // SampleTokens over logits produced `chunk` tokens at a time (a multiple of
-// kSamplerSubChunk) by `fill`, in vocabulary order; every row must satisfy
-// SamplesInChunks. Same result as SampleTokens on the concatenated logits.
+// kSamplerSubChunk) by `fill`, in vocabulary order, for any rows. Same
+// tokens and log-probs as SampleTokens on the concatenated logits. With
+// `nucleus_stats` set, one entry per row there.
 std::vector<SampledToken> SampleTokensChunked(
     int64_t vocab, const LogitChunkFn& fill, const std::vector<SampleRow>& rows,
-    int64_t chunk = 4096);
+    int64_t chunk = 4096,
+    std::vector<NucleusBufferStats>* nucleus_stats = nullptr);
 
 // The distribution a row is drawn from (after repetition penalty over
 // `context`, temperature, top-k, top-p), as probabilities over the

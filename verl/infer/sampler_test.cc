@@ -4,6 +4,7 @@
 #include <ATen/Context.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/linspace.h>
 #include <ATen/ops/log_softmax.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/softmax.h>
@@ -171,9 +172,17 @@ TEST(SamplerTest, NanLogitsStayInsideTheVocabulary) {
   SamplingParams greedy;
   greedy.do_sample = false;
   SamplingParams sampled;
+  SamplingParams nucleus;
+  nucleus.top_p = 0.9;
   SeqRng rng = MakeSequenceRng(1, 0);
+  SeqRng rngs[3] = {MakeSequenceRng(1, 1), MakeSequenceRng(1, 2),
+                    MakeSequenceRng(1, 3)};
   auto out = SampleTokens(
       logits, {{&greedy, nullptr}, {&greedy, nullptr}, {&sampled, &rng}});
+  auto top_p = SampleTokens(
+      logits,
+      {{&nucleus, &rngs[0]}, {&nucleus, &rngs[1]}, {&nucleus, &rngs[2]}});
+  out.insert(out.end(), top_p.begin(), top_p.end());
   for (const SampledToken& t : out) {
     EXPECT_GE(t.token, 0);
     EXPECT_LT(t.token, v);
@@ -395,7 +404,6 @@ TEST(SamplerTest, ChunkedLogitsGiveTheSameTokensAsFullLogits) {
     for (int64_t chunk : {4096, 512}) {
       for (size_t c = 0; c < cases.size(); ++c) {
         const SamplingParams& p = cases[c];
-        ASSERT_TRUE(SamplesInChunks(p, vocab));
         std::vector<SeqRng> full_rngs, chunk_rngs;
         for (int64_t r = 0; r < rows; ++r) {
           full_rngs.push_back(MakeSequenceRng(11, r));
@@ -428,11 +436,209 @@ TEST(SamplerTest, ChunkedLogitsGiveTheSameTokensAsFullLogits) {
       }
     }
   }
-  SamplingParams nucleus;
-  nucleus.top_p = 0.9;
-  EXPECT_FALSE(SamplesInChunks(nucleus, 1000));
-  nucleus.top_k = 40;
-  EXPECT_TRUE(SamplesInChunks(nucleus, 1000));
+}
+
+// Samples `logits` ([rows, vocab], row r with params[r]) through
+// SampleTokens and SampleTokensChunked (`chunk`) from the same seeds, three
+// draws, and expects the same tokens and log-probs; returns the chunked
+// path's nucleus buffer statistics of the last draw.
+std::vector<NucleusBufferStats> ExpectChunkedEqualsFull(
+    const at::Tensor& logits, const std::vector<SamplingParams>& params,
+    const std::vector<int64_t>* context, int64_t chunk,
+    const std::string& what) {
+  const int64_t rows = logits.size(0), vocab = logits.size(1);
+  const float* lp = logits.data_ptr<float>();
+  std::vector<SeqRng> full_rngs, chunk_rngs;
+  for (int64_t r = 0; r < rows; ++r) {
+    full_rngs.push_back(MakeSequenceRng(29, r));
+    chunk_rngs.push_back(MakeSequenceRng(29, r));
+  }
+  std::vector<SampleRow> full_rows, chunk_rows;
+  for (int64_t r = 0; r < rows; ++r) {
+    full_rows.push_back({&params[r], &full_rngs[r], context});
+    chunk_rows.push_back({&params[r], &chunk_rngs[r], context});
+  }
+  auto fill = [&](int64_t v0, int64_t v1, float* out) {
+    for (int64_t r = 0; r < rows; ++r) {
+      std::copy(lp + r * vocab + v0, lp + r * vocab + v1, out + r * (v1 - v0));
+    }
+  };
+  std::vector<NucleusBufferStats> stats;
+  for (int draw = 0; draw < 3; ++draw) {
+    const auto want = SampleTokens(logits, full_rows);
+    const auto got =
+        SampleTokensChunked(vocab, fill, chunk_rows, chunk, &stats);
+    for (int64_t r = 0; r < rows; ++r) {
+      EXPECT_EQ(got[r].token, want[r].token)
+          << what << " chunk " << chunk << " row " << r << " draw " << draw;
+      EXPECT_EQ(got[r].logprob, want[r].logprob)
+          << what << " chunk " << chunk << " row " << r << " draw " << draw;
+    }
+  }
+  EXPECT_EQ(static_cast<int64_t>(stats.size()), rows);
+  return stats;
+}
+
+// Top-p without top-k through the chunked head: the streaming candidate
+// buffer (tokens within ln(V / (1 - p)) + 2 of the running maximum) gives
+// exactly the full row's tokens and log-probs at p 0.5 / 0.9 / 0.99 and
+// several temperatures, on flat rows (the buffer holds most of the
+// vocabulary), peaked rows (most of it pruned away as it streams) and rows
+// whose maximum comes only in the last chunk (pruned late).
+TEST(SamplerTest, ChunkedNucleusGivesTheFullLogitsTokens) {
+  at::manual_seed(13);
+  const int64_t vocab = 151936, rows = 3;
+  std::vector<SamplingParams> params(rows);
+  // (a) Flat rows, as from a random-weight model.
+  const at::Tensor flat = at::randn({rows, vocab});
+  // (b) Peaked rows, as from a trained model: a few tokens far above a
+  // noisy floor, one of them in the first chunk.
+  at::Tensor peaked = at::randn({rows, vocab}) * 2.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < 20; ++i) {
+      const int64_t t = i == 0 ? 3 + r : (i * 7919 + r * 104729) % vocab;
+      peaked[r][t] = 40.0 + 0.5 * i;
+    }
+  }
+  // (c) The maximum only in the last chunk: a ridge at the end of the
+  // vocabulary, and a ramp whose maximum rises chunk by chunk.
+  at::Tensor late = at::randn({rows, vocab}) * 2.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < 5; ++i) late[r][vocab - 1 - 17 * i - r] = 60.0 + i;
+  }
+  at::Tensor ramp =
+      at::randn({rows, vocab}) + at::linspace(0.0, 300.0, vocab).unsqueeze(0);
+  ramp = ramp.contiguous();
+  for (double top_p : {0.5, 0.9, 0.99}) {
+    for (double temperature : {0.7, 1.0, 1.5}) {
+      for (int64_t r = 0; r < rows; ++r) {
+        params[r].top_p = top_p;
+        params[r].temperature = temperature;
+      }
+      const std::string what =
+          "p " + std::to_string(top_p) + " T " + std::to_string(temperature);
+      for (int64_t chunk : {4096, 512}) {
+        auto stats = ExpectChunkedEqualsFull(flat, params, nullptr, chunk,
+                                             "flat " + what);
+        for (const NucleusBufferStats& s : stats) {
+          // Flat: few dropped (the margin spans the whole N(0, 1) range
+          // at T >= 1).
+          if (temperature >= 1.0) {
+            EXPECT_GT(s.final, vocab / 2) << what;
+          }
+        }
+        stats = ExpectChunkedEqualsFull(peaked, params, nullptr, chunk,
+                                        "peaked " + what);
+        for (const NucleusBufferStats& s : stats) {
+          // The floor (< 40 - 28 at p 0.99, T 1.5) never entered the buffer
+          // after the first chunk: most of the vocabulary was dropped.
+          EXPECT_LT(s.peak, 2 * 512) << what;
+          EXPECT_LE(s.final, 20) << what;
+          EXPECT_GE(s.final, 1) << what;
+        }
+        stats = ExpectChunkedEqualsFull(late, params, nullptr, chunk,
+                                        "late " + what);
+        for (const NucleusBufferStats& s : stats) {
+          EXPECT_GT(s.peak, vocab / 2) << what;  // all within the margin
+          EXPECT_LE(s.final, 5) << what;         // until the ridge came
+        }
+        stats = ExpectChunkedEqualsFull(ramp, params, nullptr, chunk,
+                                        "ramp " + what);
+        for (const NucleusBufferStats& s : stats) {
+          EXPECT_GE(s.prunes, 3) << what;  // pruned while streaming
+          EXPECT_LT(s.peak, vocab / 2) << what;
+        }
+      }
+    }
+  }
+}
+
+// (d) A batch mixing greedy, top-k, top-k + top-p, top-p and unfiltered
+// rows under a repetition penalty: chunked and full logits agree row by
+// row, at vocabularies that end mid-chunk too.
+TEST(SamplerTest, ChunkedMixedBatchWithPenaltyGivesTheFullLogitsTokens) {
+  at::manual_seed(17);
+  std::vector<SamplingParams> params(6);
+  params[0].do_sample = false;
+  params[1].top_k = 50;
+  params[1].temperature = 0.8;
+  params[2].top_k = 100;
+  params[2].top_p = 0.7;
+  params[3].top_p = 0.9;
+  params[4].temperature = 1.1;
+  params[5].top_p = 0.5;
+  params[5].temperature = 0.7;
+  for (SamplingParams& p : params) p.repetition_penalty = 1.3;
+  for (int64_t vocab : {151936, 1000, 300}) {
+    const int64_t rows = static_cast<int64_t>(params.size());
+    at::Tensor logits = at::randn({rows, vocab}) * 3.0;
+    // The context's tokens are among the heaviest, so the penalty matters.
+    std::vector<int64_t> context = {5, 17, 17, 200, vocab - 1};
+    for (int64_t t : context) logits.select(1, t).fill_(12.0);
+    for (int64_t chunk : {4096, 512, 256}) {
+      ExpectChunkedEqualsFull(logits, params, &context, chunk,
+                              "vocab " + std::to_string(vocab));
+    }
+  }
+}
+
+// The chunked nucleus draw follows the closed form: softmax(x / T), the
+// smallest heaviest-first prefix reaching top_p, renormalised (computed
+// here in double), for 24000 draws over 5 chunks of 256 (the last
+// partial); SamplingDistribution gives the same distribution.
+TEST(SamplerTest, ChunkedNucleusDrawFollowsTheClosedForm) {
+  at::manual_seed(23);
+  const int64_t vocab = 1100, rows = 8;
+  const at::Tensor row = at::randn({vocab}) * 2.0;
+  const float* x = row.data_ptr<float>();
+  SamplingParams p;
+  p.temperature = 0.8;
+  p.top_p = 0.9;
+  std::vector<double> want(vocab);
+  double z = 0;
+  for (int64_t i = 0; i < vocab; ++i) z += want[i] = std::exp(x[i] / 0.8);
+  std::vector<int64_t> order(vocab);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return x[a] > x[b] || (x[a] == x[b] && a < b);
+  });
+  double cum = 0;
+  size_t n = 0;
+  while (n < order.size() && cum < p.top_p * z) cum += want[order[n++]];
+  std::vector<double> nucleus(vocab, 0.0);
+  for (size_t i = 0; i < n; ++i) nucleus[order[i]] = want[order[i]] / cum;
+  ASSERT_GT(n, 20u);
+  ASSERT_LT(n, 600u);
+  const std::vector<double> dist = SamplingDistribution(x, vocab, p);
+  for (int64_t i = 0; i < vocab; ++i) {
+    EXPECT_NEAR(dist[i], nucleus[i], 1e-6) << "token " << i;
+  }
+  std::vector<SeqRng> rngs;
+  for (int64_t i = 0; i < rows; ++i) rngs.push_back(MakeSequenceRng(31, i));
+  std::vector<SampleRow> sample_rows;
+  for (SeqRng& r : rngs) sample_rows.push_back({&p, &r});
+  auto fill = [&](int64_t v0, int64_t v1, float* out) {
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy(x + v0, x + v1, out + r * (v1 - v0));
+  };
+  const int64_t draws = 24000;
+  std::vector<int64_t> counts(vocab, 0);
+  for (int64_t d = 0; d < draws; d += rows) {
+    for (const SampledToken& t :
+         SampleTokensChunked(vocab, fill, sample_rows, 256)) {
+      ++counts[t.token];
+    }
+  }
+  for (int64_t i = 0; i < vocab; ++i) {
+    if (nucleus[i] == 0.0) {
+      EXPECT_EQ(counts[i], 0) << "token " << i << " outside the nucleus";
+    } else {
+      const double w = nucleus[i];
+      EXPECT_NEAR(static_cast<double>(counts[i]) / draws, w,
+                  5 * std::sqrt(w * (1 - w) / draws) + 1e-3)
+          << "token " << i;
+    }
+  }
 }
 
 // The unfiltered draw over many chunks (chunk by reservoir, token inside
