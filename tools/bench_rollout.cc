@@ -61,6 +61,9 @@ ABSL_FLAG(bool, compare_full_head, false,
 ABSL_FLAG(double, decode_temperature, 0.0,
           "decode sweep sampling temperature (0: greedy; 1: verl's rollout "
           "default, an unfiltered draw)");
+ABSL_FLAG(double, decode_top_p, 1.0,
+          "decode sweep top-p (1: off; below 1 with a temperature: the "
+          "nucleus, without top-k)");
 ABSL_FLAG(bool, workload, true,
           "run the GRPO workload comparison (engine / no_share / static)");
 ABSL_FLAG(bool, compare_unfused, true,
@@ -300,6 +303,7 @@ DecodePoint MeasureDecode(std::shared_ptr<models::CausalLM> model,
   SamplingParams g;
   g.temperature = absl::GetFlag(FLAGS_decode_temperature);
   g.do_sample = g.temperature > 0;
+  g.top_p = absl::GetFlag(FLAGS_decode_top_p);
   g.seed = 1;
   g.ignore_eos = true;
   g.max_tokens = repeats * steps + 2;

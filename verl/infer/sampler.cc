@@ -1,7 +1,6 @@
 // File: verl/infer/sampler.cc
 #include "verl/infer/sampler.h"
 
-#include <ATen/Parallel.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
 #include <glog/logging.h>
@@ -11,6 +10,7 @@
 #include <functional>
 #include <limits>
 
+#include "verl/core/parallel_for.h"
 #include "verl/infer/kernels.h"
 
 namespace verl::infer {
@@ -155,9 +155,16 @@ struct NucleusCand {
   float x;
   int32_t id;
 };
-bool NucleusHeavier(const NucleusCand& a, const NucleusCand& b) {
+template <typename C>
+bool NucleusHeavier(const C& a, const C& b) {
   return a.x > b.x || (a.x == b.x && a.id < b.id);
 }
+// One with its weight exp((x - max) / T), once the maximum is known.
+struct WeightedCand {
+  float x;
+  int32_t id;
+  float w;
+};
 
 // Top-p without top-k streams with a candidate buffer: tokens whose
 // temperature-scaled (penalised) logit is within `delta` of the running
@@ -185,8 +192,9 @@ constexpr double kNucleusMargin = 2.0;
 //    heaviest candidate so far, pruned to k by partial selection;
 //  - top-p without top-k: the nucleus candidates (kNucleusMargin), pruned
 //    when the buffer has doubled since the last prune and the running
-//    maximum has risen since; the nucleus is then grown geometrically over
-//    them (nth_element + sort of a prefix), never sorting the vocabulary;
+//    maximum has risen since; the nucleus and the draw inside it are then
+//    found by halving partial selections over them (HeaviestPrefix,
+//    expected linear), never sorting the vocabulary;
 //  - unfiltered draws: the chunk chosen by a sequential weighted reservoir
 //    over the chunks' masses (chunk c replaces the choice with probability
 //    mass_c / mass_{0..c}, uniform c derived from the token's one generator
@@ -311,21 +319,36 @@ class RowSampler {
         return {cands_[i].id, logprob(cands_[i].x)};
       }
       case Mode::kNucleus: {
-        const int64_t n = NucleusCandidates(t);
+        double mass = 0.0;
+        const int64_t n = NucleusCandidates(t, &mass);
         if (n == 0) return {0, std::numeric_limits<float>::quiet_NaN()};
-        const int64_t i = InverseCdf(n, UnitFromBits(draw_), [&](int64_t j) {
-          return double{weights_[j]};
-        });
-        return {nuc_[i].id, logprob(nuc_[i].x)};
+        // Inverse CDF in heaviness order: the first token whose cumulative
+        // weight exceeds u * mass (rounding: the lightest).
+        double cum = 0.0;
+        int64_t i = HeaviestPrefix(n, UnitFromBits(draw_) * mass, true, &cum);
+        if (i > 0) {
+          --i;
+        } else {
+          i = std::min_element(
+                  work_.begin(), work_.begin() + n,
+                  [](const WeightedCand& a, const WeightedCand& b) {
+                    return NucleusHeavier(b, a);
+                  }) -
+              work_.begin();
+        }
+        const SampledToken out{work_[i].id, logprob(work_[i].x)};
+        std::vector<WeightedCand>().swap(work_);
+        return out;
       }
     }
     return {0, 0.f};
   }
 
-  // Top-p rows after Finish's totals: the nucleus, heaviest first, in
-  // nuc_[0, n) with its float weights exp((x - max) / T) in weights_ (the
-  // draw's and SamplingDistribution's). Returns n.
-  int64_t NucleusCandidates(const SoftmaxTotals& t) {
+  // Top-p rows after Finish's totals: the nucleus, the n heaviest
+  // candidates (in no particular order), in work_[0, n) with their float
+  // weights exp((x - max) / T) (the draw's and SamplingDistribution's) and
+  // their mass in *mass. Returns n.
+  int64_t NucleusCandidates(const SoftmaxTotals& t, double* mass) {
     // The last filter, against the row's maximum (see kNucleusMargin).
     const float thr = t.max - span_;
     nuc_.erase(
@@ -334,36 +357,31 @@ class RowSampler {
         nuc_.end());
     final_ = static_cast<int64_t>(nuc_.size());
     const int64_t size = final_;
-    const double target = p_->top_p * t.total;
-    int64_t m = std::min<int64_t>(size, 64);
-    while (m > 0) {
-      if (m < size) {
-        std::nth_element(nuc_.begin(), nuc_.begin() + (m - 1), nuc_.end(),
-                         NucleusHeavier);
-      }
-      std::sort(nuc_.begin(), nuc_.begin() + m, NucleusHeavier);
-      xs_.resize(m);
-      weights_.resize(m);
-      for (int64_t i = 0; i < m; ++i) xs_[i] = nuc_[i].x;
-      Kernels().scaled_exp(xs_.data(), m, t.max, inv_t_, weights_.data());
-      double cum = 0.0;
-      for (int64_t i = 0; i < m; ++i) {
-        cum += weights_[i];
-        if (cum >= target) return i + 1;
-      }
-      if (m >= size) {
-        // All candidates short of top_p * Z: only float rounding (Z and
-        // the weights are float sums) or a non-finite row may do that.
-        CHECK(!(t.total > 0 && std::isfinite(t.total)) ||
-              cum >= target - 1e-4 * t.total)
-            << "nucleus candidates hold " << cum << " of Z = " << t.total
-            << " < top_p * Z";
-        return m;  // keep all candidates
-      }
-      m = std::min<int64_t>(size, m * 8);
+    xs_.resize(size);
+    weights_.resize(size);
+    for (int64_t i = 0; i < size; ++i) xs_[i] = nuc_[i].x;
+    Kernels().scaled_exp(xs_.data(), size, t.max, inv_t_, weights_.data());
+    work_.resize(size);
+    for (int64_t i = 0; i < size; ++i) {
+      work_[i] = {nuc_[i].x, nuc_[i].id, weights_[i]};
     }
-    return 0;
+    std::vector<NucleusCand>().swap(nuc_);  // a flat row's is the vocabulary
+    std::vector<float>().swap(xs_);
+    std::vector<float>().swap(weights_);
+    *mass = 0.0;
+    if (size == 0) return 0;
+    const int64_t n = HeaviestPrefix(size, p_->top_p * t.total, false, mass);
+    if (n > 0) return n;
+    // All candidates short of top_p * Z: only float rounding (Z and the
+    // weights are float sums) or a non-finite row may do that.
+    CHECK(!(t.total > 0 && std::isfinite(t.total)) ||
+          *mass >= p_->top_p * t.total - 1e-4 * t.total)
+        << "nucleus candidates hold " << *mass << " of Z = " << t.total
+        << " < top_p * Z";
+    return size;  // keep all candidates
   }
+
+  const std::vector<WeightedCand>& nucleus() const { return work_; }
 
   NucleusBufferStats nucleus_stats() const { return {peak_, final_, prunes_}; }
 
@@ -398,11 +416,49 @@ class RowSampler {
     return TotalsFromChunks(chunk_max_, chunk_sum_, inv_t_);
   }
   const std::vector<Cand>& candidates() const { return cands_; }
-  const std::vector<NucleusCand>& nucleus() const { return nuc_; }
-  const std::vector<float>& weights() const { return weights_; }
 
  private:
   enum class Mode { kGreedy, kTopK, kNucleus, kUnfiltered };
+
+  // Over work_[0, n): the smallest c such that the c heaviest candidates'
+  // weights sum to >= target (> target with `strict`), or 0 if none does
+  // (their full sum in *cum then). Leaves the c heaviest in work_[0, c),
+  // the c-th heaviest at c - 1, and their sum in *cum. Expected O(n):
+  // halving partial selections (nth_element) with the upper half's mass,
+  // then a sort of the last <= 64. The sum is over blocks in that order,
+  // so it depends only on work_'s order on entry (id order: the same on
+  // both paths).
+  int64_t HeaviestPrefix(int64_t n, double target, bool strict, double* cum) {
+    auto reached = [&](double m) { return strict ? m > target : m >= target; };
+    auto heavier = [](const WeightedCand& a, const WeightedCand& b) {
+      return NucleusHeavier(a, b);
+    };
+    const auto a = work_.begin();
+    int64_t lo = 0, hi = n;  // work_[0, lo) heaviest, sum acc; answer > lo
+    double acc = 0.0;
+    while (hi - lo > 64) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      std::nth_element(a + lo, a + mid, a + hi, heavier);
+      double m = 0.0;
+      for (int64_t i = lo; i < mid; ++i) m += work_[i].w;
+      if (reached(acc + m)) {
+        hi = mid;
+      } else {
+        acc += m;
+        lo = mid;
+      }
+    }
+    std::sort(a + lo, a + hi, heavier);
+    for (int64_t i = lo; i < hi; ++i) {
+      acc += work_[i].w;
+      if (reached(acc)) {
+        *cum = acc;
+        return i + 1;
+      }
+    }
+    *cum = acc;
+    return 0;
+  }
 
   // Top-p: adds the sub-chunk's tokens within span_ of the running maximum.
   void NucleusStep(int64_t c, const float* sub, int64_t len) {
@@ -480,6 +536,7 @@ class RowSampler {
   // Top-p: the candidates (id order until Finish), their logit span
   // delta * T, the running maximum, and the buffer at the last prune.
   std::vector<NucleusCand> nuc_;
+  std::vector<WeightedCand> work_;  // Finish: the candidates with weights
   float span_ = 0.f;
   float run_max_ = -std::numeric_limits<float>::infinity();
   float pruned_max_ = -std::numeric_limits<float>::infinity();
@@ -520,14 +577,14 @@ std::vector<SampledToken> SampleTokens(const at::Tensor& logits,
   std::vector<SampledToken> out(rows.size());
   // Rows per task: enough work (~256K logits) to pay for a parallel region.
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 18) / vocab);
-  at::parallel_for(0, static_cast<int64_t>(rows.size()), grain,
-                   [&](int64_t begin, int64_t end) {
-                     std::vector<float> pen;
-                     for (int64_t r = begin; r < end; ++r) {
-                       out[r] =
-                           SampleFullRow(xs + r * vocab, vocab, rows[r], &pen);
-                     }
-                   });
+  core::ParallelFor(0, static_cast<int64_t>(rows.size()), grain,
+                    [&](int64_t begin, int64_t end) {
+                      std::vector<float> pen;
+                      for (int64_t r = begin; r < end; ++r) {
+                        out[r] =
+                            SampleFullRow(xs + r * vocab, vocab, rows[r], &pen);
+                      }
+                    });
   return out;
 }
 
@@ -554,7 +611,7 @@ std::vector<SampledToken> SampleTokensChunked(
   for (int64_t v0 = 0; v0 < vocab; v0 += chunk) {
     const int64_t n = std::min(chunk, vocab - v0);
     fill(v0, v0 + n, buf.data());
-    at::parallel_for(0, b, grain, [&](int64_t begin, int64_t end) {
+    core::ParallelFor(0, b, grain, [&](int64_t begin, int64_t end) {
       std::vector<float> pen;
       for (int64_t r = begin; r < end; ++r) {
         samplers[r].Consume(buf.data() + r * n, v0, n, &pen);
@@ -563,7 +620,7 @@ std::vector<SampledToken> SampleTokensChunked(
   }
   std::vector<SampledToken> out(b);
   // A flat top-p row's nucleus sorts up to the vocabulary: one row a task.
-  at::parallel_for(0, b, 1, [&](int64_t begin, int64_t end) {
+  core::ParallelFor(0, b, 1, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) out[r] = samplers[r].Finish();
   });
   if (nucleus_stats != nullptr) {
@@ -601,11 +658,10 @@ std::vector<double> SamplingDistribution(const float* logits, int64_t vocab,
   }
   if (params.top_p < 1.0) {
     // The weights the draw uses, renormalised over the nucleus.
-    const int64_t n = s.NucleusCandidates(t);
-    double total = 0.0;
-    for (int64_t i = 0; i < n; ++i) total += s.weights()[i];
+    double mass = 0.0;
+    const int64_t n = s.NucleusCandidates(t, &mass);
     for (int64_t i = 0; i < n; ++i) {
-      probs[s.nucleus()[i].id] = s.weights()[i] / total;
+      probs[s.nucleus()[i].id] = s.nucleus()[i].w / mass;
     }
     return probs;
   }

@@ -13,8 +13,8 @@
 // masses and draws inside it; top-p without top-k keeps the tokens within
 // ln(V / (1 - top_p)) + 2 (temperature-scaled) of the running maximum, a
 // superset of the nucleus (the rest weighs < (1 - top_p) of the total; the
-// argument is at kNucleusMargin in sampler.cc), and grows the nucleus over
-// them by a geometrically growing sorted prefix.
+// argument is at kNucleusMargin in sampler.cc), and finds the nucleus and
+// the draw inside it by halving partial selections (expected linear).
 //
 // Because no row needs the whole row at once, the logits can come in
 // vocabulary chunks (SampleTokensChunked: the engine's LM head computed
