@@ -193,8 +193,8 @@ constexpr double kNucleusMargin = 2.0;
 //  - top-p without top-k: the nucleus candidates (kNucleusMargin), pruned
 //    when the buffer has doubled since the last prune and the running
 //    maximum has risen since; the nucleus and the draw inside it are then
-//    found by halving partial selections over them (HeaviestPrefix,
-//    expected linear), never sorting the vocabulary;
+//    found by quickselect on the candidates' mass (HeaviestPrefix, expected
+//    linear), never sorting the vocabulary;
 //  - unfiltered draws: the chunk chosen by a sequential weighted reservoir
 //    over the chunks' masses (chunk c replaces the choice with probability
 //    mass_c / mass_{0..c}, uniform c derived from the token's one generator
@@ -323,9 +323,23 @@ class RowSampler {
         const int64_t n = NucleusCandidates(t, &mass);
         if (n == 0) return {0, std::numeric_limits<float>::quiet_NaN()};
         // Inverse CDF in heaviness order: the first token whose cumulative
-        // weight exceeds u * mass (rounding: the lightest).
+        // weight exceeds u * mass (rounding: the lightest), searched only in
+        // the settled range of the nucleus search that holds it.
+        const double target = UnitFromBits(draw_) * mass;
+        int64_t lo = 0, hi = n;
+        double acc = 0.0;
+        for (const Block& b : blocks_) {
+          if (b.cum > target) {
+            hi = b.end;
+            break;
+          }
+          lo = b.end;
+          acc = b.cum;
+        }
         double cum = 0.0;
-        int64_t i = HeaviestPrefix(n, UnitFromBits(draw_) * mass, true, &cum);
+        int64_t i =
+            lo < hi ? HeaviestPrefix(lo, hi, acc, target, true, &cum, nullptr)
+                    : 0;
         if (i > 0) {
           --i;
         } else {
@@ -369,8 +383,10 @@ class RowSampler {
     std::vector<float>().swap(xs_);
     std::vector<float>().swap(weights_);
     *mass = 0.0;
+    blocks_.clear();
     if (size == 0) return 0;
-    const int64_t n = HeaviestPrefix(size, p_->top_p * t.total, false, mass);
+    const int64_t n = HeaviestPrefix(0, size, 0.0, p_->top_p * t.total, false,
+                                     mass, &blocks_);
     if (n > 0) return n;
     // All candidates short of top_p * Z: only float rounding (Z and the
     // weights are float sums) or a non-finite row may do that.
@@ -420,37 +436,73 @@ class RowSampler {
  private:
   enum class Mode { kGreedy, kTopK, kNucleus, kUnfiltered };
 
-  // Over work_[0, n): the smallest c such that the c heaviest candidates'
-  // weights sum to >= target (> target with `strict`), or 0 if none does
-  // (their full sum in *cum then). Leaves the c heaviest in work_[0, c),
-  // the c-th heaviest at c - 1, and their sum in *cum. Expected O(n):
-  // halving partial selections (nth_element) with the upper half's mass,
-  // then a sort of the last <= 64. The sum is over blocks in that order,
-  // so it depends only on work_'s order on entry (id order: the same on
+  // Over work_[lo, hi), after heavier candidates of weight `acc` (not
+  // reaching `target`): the smallest c in (lo, hi] such that acc plus the
+  // weights of the c - lo heaviest of work_[lo, hi) reach target (exceed it
+  // with `strict`), or 0 if none does. Leaves the c-th heaviest at c - 1
+  // with every heavier one before it, and acc plus their weights in *cum
+  // (plus all of them if none reached). Expected O(hi - lo): quickselect by
+  // the mass of the heavier side (median-of-three pivot, one partition pass
+  // summing that side's weights; nth_element halving after 64 levels), a
+  // sort of the last <= 64. With `blocks`, appends the settled ranges
+  // before the answer as (end, cumulative weight), each heavier than all
+  // after it, so the draw can skip to its range. Every sum runs in an order
+  // that depends only on work_'s order on entry (id order: the same on
   // both paths).
-  int64_t HeaviestPrefix(int64_t n, double target, bool strict, double* cum) {
+  struct Block {
+    int64_t end;
+    double cum;
+  };
+  int64_t HeaviestPrefix(int64_t lo, int64_t hi, double acc, double target,
+                         bool strict, double* cum, std::vector<Block>* blocks) {
     auto reached = [&](double m) { return strict ? m > target : m >= target; };
     auto heavier = [](const WeightedCand& a, const WeightedCand& b) {
       return NucleusHeavier(a, b);
     };
-    const auto a = work_.begin();
-    int64_t lo = 0, hi = n;  // work_[0, lo) heaviest, sum acc; answer > lo
-    double acc = 0.0;
-    while (hi - lo > 64) {
-      const int64_t mid = lo + (hi - lo) / 2;
-      std::nth_element(a + lo, a + mid, a + hi, heavier);
+    WeightedCand* a = work_.data();
+    for (int depth = 0; hi - lo > 64; ++depth) {
+      int64_t k = lo;
       double m = 0.0;
-      for (int64_t i = lo; i < mid; ++i) m += work_[i].w;
-      if (reached(acc + m)) {
-        hi = mid;
-      } else {
-        acc += m;
-        lo = mid;
+      if (depth < 64) {
+        const int64_t i0 = lo, i1 = lo + (hi - lo) / 2, i2 = hi - 1;
+        int64_t p;
+        if (heavier(a[i0], a[i1])) {
+          p = heavier(a[i1], a[i2]) ? i1 : heavier(a[i0], a[i2]) ? i2 : i0;
+        } else {
+          p = heavier(a[i0], a[i2]) ? i0 : heavier(a[i1], a[i2]) ? i2 : i1;
+        }
+        std::swap(a[p], a[hi - 1]);
+        const WeightedCand pivot = a[hi - 1];
+        for (int64_t i = lo; i < hi - 1; ++i) {
+          if (heavier(a[i], pivot)) {
+            m += a[i].w;
+            std::swap(a[i], a[k++]);
+          }
+        }
+        std::swap(a[k], a[hi - 1]);
+      } else {  // guaranteed linear
+        k = lo + (hi - lo) / 2;
+        std::nth_element(a + lo, a + k, a + hi, heavier);
+        for (int64_t i = lo; i < k; ++i) m += a[i].w;
       }
+      // a[lo, k) are heavier than a[k], the heaviest of a[k, hi).
+      if (k > lo && reached(acc + m)) {
+        hi = k;
+        continue;
+      }
+      acc += m;
+      if (blocks != nullptr && k > lo) blocks->push_back({k, acc});
+      acc += a[k].w;
+      if (reached(acc)) {
+        *cum = acc;
+        return k + 1;
+      }
+      lo = k + 1;
+      if (blocks != nullptr) blocks->push_back({lo, acc});
     }
     std::sort(a + lo, a + hi, heavier);
     for (int64_t i = lo; i < hi; ++i) {
-      acc += work_[i].w;
+      acc += a[i].w;
       if (reached(acc)) {
         *cum = acc;
         return i + 1;
@@ -537,6 +589,7 @@ class RowSampler {
   // delta * T, the running maximum, and the buffer at the last prune.
   std::vector<NucleusCand> nuc_;
   std::vector<WeightedCand> work_;  // Finish: the candidates with weights
+  std::vector<Block> blocks_;       // the nucleus search's settled ranges
   float span_ = 0.f;
   float run_max_ = -std::numeric_limits<float>::infinity();
   float pruned_max_ = -std::numeric_limits<float>::infinity();
