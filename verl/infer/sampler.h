@@ -14,9 +14,10 @@
 // ln(V / (1 - top_p)) + 2 (temperature-scaled) of the running maximum, a
 // superset of the nucleus (the rest weighs < (1 - top_p) of the total; the
 // argument is at kNucleusMargin in sampler.cc), and finds the nucleus and
-// the draw inside it by halving partial selections (expected linear).
+// the draw inside it by a quickselect on the candidates' mass (expected
+// linear, no sort).
 //
-// Because no row needs the whole row at once, the logits can come in
+// Because no mode needs the whole row at once, the logits can come in
 // vocabulary chunks (SampleTokensChunked: the engine's LM head computed
 // chunk by chunk, so [rows, vocab] logits never exist); both entry points
 // give the same tokens and log-probs for the same logits.
