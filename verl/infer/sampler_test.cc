@@ -376,72 +376,11 @@ TEST(SamplerTest, ChunkedSamplerMatchesDenseReference) {
   }
 }
 
-// The LM head in vocabulary chunks: SampleTokensChunked, fed the same
-// logits a chunk at a time, gives exactly SampleTokens' tokens and
-// log-probs (greedy, top-k 1, temperature, top-k, top-k + top-p, repetition
-// penalty), at the vocabulary and at sizes that end mid-chunk.
-TEST(SamplerTest, ChunkedLogitsGiveTheSameTokensAsFullLogits) {
-  at::manual_seed(5);
-  for (int64_t vocab : {151936, 1000, 300}) {
-    const int64_t rows = 5;
-    const at::Tensor logits = at::randn({rows, vocab}) * 3.0;
-    const float* lp = logits.data_ptr<float>();
-    std::vector<int64_t> context = {5, 17, 17, 200, vocab - 1};
-    std::vector<SamplingParams> cases(7);
-    cases[0].do_sample = false;
-    cases[1].top_k = 1;
-    cases[1].temperature = 0.7;
-    cases[2].temperature = 1.0;
-    cases[3].temperature = 0.8;
-    cases[3].top_k = 50;
-    cases[4].top_k = 100;
-    cases[4].top_p = 0.7;
-    cases[4].temperature = 1.3;
-    cases[5].temperature = 0.9;
-    cases[5].repetition_penalty = 1.3;
-    cases[6].do_sample = false;
-    cases[6].repetition_penalty = 1.3;
-    for (int64_t chunk : {4096, 512}) {
-      for (size_t c = 0; c < cases.size(); ++c) {
-        const SamplingParams& p = cases[c];
-        std::vector<SeqRng> full_rngs, chunk_rngs;
-        for (int64_t r = 0; r < rows; ++r) {
-          full_rngs.push_back(MakeSequenceRng(11, r));
-          chunk_rngs.push_back(MakeSequenceRng(11, r));
-        }
-        std::vector<SampleRow> full_rows, chunk_rows;
-        for (int64_t r = 0; r < rows; ++r) {
-          full_rows.push_back({&p, &full_rngs[r], &context});
-          chunk_rows.push_back({&p, &chunk_rngs[r], &context});
-        }
-        int64_t calls = 0;
-        auto fill = [&](int64_t v0, int64_t v1, float* out) {
-          ++calls;
-          for (int64_t r = 0; r < rows; ++r) {
-            std::copy(lp + r * vocab + v0, lp + r * vocab + v1,
-                      out + r * (v1 - v0));
-          }
-        };
-        for (int draw = 0; draw < 3; ++draw) {
-          const auto want = SampleTokens(logits, full_rows);
-          const auto got = SampleTokensChunked(vocab, fill, chunk_rows, chunk);
-          for (int64_t r = 0; r < rows; ++r) {
-            EXPECT_EQ(got[r].token, want[r].token)
-                << "vocab " << vocab << " case " << c << " row " << r;
-            EXPECT_EQ(got[r].logprob, want[r].logprob)
-                << "vocab " << vocab << " case " << c << " row " << r;
-          }
-        }
-        EXPECT_EQ(calls, 3 * ((vocab + chunk - 1) / chunk));
-      }
-    }
-  }
-}
-
 // Samples `logits` ([rows, vocab], row r with params[r]) through
 // SampleTokens and SampleTokensChunked (`chunk`) from the same seeds, three
 // draws, and expects the same tokens and log-probs; returns the chunked
-// path's nucleus buffer statistics of the last draw.
+// path's nucleus buffer statistics of the last draw; each draw asks for
+// every chunk once.
 std::vector<NucleusBufferStats> ExpectChunkedEqualsFull(
     const at::Tensor& logits, const std::vector<SamplingParams>& params,
     const std::vector<int64_t>* context, int64_t chunk,
@@ -458,7 +397,9 @@ std::vector<NucleusBufferStats> ExpectChunkedEqualsFull(
     full_rows.push_back({&params[r], &full_rngs[r], context});
     chunk_rows.push_back({&params[r], &chunk_rngs[r], context});
   }
+  int64_t calls = 0;
   auto fill = [&](int64_t v0, int64_t v1, float* out) {
+    ++calls;
     for (int64_t r = 0; r < rows; ++r) {
       std::copy(lp + r * vocab + v0, lp + r * vocab + v1, out + r * (v1 - v0));
     }
@@ -476,7 +417,43 @@ std::vector<NucleusBufferStats> ExpectChunkedEqualsFull(
     }
   }
   EXPECT_EQ(static_cast<int64_t>(stats.size()), rows);
+  EXPECT_EQ(calls, 3 * ((vocab + chunk - 1) / chunk)) << what;
   return stats;
+}
+
+// The LM head in vocabulary chunks: SampleTokensChunked, fed the same
+// logits a chunk at a time, gives exactly SampleTokens' tokens and
+// log-probs (greedy, top-k 1, temperature, top-k, top-k + top-p, repetition
+// penalty), at the vocabulary and at sizes that end mid-chunk.
+TEST(SamplerTest, ChunkedLogitsGiveTheSameTokensAsFullLogits) {
+  at::manual_seed(5);
+  for (int64_t vocab : {151936, 1000, 300}) {
+    const int64_t rows = 5;
+    const at::Tensor logits = at::randn({rows, vocab}) * 3.0;
+    std::vector<int64_t> context = {5, 17, 17, 200, vocab - 1};
+    std::vector<SamplingParams> cases(7);
+    cases[0].do_sample = false;
+    cases[1].top_k = 1;
+    cases[1].temperature = 0.7;
+    cases[2].temperature = 1.0;
+    cases[3].temperature = 0.8;
+    cases[3].top_k = 50;
+    cases[4].top_k = 100;
+    cases[4].top_p = 0.7;
+    cases[4].temperature = 1.3;
+    cases[5].temperature = 0.9;
+    cases[5].repetition_penalty = 1.3;
+    cases[6].do_sample = false;
+    cases[6].repetition_penalty = 1.3;
+    for (int64_t chunk : {4096, 512}) {
+      for (size_t c = 0; c < cases.size(); ++c) {
+        ExpectChunkedEqualsFull(
+            logits, std::vector<SamplingParams>(rows, cases[c]), &context,
+            chunk,
+            "vocab " + std::to_string(vocab) + " case " + std::to_string(c));
+      }
+    }
+  }
 }
 
 // Top-p without top-k through the chunked head: the streaming candidate
