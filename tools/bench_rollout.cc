@@ -31,6 +31,7 @@
 #include "verl/core/malloc_tuning.h"
 #include "verl/infer/cpu_isa.h"
 #include "verl/infer/engine.h"
+#include "verl/infer/sampling_params.h"
 #include "verl/models/attention.h"
 #include "verl/models/decoder.h"
 #include "verl/models/presets.h"
@@ -292,6 +293,18 @@ struct DecodePoint {
   double gemm = 0, attention = 0, elementwise = 0, sampling = 0, sched = 0,
          other = 0;
 };
+// The decode sweep's sampling parameters (--decode_temperature,
+// --decode_top_p); Main validates them before any work.
+SamplingParams DecodeSamplingParams() {
+  SamplingParams g;
+  g.temperature = absl::GetFlag(FLAGS_decode_temperature);
+  g.do_sample = g.temperature > 0;
+  g.top_p = absl::GetFlag(FLAGS_decode_top_p);
+  g.seed = 1;
+  g.ignore_eos = true;
+  return g;
+}
+
 DecodePoint MeasureDecode(std::shared_ptr<models::CausalLM> model,
                           EngineOptions opt, int64_t b, int steps, int repeats,
                           const ModelFlops& flops, std::mt19937& rng) {
@@ -300,12 +313,7 @@ DecodePoint MeasureDecode(std::shared_ptr<models::CausalLM> model,
   CHECK(engine.ok()) << engine.status();
   const int64_t vocab = model->config().vocab_size;
   std::uniform_int_distribution<int64_t> tok(0, vocab - 1);
-  SamplingParams g;
-  g.temperature = absl::GetFlag(FLAGS_decode_temperature);
-  g.do_sample = g.temperature > 0;
-  g.top_p = absl::GetFlag(FLAGS_decode_top_p);
-  g.seed = 1;
-  g.ignore_eos = true;
+  SamplingParams g = DecodeSamplingParams();
   g.max_tokens = repeats * steps + 2;
   const int64_t kPrompt = absl::GetFlag(FLAGS_decode_prompt);
   for (int64_t i = 0; i < b; ++i) {
@@ -438,6 +446,13 @@ std::pair<double, double> RunWorkload(
 }
 
 int Main() {
+  if (absl::Status st = infer::ValidateSamplingParams(DecodeSamplingParams());
+      !st.ok()) {
+    absl::FPrintF(stderr,
+                  "bench_rollout: --decode_temperature/--decode_top_p: %s\n",
+                  st.message());
+    return 1;
+  }
   const int threads = absl::GetFlag(FLAGS_threads);
   infer::SetIntraOpThreads(threads);  // before the first GEMM (BLIS threads)
   auto cfg = models::MakePreset(absl::GetFlag(FLAGS_preset),

@@ -2,7 +2,7 @@
 //
 // Every ISA variant this CPU can run against double-precision references
 // (and so against each other): decode attention over a paged cache, RMSNorm,
-// RoPE, the sampler's softmax statistics.
+// RoPE, the sampler's softmax statistics, the small-batch and panel GEMMs.
 #include "verl/infer/kernels.h"
 
 #include <glog/logging.h>
