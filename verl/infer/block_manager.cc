@@ -10,7 +10,7 @@ namespace verl::infer {
 
 BlockManager::BlockManager(int64_t num_blocks, int64_t block_size,
                            bool prefix_caching)
-    : block_size_(block_size), cache_(num_blocks, prefix_caching) {
+    : block_size_(block_size), cache_(num_blocks, prefix_caching, block_size) {
   CHECK_GT(block_size, 0);
 }
 
@@ -126,10 +126,9 @@ void BlockManager::Free(Sequence& seq) {
   seq.num_registered_blocks = 0;
 }
 
-std::vector<BlockCopy> BlockManager::TakeCopies() {
-  std::vector<BlockCopy> out;
-  out.swap(copies_);
-  return out;
+void BlockManager::TakeCopies(std::vector<BlockCopy>* out) {
+  out->clear();
+  out->swap(copies_);
 }
 
 }  // namespace verl::infer

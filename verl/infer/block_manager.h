@@ -54,8 +54,9 @@ class BlockManager {
   // Releases all blocks of `seq` and clears its table.
   void Free(Sequence& seq);
 
-  // Copy-on-write copies accumulated since the last call.
-  std::vector<BlockCopy> TakeCopies();
+  // Copy-on-write copies accumulated since the last call, into *out
+  // (replacing its contents; both vectors keep their capacity).
+  void TakeCopies(std::vector<BlockCopy>* out);
 
  private:
   void ExtendHashes(Sequence& seq, int64_t num_full_blocks) const;

@@ -52,7 +52,8 @@ TEST(BlockManagerTest, ForkSharesThenCopiesOnWritePartialBlock) {
   child.tokens.push_back(2);
   EXPECT_EQ(m.BlocksNeeded(child, 7), 1);
   ASSERT_TRUE(m.Reserve(child, 7));
-  auto copies = m.TakeCopies();
+  std::vector<BlockCopy> copies = {{7, 7}};  // replaced, not appended to
+  m.TakeCopies(&copies);
   ASSERT_EQ(copies.size(), 1u);
   EXPECT_EQ(copies[0].first, parent.block_table[1]);
   EXPECT_EQ(copies[0].second, child.block_table[1]);
@@ -60,7 +61,8 @@ TEST(BlockManagerTest, ForkSharesThenCopiesOnWritePartialBlock) {
   EXPECT_EQ(child.block_table[0], parent.block_table[0]);  // full: shared
   // The parent is now the only owner: writes in place.
   ASSERT_TRUE(m.Reserve(parent, 7));
-  EXPECT_TRUE(m.TakeCopies().empty());
+  m.TakeCopies(&copies);
+  EXPECT_TRUE(copies.empty());
   m.Free(child);
   m.Free(parent);
   EXPECT_EQ(m.NumAvailable(), 8);

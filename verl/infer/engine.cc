@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "absl/hash/hash.h"
@@ -184,6 +185,9 @@ LLMEngine::LLMEngine(std::shared_ptr<models::CausalLM> model,
     attention_ = std::make_unique<PagedAttention>(kv_cache_.get(),
                                                   model_->LayerWindows());
   }
+  attention_->Reserve(
+      options_.max_num_seqs,
+      (options_.max_model_len + spec.block_size - 1) / spec.block_size);
   forward_ =
       std::make_unique<FusedForward>(model_.get(), options_.max_model_len);
   if (tp_ != nullptr) forward_->set_tensor_parallel(tp_);
@@ -344,8 +348,17 @@ LLMEngine::SeqState* LLMEngine::NewSequence(RequestState& req,
   state->seq.seq_id = next_seq_id_++;
   state->seq.request_id = req.id;
   state->seq.sample_index = static_cast<int>(sample_index);
+  // Room for every token the sequence may reach, so that decode steps
+  // append without allocating.
+  const int64_t len = static_cast<int64_t>(req.prompt.size());
+  const int64_t blocks =
+      (len + req.max_tokens + options_.block_size - 1) / options_.block_size;
+  state->seq.tokens.reserve(len + req.max_tokens);
   state->seq.tokens = req.prompt;
-  state->seq.prompt_len = static_cast<int64_t>(req.prompt.size());
+  state->seq.block_table.reserve(blocks);
+  state->seq.block_hashes.reserve(blocks);
+  state->logprobs.reserve(req.max_tokens);
+  state->seq.prompt_len = len;
   state->seq.cache_keys = req.cache_keys;
   state->rng = MakeSequenceRng(req.seed, sample_index);
   SeqState* raw = state.get();
@@ -409,16 +422,23 @@ RequestOutput LLMEngine::FinishRequest(RequestState& req) {
 
 bool LLMEngine::ChunkedHeadApplies() const {
   // Every row (greedy, top-k, top-p, unfiltered) samples from logits in
-  // chunks (SampleTokensChunked), so only the forward path decides.
+  // chunks (SampleTokensChunked), so only the forward path decides (and
+  // the head: FusedForward::HeadVocab).
   return options_.chunked_lm_head && options_.fused_forward && tp_ == nullptr &&
          forward_->Applies();
 }
 
+// A decode step in which no sequence is admitted, forked, preempted or
+// finished allocates nothing on the fused fp32 path (dense model, tp = 1,
+// no images): every container below is a member that keeps its capacity,
+// the forward and the LM head write into FusedForward's buffers, and the
+// sampler into its workspace (decode_alloc_test counts).
 std::vector<RequestOutput> LLMEngine::Step() {
   CHECK(!sleeping()) << "LLMEngine::Step() while asleep; call WakeUp()";
   std::vector<RequestOutput> finished;
   auto t0 = Clock::now();
-  SchedulerOutput sched = scheduler_->Schedule();
+  scheduler_->Schedule(&sched_);
+  const SchedulerOutput& sched = sched_;
   stats_.schedule_s += SecondsSince(t0);
   if (sched.scheduled.empty()) {
     CHECK(!scheduler_->HasUnfinished())
@@ -432,7 +452,10 @@ std::vector<RequestOutput> LLMEngine::Step() {
   t0 = Clock::now();
   kv_cache_->CopyBlocks(sched.copies);
   const int64_t total = sched.num_batched_tokens;
-  std::vector<int64_t> ids(total), pos(total), sample_rows;
+  ids_.resize(total);
+  pos_.resize(total);
+  sample_rows_.clear();
+  meta_.clear();
   // M-RoPE rows (t, h, w) per token, filled when a multimodal request is
   // scheduled; a step that computes image tokens runs the embeddings path.
   std::vector<int64_t> pos_h, pos_w;
@@ -441,26 +464,24 @@ std::vector<RequestOutput> LLMEngine::Step() {
     std::vector<int64_t> rows, ranks;
   };
   std::vector<ImageRows> image_rows;
-  std::vector<AttentionSequence> meta;
-  meta.reserve(sched.scheduled.size());
   int64_t row = 0;
   for (const ScheduledSequence& s : sched.scheduled) {
     const Sequence& q = *s.seq;
     RequestState& req = requests_.at(q.request_id);
     if (req.mm != nullptr && pos_h.empty()) {
-      pos_h.assign(pos.begin(), pos.end());
-      pos_w.assign(pos.begin(), pos.end());
+      pos_h.assign(pos_.begin(), pos_.end());
+      pos_w.assign(pos_.begin(), pos_.end());
     }
     ImageRows image{&req, {}, {}};
     for (int64_t t = 0; t < s.num_new_tokens; ++t) {
       const int64_t p = q.num_computed + t;
-      ids[row + t] = q.tokens[p];
-      pos[row + t] = p;
+      ids_[row + t] = q.tokens[p];
+      pos_[row + t] = p;
       if (!pos_h.empty()) pos_h[row + t] = pos_w[row + t] = p;
       if (req.mm == nullptr) continue;
       const MultiModalState& mm = *req.mm;
       if (p < q.prompt_len) {
-        pos[row + t] = mm.positions[p];
+        pos_[row + t] = mm.positions[p];
         pos_h[row + t] = mm.positions[q.prompt_len + p];
         pos_w[row + t] = mm.positions[2 * q.prompt_len + p];
         if (mm.pad_rank[p] >= 0) {
@@ -468,32 +489,48 @@ std::vector<RequestOutput> LLMEngine::Step() {
           image.ranks.push_back(mm.pad_rank[p]);
         }
       } else {
-        pos[row + t] = pos_h[row + t] = pos_w[row + t] = p + mm.delta;
+        pos_[row + t] = pos_h[row + t] = pos_w[row + t] = p + mm.delta;
       }
     }
     if (!image.rows.empty()) image_rows.push_back(std::move(image));
-    meta.push_back({row, s.num_new_tokens, q.num_computed + s.num_new_tokens,
-                    &q.block_table});
+    meta_.push_back({row, s.num_new_tokens, q.num_computed + s.num_new_tokens,
+                     &q.block_table});
     row += s.num_new_tokens;
-    if (s.sample) sample_rows.push_back(row - 1);
+    if (s.sample) sample_rows_.push_back(row - 1);
   }
-  attention_->Prepare(meta, total);
+  attention_->Prepare(meta_, total);
   stats_.prepare_s += SecondsSince(t0);
 
-  // One forward over every scheduled token; logits only where we sample
-  // (or, with the chunked LM head, the final hidden rows to sample from).
-  at::Tensor logits, head_hidden;
+  // One forward over every scheduled token; then either the hidden rows to
+  // sample from (the LM head runs in chunks inside the sampler) or their
+  // logits. The fused fp32 path works on raw rows (no tensors).
+  const int64_t num_sample = static_cast<int64_t>(sample_rows_.size());
+  const bool raw =
+      image_rows.empty() && options_.fused_forward && forward_->Applies();
+  const int64_t head_vocab = ChunkedHeadApplies() ? forward_->HeadVocab() : 0;
+  RowsView head_x;  // the chunked head's input rows
+  at::Tensor hidden, logits;
   {
     c10::InferenceMode guard;
     t0 = Clock::now();
     const double attn0 = attention_->attend_seconds();
-    at::Tensor ids_t = at::tensor(ids, at::kLong);
-    at::Tensor pos_t = at::tensor(pos, at::kLong);
-    at::Tensor hidden;
-    if (!image_rows.empty()) {
+    if (raw) {
+      const RowsView h =
+          forward_->ForwardRows(ids_.data(), pos_.data(), total, *attention_);
+      head_x = h;
+      if (num_sample != total) {  // prefill chunks: only their last rows
+        head_rows_.resize(num_sample * h.cols);
+        head_x = {head_rows_.data(), num_sample, h.cols, h.cols};
+        for (int64_t i = 0; i < num_sample; ++i) {
+          std::memcpy(head_x.row(i), h.row(sample_rows_[i]),
+                      h.cols * sizeof(float));
+        }
+      }
+    } else if (!image_rows.empty()) {
       // Token embeddings with each request's image embeddings spliced at
       // its pad rows, and M-RoPE positions [3, T].
-      at::Tensor embeds = model_->model->embed_tokens->Forward(ids_t);
+      at::Tensor embeds =
+          model_->model->embed_tokens->Forward(at::tensor(ids_, at::kLong));
       for (ImageRows& image : image_rows) {
         EncodeImages(*image.req);
         embeds.index_copy_(
@@ -502,12 +539,15 @@ std::vector<RequestOutput> LLMEngine::Step() {
                 .index_select(0, at::tensor(image.ranks, at::kLong))
                 .to(embeds.scalar_type()));
       }
-      at::Tensor pos3 = at::cat({pos_t, at::tensor(pos_h, at::kLong),
-                                 at::tensor(pos_w, at::kLong)})
-                            .view({3, total});
+      at::Tensor pos3 =
+          at::cat({at::tensor(pos_, at::kLong), at::tensor(pos_h, at::kLong),
+                   at::tensor(pos_w, at::kLong)})
+              .view({3, total});
       hidden = model_->ForwardEmbeds(embeds, pos3, *attention_);
     } else {
       // Text tokens only: the three M-RoPE rows are equal, so 1-D RoPE.
+      const at::Tensor ids_t = at::tensor(ids_, at::kLong);
+      const at::Tensor pos_t = at::tensor(pos_, at::kLong);
       hidden = options_.fused_forward
                    ? forward_->Forward(ids_t, pos_t, *attention_)
                    : model_->Forward(ids_t, pos_t, *attention_);
@@ -515,20 +555,27 @@ std::vector<RequestOutput> LLMEngine::Step() {
     stats_.forward_s += SecondsSince(t0);
     stats_.attention_s += attention_->attend_seconds() - attn0;
     t0 = Clock::now();
-    if (!sample_rows.empty()) {
-      const at::Tensor hidden_rows =
-          static_cast<int64_t>(sample_rows.size()) == total
-              ? hidden
-              : hidden.index_select(0, at::tensor(sample_rows, at::kLong));
-      if (ChunkedHeadApplies()) {
-        head_hidden = hidden_rows;  // the head runs inside the sampler
-        ++stats_.chunked_head_steps;
+    if (num_sample > 0) {
+      if (raw) {
+        if (head_vocab == 0) {
+          logits = forward_->Logits(at::from_blob(
+              head_x.data, {head_x.rows, head_x.cols}, at::kFloat));
+        }
       } else {
-        // (Under tensor parallelism FusedForward::Logits gathers the vocab
-        // shards on either forward path.)
-        logits = options_.fused_forward || tp_ != nullptr
-                     ? forward_->Logits(hidden_rows)
-                     : model_->Logits(hidden_rows);
+        if (num_sample != total) {
+          hidden = hidden.index_select(0, at::tensor(sample_rows_, at::kLong));
+        }
+        if (head_vocab > 0) {
+          hidden = hidden.to(at::kFloat).contiguous();
+          head_x = {hidden.data_ptr<float>(), hidden.size(0), hidden.size(1),
+                    hidden.size(1)};
+        } else {
+          // (Under tensor parallelism FusedForward::Logits gathers the
+          // vocab shards on either forward path.)
+          logits = options_.fused_forward || tp_ != nullptr
+                       ? forward_->Logits(hidden)
+                       : model_->Logits(hidden);
+        }
       }
     }
     stats_.logits_s += SecondsSince(t0);
@@ -537,84 +584,83 @@ std::vector<RequestOutput> LLMEngine::Step() {
 
   // Fork parents whose prompt is done, then sample every row.
   t0 = Clock::now();
-  std::vector<SeqState*> targets;
-  std::vector<int64_t> logit_row;
-  std::vector<SampleRow> rows;
+  targets_.clear();
+  logit_row_.clear();
+  rows_.clear();
   int64_t r = 0;
   for (const ScheduledSequence& s : sched.scheduled) {
     if (!s.sample) continue;
     SeqState* parent = seqs_.at(s.seq->seq_id).get();
     RequestState& req = requests_.at(parent->seq.request_id);
-    std::vector<SeqState*> group = {parent};
+    auto add_target = [&](SeqState* g) {
+      targets_.push_back(g);
+      logit_row_.push_back(r);
+      rows_.push_back({&req.params, &g->rng, &g->seq.tokens});
+    };
+    add_target(parent);
     if (parent->seq.fork_n > 1) {
+      Sequence* last = &parent->seq;
       for (int64_t i = 1; i < parent->seq.fork_n; ++i) {
         SeqState* child = NewSequence(req, i);
         child->seq.num_computed = parent->seq.num_computed;
         blocks_->Fork(parent->seq, child->seq);
-        scheduler_->AddForked(
-            group.back() == parent ? &parent->seq : &group.back()->seq,
-            &child->seq);
-        group.push_back(child);
+        scheduler_->AddForked(last, &child->seq);
+        last = &child->seq;
+        add_target(child);
       }
       parent->seq.fork_n = 1;
     }
-    for (SeqState* g : group) {
-      targets.push_back(g);
-      logit_row.push_back(r);
-      rows.push_back({&req.params, &g->rng, &g->seq.tokens});
-    }
     ++r;
   }
-  if (!targets.empty()) {
-    std::vector<SampledToken> sampled;
-    if (head_hidden.defined()) {
+  if (!targets_.empty()) {
+    const std::vector<SampledToken>* sampled = nullptr;
+    std::vector<SampledToken> full_sampled;
+    if (head_vocab > 0) {
       // LM head in vocabulary chunks feeding the sampler, over the same
       // hidden rows as the full path (one per sampled parent; a GEMM's
       // values can depend on its row count), copied out to forked samples.
       c10::InferenceMode guard;
-      int64_t vocab = 0;
-      auto head = forward_->LogitChunks(head_hidden, &vocab);
-      CHECK(head != nullptr);
-      const bool forked =
-          static_cast<int64_t>(targets.size()) != head_hidden.size(0);
-      std::vector<float> parent_logits;
+      const bool forked = static_cast<int64_t>(targets_.size()) != head_x.rows;
       double head_s = 0;
-      sampled = SampleTokensChunked(
-          vocab,
+      sampled_ = SampleTokensChunked(
+          head_vocab,
           [&](int64_t v0, int64_t v1, float* out) {
             const auto c0 = Clock::now();
             const int64_t n = v1 - v0;
             if (!forked) {
-              head(v0, v1, out);
+              forward_->HeadChunk(head_x, v0, v1, out);
             } else {
-              parent_logits.resize(head_hidden.size(0) * n);
-              head(v0, v1, parent_logits.data());
-              for (size_t i = 0; i < logit_row.size(); ++i) {
-                std::copy_n(parent_logits.data() + logit_row[i] * n, n,
+              parent_logits_.resize(head_x.rows * n);
+              forward_->HeadChunk(head_x, v0, v1, parent_logits_.data());
+              for (size_t i = 0; i < logit_row_.size(); ++i) {
+                std::copy_n(parent_logits_.data() + logit_row_[i] * n, n,
                             out + i * n);
               }
             }
             head_s += SecondsSince(c0);
           },
-          rows);
+          rows_);
+      sampled = &sampled_;
+      ++stats_.chunked_head_steps;
       stats_.logits_s += head_s;
       stats_.sample_s -= head_s;
     } else {
       at::Tensor sample_logits = logits;
-      if (static_cast<int64_t>(targets.size()) != logits.size(0)) {
+      if (static_cast<int64_t>(targets_.size()) != logits.size(0)) {
         sample_logits =
-            logits.index_select(0, at::tensor(logit_row, at::kLong));
+            logits.index_select(0, at::tensor(logit_row_, at::kLong));
       }
-      sampled = SampleTokens(sample_logits, rows);
+      full_sampled = SampleTokens(sample_logits, rows_);
+      sampled = &full_sampled;
     }
-    for (size_t i = 0; i < targets.size(); ++i) {
-      SeqState& s = *targets[i];
+    for (size_t i = 0; i < targets_.size(); ++i) {
+      SeqState& s = *targets_[i];
+      const SampledToken& tok = (*sampled)[i];
       RequestState& req = requests_.at(s.seq.request_id);
       if (token_callback_) {
-        token_callback_(req.id, s.seq.sample_index, sampled[i].token,
-                        sampled[i].logprob);
+        token_callback_(req.id, s.seq.sample_index, tok.token, tok.logprob);
       }
-      if (!AppendToken(s, req, sampled[i].token, sampled[i].logprob)) continue;
+      if (!AppendToken(s, req, tok.token, tok.logprob)) continue;
       scheduler_->Finish(&s.seq);
       if (++req.num_finished == req.params.n) {
         finished.push_back(FinishRequest(req));

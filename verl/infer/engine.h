@@ -281,6 +281,15 @@ class LLMEngine {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<PagedAttention> attention_;
   std::unique_ptr<FusedForward> forward_;
+  // Step()'s work lists, kept from step to step (no allocation in a
+  // steady decode step).
+  SchedulerOutput sched_;
+  std::vector<int64_t> ids_, pos_, sample_rows_, logit_row_;
+  std::vector<AttentionSequence> meta_;
+  std::vector<SeqState*> targets_;
+  std::vector<SampleRow> rows_;
+  std::vector<float> head_rows_, parent_logits_;
+  std::vector<SampledToken> sampled_;
   std::unordered_map<int64_t, std::unique_ptr<SeqState>> seqs_;
   std::unordered_map<int64_t, RequestState> requests_;
   int64_t next_request_id_ = 0;

@@ -13,7 +13,9 @@
 
 #include "verl/core/parallel_for.h"
 #include "verl/infer/kernels.h"
+#include "verl/infer/paged_attention.h"
 #include "verl/infer/tensor_parallel.h"
+#include "verl/models/fused_ops.h"
 #include "verl/models/layers.h"
 
 namespace verl::infer {
@@ -25,60 +27,65 @@ double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Rows of `x` ([rows, n] with row stride `ld`) normalised into `out`
-// ([rows, n] contiguous), in parallel over rows.
-void RmsNormRows(const at::Tensor& x, const at::Tensor& weight, double eps,
-                 at::Tensor& out) {
-  const int64_t rows = x.size(0), n = x.size(1), ld = x.stride(0);
-  const float* xp = x.data_ptr<float>();
+// Rows of x normalised into out (contiguous), in parallel over rows.
+void RmsNormRows(RowsView x, const at::Tensor& weight, double eps,
+                 RowsView out) {
+  const int64_t n = x.cols;
   const float* wp = weight.data_ptr<float>();
-  float* op = out.data_ptr<float>();
   const float e = static_cast<float>(eps);
   const KernelTable& k = Kernels();
   // Parallel only for long batches: a parallel region costs more than a
   // few rows of work (and far more on an oversubscribed machine).
-  core::ParallelFor(0, rows, std::max<int64_t>(1, 65536 / n),
+  core::ParallelFor(0, x.rows, std::max<int64_t>(1, 65536 / n),
                     [&](int64_t b, int64_t end) {
                       for (int64_t r = b; r < end; ++r) {
-                        k.rms_norm_row(xp + r * ld, wp, e, n, op + r * n);
+                        k.rms_norm_row(x.row(r), wp, e, n, out.row(r));
                       }
                     });
 }
 
-// Grows `buf` to at least [rows, cols] and returns its first `rows` rows.
-at::Tensor Rows(at::Tensor& buf, int64_t rows, int64_t cols) {
-  if (!buf.defined() || buf.size(0) < rows || buf.size(1) != cols) {
-    buf = at::empty({std::max<int64_t>(rows, 64), cols}, at::kFloat);
+// `buf` grown to hold at least rows x cols floats (a flat buffer reused for
+// any shape), viewed as [rows, cols] contiguous.
+RowsView Rows(at::Tensor& buf, int64_t rows, int64_t cols) {
+  if (!buf.defined() || buf.numel() < rows * cols) {
+    buf = at::empty({std::max<int64_t>(rows, 64) * cols}, at::kFloat);
   }
-  return buf.narrow(0, 0, rows);
+  return {buf.data_ptr<float>(), rows, cols, cols};
+}
+
+// A [rows, cols] fp32 tensor's rows (unit column stride), or CHECK-fails.
+RowsView ViewOf(const at::Tensor& t) {
+  CHECK(t.scalar_type() == at::kFloat && t.dim() == 2 && t.stride(1) == 1);
+  return {t.data_ptr<float>(), t.size(0), t.size(1), t.stride(0)};
+}
+
+// The view as a tensor sharing its memory (for the paths that take
+// tensors: MoE blocks, tensor-parallel collectives, other backends).
+at::Tensor TensorOf(RowsView v) {
+  return at::from_blob(v.data, {v.rows, v.cols}, {v.ld, 1}, at::kFloat);
 }
 
 // out = x w^T (+ bias), or out += x w^T, through the small-batch kernel
-// (kernels.h) when x has <= 8 fp32 rows (decode of few sequences), w
-// [n, k] (the LM head); in parallel over column blocks. False (nothing
-// done) when it does not apply. BLIS packs the weight matrix on every call,
-// which at these sizes reads the weights ~3 times; the kernel reads them
-// once.
-bool SmallGemm(at::Tensor& out, const at::Tensor& x, const at::Tensor& w,
-               const at::Tensor& bias, bool accumulate) {
-  const int64_t m = x.size(0);
-  if (m < 1 || m > kMaxSmallGemmRows || x.scalar_type() != at::kFloat ||
-      w.scalar_type() != at::kFloat || x.stride(1) != 1 || w.stride(1) != 1 ||
-      out.stride(1) != 1 || (bias.defined() && !bias.is_contiguous())) {
-    return false;
-  }
+// (kernels.h) when x has <= 8 rows (decode of few sequences), w [n, k]
+// fp32 with row stride ldw (the LM head); in parallel over column blocks.
+// False (nothing done) when it does not apply. BLIS packs the weight matrix
+// on every call, which at these sizes reads the weights ~3 times; the
+// kernel reads them once.
+bool SmallGemm(RowsView out, RowsView x, const float* w, int64_t ldw, int64_t n,
+               const float* bias, bool accumulate) {
+  const int64_t m = x.rows;
+  if (m < 1 || m > kMaxSmallGemmRows) return false;
   SmallGemmArgs a;
   a.m = m;
-  a.k = x.size(1);
-  a.x = x.data_ptr<float>();
-  a.ldx = x.stride(0);
-  a.w = w.data_ptr<float>();
-  a.ldw = w.stride(0);
-  a.bias = bias.defined() ? bias.data_ptr<float>() : nullptr;
-  a.out = out.data_ptr<float>();
-  a.ldo = out.stride(0);
+  a.k = x.cols;
+  a.x = x.data;
+  a.ldx = x.ld;
+  a.w = w;
+  a.ldw = ldw;
+  a.bias = bias;
+  a.out = out.data;
+  a.ldo = out.ld;
   a.accumulate = accumulate;
-  const int64_t n = w.size(0);
   const KernelTable& k = Kernels();
   // Column blocks of 64: whole vectors at every ISA, enough work per task.
   constexpr int64_t kBlock = 64;
@@ -90,14 +97,10 @@ bool SmallGemm(at::Tensor& out, const at::Tensor& x, const at::Tensor& w,
 
 // out = x w (+ bias), or out += x w, w a [k, n] panel-packed copy
 // (kernel_table.h), x repacked into `xpack` (grown on demand, reused), in
-// parallel over x's row blocks and then over panels; x and out fp32 with
-// unit column stride.
-void PanelGemm(at::Tensor& out, const at::Tensor& x, const at::Tensor& panels,
-               int64_t n, const at::Tensor& bias, bool accumulate,
-               at::Tensor& xpack) {
-  CHECK(x.scalar_type() == at::kFloat && x.stride(1) == 1 &&
-        out.stride(1) == 1 && (!bias.defined() || bias.is_contiguous()));
-  const int64_t m = x.size(0), kdim = x.size(1);
+// parallel over x's row blocks and then over panels.
+void PanelGemm(RowsView out, RowsView x, const float* panels, int64_t n,
+               const float* bias, bool accumulate, at::Tensor& xpack) {
+  const int64_t m = x.rows, kdim = x.cols;
   if (!xpack.defined() || xpack.numel() < m * kdim) {
     xpack = at::empty({std::max<int64_t>(m * kdim, 64 * kdim)}, at::kFloat);
   }
@@ -105,13 +108,13 @@ void PanelGemm(at::Tensor& out, const at::Tensor& x, const at::Tensor& panels,
   a.m = m;
   a.k = kdim;
   a.n = n;
-  a.x = x.data_ptr<float>();
-  a.ldx = x.stride(0);
+  a.x = x.data;
+  a.ldx = x.ld;
   a.xpack = xpack.data_ptr<float>();
-  a.w = panels.data_ptr<float>();
-  a.bias = bias.defined() ? bias.data_ptr<float>() : nullptr;
-  a.out = out.data_ptr<float>();
-  a.ldo = out.stride(0);
+  a.w = panels;
+  a.bias = bias;
+  a.out = out.data;
+  a.ldo = out.ld;
   a.accumulate = accumulate;
   const KernelTable& k = Kernels();
   // Packing a row block costs ~k * rows copies: parallel only when there
@@ -134,15 +137,13 @@ void PanelGemm(at::Tensor& out, const at::Tensor& x, const at::Tensor& panels,
 // when the weight is taller than wide (down_proj).
 // One parallel region over 64-row blocks of all sources; no allocation.
 // False (nothing done) when it does not apply.
-bool SmallGemmSources(at::Tensor& out, const at::Tensor& x,
-                      const std::vector<at::Tensor>& sources,
-                      const at::Tensor& bias, bool accumulate) {
+bool SmallGemmSources(RowsView out, RowsView x,
+                      const std::vector<at::Tensor>& sources, const float* bias,
+                      bool accumulate) {
   constexpr int64_t kBlock = 64;
   constexpr size_t kMaxSources = 4;
-  const int64_t m = x.size(0), k = x.size(1);
-  if (m < 1 || m > kMaxSmallGemmRows || sources.size() > kMaxSources ||
-      x.scalar_type() != at::kFloat || x.stride(1) != 1 || out.stride(1) != 1 ||
-      (bias.defined() && !bias.is_contiguous())) {
+  const int64_t m = x.rows, k = x.cols;
+  if (m < 1 || m > kMaxSmallGemmRows || sources.size() > kMaxSources) {
     return false;
   }
   int64_t first_block[kMaxSources + 1] = {0};
@@ -170,13 +171,13 @@ bool SmallGemmSources(at::Tensor& out, const at::Tensor& x,
       SmallGemmArgs a;
       a.m = m;
       a.k = k;
-      a.x = x.data_ptr<float>();
-      a.ldx = x.stride(0);
+      a.x = x.data;
+      a.ldx = x.ld;
       a.w = sources[i].data_ptr<float>();
       a.ldw = k;
-      a.bias = bias.defined() ? bias.data_ptr<float>() + offset[i] : nullptr;
-      a.out = out.data_ptr<float>() + offset[i];
-      a.ldo = out.stride(0);
+      a.bias = bias != nullptr ? bias + offset[i] : nullptr;
+      a.out = out.data + offset[i];
+      a.ldo = out.ld;
       a.accumulate = accumulate;
       kt.small_gemm_nt(a, (lo - first_block[i]) * kBlock,
                        std::min(n, (hi - first_block[i]) * kBlock));
@@ -317,11 +318,11 @@ void FusedForward::SyncAll() {
 }
 
 bool FusedForward::SyncHead() {
-  const at::Tensor w = PlainHeadWeight();
-  if (!w.defined()) return false;
+  const at::Tensor* w = PlainHeadWeight();
+  if (w == nullptr) return false;
   if (lm_head_.sources.empty() ||
-      lm_head_.sources[0].data_ptr() != w.data_ptr()) {
-    lm_head_ = MakePacked({w}, false);
+      lm_head_.sources[0].data_ptr() != w->data_ptr()) {
+    lm_head_ = MakePacked({w->detach()}, false);
   }
   Sync(lm_head_);
   return true;
@@ -342,30 +343,29 @@ int64_t FusedForward::WeightBytes() const {
   return n;
 }
 
-void FusedForward::Gemm(at::Tensor& out, const at::Tensor& x, const Packed& p,
-                        const at::Tensor& bias, bool accumulate) {
+void FusedForward::Gemm(RowsView out, RowsView x, const Packed& p,
+                        const float* bias, bool accumulate) {
   const auto t0 = Clock::now();
   if (!SmallGemmSources(out, x, p.sources, bias, accumulate)) {
-    PanelGemm(out, x, p.value, p.n, bias, accumulate, xpack_);
+    PanelGemm(out, x, p.value.data_ptr<float>(), p.n, bias, accumulate, xpack_);
   }
   stats_.gemm_s += Since(t0);
-  stats_.gemm_flops += 2.0 * x.size(0) * x.size(1) * p.n;
+  stats_.gemm_flops += 2.0 * x.rows * x.cols * p.n;
 }
 
-void FusedForward::Attention(int64_t l, const at::Tensor& x, const int64_t* pos,
-                             models::AttentionBackend& attention,
-                             at::Tensor& h) {
+void FusedForward::Attention(int64_t l, RowsView x, const int64_t* pos,
+                             models::AttentionBackend& attention, RowsView h) {
   const models::Attention& a = *model_->model->layers[l]->self_attn;
   Layer& L = layers_[l];
-  const int64_t t = x.size(0), d = a.head_dim;
+  const int64_t t = x.rows, d = a.head_dim;
   const int64_t nq = a.num_heads, nkv = a.num_kv_heads;
   const int64_t width = (nq + 2 * nkv) * d;
-  at::Tensor qkv = Rows(qkv_, t, width);
-  Gemm(qkv, x, L.qkv, L.has_bias ? L.qkv_bias.value : at::Tensor(), false);
+  const RowsView qkv = Rows(qkv_, t, width);
+  Gemm(qkv, x, L.qkv, L.has_bias ? L.qkv_bias.value.data_ptr<float>() : nullptr,
+       false);
 
   // q/k-norm (Qwen3) and RoPE in place, per token and head.
   const auto t0 = Clock::now();
-  float* base = qkv.data_ptr<float>();
   const float* cos = cos_.data_ptr<float>();
   const float* sin = sin_.data_ptr<float>();
   const float* qn = a.q_norm ? a.q_norm->weight.data_ptr<float>() : nullptr;
@@ -380,7 +380,7 @@ void FusedForward::Attention(int64_t l, const at::Tensor& x, const int64_t* pos,
               << "position " << pos[r] << " outside the RoPE table";
           const float* c = cos + pos[r] * d;
           const float* s = sin + pos[r] * d;
-          float* row = base + r * width;
+          float* row = qkv.row(r);
           for (int64_t hd = 0; hd < nq + nkv; ++hd) {
             float* x = row + hd * d;
             const float* nw = hd < nq ? qn : kn;
@@ -393,23 +393,35 @@ void FusedForward::Attention(int64_t l, const at::Tensor& x, const int64_t* pos,
       });
   stats_.other_s += Since(t0);
 
-  at::Tensor q = qkv.narrow(1, 0, nq * d).view({t, nq, d});
-  at::Tensor k = qkv.narrow(1, nq * d, nkv * d).view({t, nkv, d});
-  at::Tensor v = qkv.narrow(1, (nq + nkv) * d, nkv * d).view({t, nkv, d});
-  at::Tensor o = attention.Attend(l, q, k, v).reshape({t, nq * d});
+  const RowsView o = Rows(attn_out_, t, nq * d);
+  const float* q = qkv.data;
+  const float* k = q + nq * d;
+  const float* v = k + nkv * d;
+  auto* paged = dynamic_cast<PagedAttention*>(&attention);
+  if (paged == nullptr || !paged->AttendRows(l, q, k, v, width, nq, o.data)) {
+    // Another backend (or dtype): through tensors.
+    auto heads = [&](const float* p, int64_t n) {
+      return at::from_blob(const_cast<float*>(p), {t, n, d}, {width, d, 1},
+                           at::kFloat);
+    };
+    const at::Tensor out =
+        attention.Attend(l, heads(q, nq), heads(k, nkv), heads(v, nkv))
+            .reshape({t, nq * d});
+    TensorOf(o).copy_(out);
+  }
   RowParallelGemm(h, o, L.o);
 }
 
-void FusedForward::RowParallelGemm(at::Tensor& h, const at::Tensor& x,
-                                   const Packed& w) {
+void FusedForward::RowParallelGemm(RowsView h, RowsView x, const Packed& w) {
   if (tp_ == nullptr) {
-    Gemm(h, x, w, at::Tensor(), /*accumulate=*/true);
+    Gemm(h, x, w, nullptr, /*accumulate=*/true);
     return;
   }
-  at::Tensor part = Rows(partial_, h.size(0), h.size(1));
-  Gemm(part, x, w, at::Tensor(), /*accumulate=*/false);
-  AllReduceSum(part, *tp_);
-  h.add_(part);
+  const RowsView part = Rows(partial_, h.rows, h.cols);
+  Gemm(part, x, w, nullptr, /*accumulate=*/false);
+  at::Tensor part_t = TensorOf(part);
+  AllReduceSum(part_t, *tp_);
+  TensorOf(h).add_(part_t);
 }
 
 at::Tensor FusedForward::Forward(const at::Tensor& input_ids,
@@ -420,18 +432,36 @@ at::Tensor FusedForward::Forward(const at::Tensor& input_ids,
   if (!Applies()) return model_->Forward(input_ids, position_ids, attention);
   CHECK_EQ(input_ids.dim(), 1);
   CHECK_EQ(position_ids.numel(), input_ids.numel());
+  const at::Tensor ids = input_ids.to(at::kLong).contiguous();
+  const at::Tensor pos = position_ids.to(at::kLong).contiguous();
+  const RowsView out = ForwardRows(
+      ids.data_ptr<int64_t>(), pos.data_ptr<int64_t>(), ids.numel(), attention);
+  return TensorOf(out).clone();
+}
+
+RowsView FusedForward::ForwardRows(const int64_t* ids, const int64_t* pos,
+                                   int64_t t,
+                                   models::AttentionBackend& attention) {
+  CHECK(Applies()) << "FusedForward::ForwardRows on a model it does not "
+                      "apply to";
   SyncAll();
   const models::DecoderModel& m = *model_->model;
-  const int64_t t = input_ids.size(0);
   const int64_t hidden = model_->config().hidden_size;
-  const at::Tensor pos_t = position_ids.to(at::kLong).contiguous();
-  const int64_t* pos = pos_t.data_ptr<int64_t>();
 
+  // The embedding rows (ids are validated by the engine; CHECKed here).
   auto t0 = Clock::now();
-  at::Tensor h =
-      at::embedding(m.embed_tokens->weight.detach(), input_ids).contiguous();
+  const RowsView h = Rows(residual_, t, hidden);
+  const at::Tensor& table = m.embed_tokens->weight;
+  CHECK(table.is_contiguous());
+  const int64_t vocab = table.size(0);
+  const float* emb = table.data_ptr<float>();
+  for (int64_t r = 0; r < t; ++r) {
+    CHECK(ids[r] >= 0 && ids[r] < vocab) << "token id " << ids[r];
+    std::memcpy(h.row(r), emb + ids[r] * hidden, hidden * sizeof(float));
+  }
   stats_.other_s += Since(t0);
-  at::Tensor normed = Rows(normed_, t, hidden);
+  const RowsView normed = Rows(normed_, t, hidden);
+  const models::FusedKernelTable& fk = models::FusedKernels();
   for (size_t l = 0; l < m.layers.size(); ++l) {
     const models::DecoderLayer& layer = *m.layers[l];
     t0 = Clock::now();
@@ -446,40 +476,42 @@ at::Tensor FusedForward::Forward(const at::Tensor& input_ids,
     const Layer& L = layers_[l];
     if (L.moe) {
       t0 = Clock::now();
-      h.add_(layer.moe->Forward(normed).first);
+      TensorOf(h).add_(layer.moe->Forward(TensorOf(normed)).first);
       stats_.other_s += Since(t0);
       continue;
     }
     const int64_t inter = L.down.k;
-    at::Tensor gate_up = Rows(gate_up_, t, 2 * inter);
-    Gemm(gate_up, normed, L.gate_up, at::Tensor(), false);
+    const RowsView gate_up = Rows(gate_up_, t, 2 * inter);
+    Gemm(gate_up, normed, L.gate_up, nullptr, false);
     t0 = Clock::now();
-    at::Tensor act = Rows(act_, t, inter);
-    at::silu_out(act, gate_up.narrow(1, 0, inter));
-    act.mul_(gate_up.narrow(1, inter, inter));
+    const RowsView act = Rows(act_, t, inter);
+    core::ParallelFor(
+        0, t, std::max<int64_t>(1, 65536 / inter), [&](int64_t b, int64_t e) {
+          fk.swiglu_fwd(gate_up.data, gate_up.ld, gate_up.data + inter,
+                        gate_up.ld, inter, b, e, act.data, act.ld);
+        });
     stats_.other_s += Since(t0);
     RowParallelGemm(h, act, L.down);
   }
   t0 = Clock::now();
-  at::Tensor out = at::empty({t, hidden}, at::kFloat);
+  const RowsView out = Rows(final_, t, hidden);
   RmsNormRows(h, m.norm->weight, m.norm->eps, out);
   stats_.other_s += Since(t0);
   return out;
 }
 
-at::Tensor FusedForward::PlainHeadWeight() const {
+const at::Tensor* FusedForward::PlainHeadWeight() const {
   const models::Linear* head = model_->lm_head.get();
   const bool plain =
       Applies() &&
       (head == nullptr ||
        (!head->bias.defined() &&
         !(head->lora.lora_A && head->lora.enabled && !head->lora.merged)));
-  if (!plain) return at::Tensor();
-  at::Tensor w =
-      (head != nullptr ? head->weight : model_->model->embed_tokens->weight)
-          .detach();
-  if (w.scalar_type() != at::kFloat || !w.is_contiguous()) return at::Tensor();
-  return w;
+  if (!plain) return nullptr;
+  const at::Tensor& w =
+      head != nullptr ? head->weight : model_->model->embed_tokens->weight;
+  if (w.scalar_type() != at::kFloat || !w.is_contiguous()) return nullptr;
+  return &w;
 }
 
 at::Tensor FusedForward::Logits(const at::Tensor& hidden) {
@@ -503,7 +535,8 @@ at::Tensor FusedForward::Logits(const at::Tensor& hidden) {
     } else {
       local = at::empty({x.size(0), e - b}, at::kFloat);
       if (!ws.is_contiguous() ||
-          !SmallGemm(local, x, ws, at::Tensor(), false)) {
+          !SmallGemm(ViewOf(local), ViewOf(x), ws.data_ptr<float>(),
+                     ws.stride(0), e - b, nullptr, false)) {
         at::mm_out(local, x, ws.t());
       }
     }
@@ -511,18 +544,14 @@ at::Tensor FusedForward::Logits(const at::Tensor& hidden) {
     stats_.gemm_flops += 2.0 * x.size(0) * x.size(1) * (e - b);
     return GatherVocabShards(local, *tp_);
   }
-  const at::Tensor w = PlainHeadWeight();
+  const at::Tensor* w = PlainHeadWeight();
   const at::Tensor x = hidden.contiguous();
-  if (w.defined() && x.scalar_type() == at::kFloat) {
-    logits = at::empty({x.size(0), w.size(0)}, at::kFloat);
-    if (!SmallGemm(logits, x, w, at::Tensor(), false)) {
-      CHECK(SyncHead());
-      PanelGemm(logits, x, lm_head_.value, lm_head_.n, at::Tensor(), false,
-                xpack_);
-    }
-  } else {
-    logits = model_->Logits(hidden);
+  if (w != nullptr && x.scalar_type() == at::kFloat) {
+    logits = at::empty({x.size(0), w->size(0)}, at::kFloat);
+    HeadChunk(ViewOf(x), 0, w->size(0), logits.data_ptr<float>());
+    return logits;  // (timed by HeadChunk)
   }
+  logits = model_->Logits(hidden);
   if (Applies()) {
     stats_.gemm_s += Since(t0);
     stats_.gemm_flops += 2.0 * hidden.size(0) * hidden.size(1) *
@@ -531,30 +560,30 @@ at::Tensor FusedForward::Logits(const at::Tensor& hidden) {
   return logits;
 }
 
-std::function<void(int64_t, int64_t, float*)> FusedForward::LogitChunks(
-    const at::Tensor& hidden, int64_t* vocab) {
-  const at::Tensor w = PlainHeadWeight();
-  if (tp_ != nullptr || !w.defined() || hidden.scalar_type() != at::kFloat) {
-    return nullptr;
+int64_t FusedForward::HeadVocab() {
+  const at::Tensor* w = PlainHeadWeight();
+  if (tp_ != nullptr || w == nullptr) return 0;
+  CHECK(SyncHead());
+  return w->size(0);
+}
+
+void FusedForward::HeadChunk(RowsView x, int64_t v0, int64_t v1, float* out) {
+  const auto t0 = Clock::now();
+  const at::Tensor* w = PlainHeadWeight();
+  CHECK(w != nullptr && tp_ == nullptr) << "HeadChunk without a plain head";
+  const int64_t n = v1 - v0;
+  const RowsView o{out, x.rows, n, n};
+  // The weight-streaming kernel at <= 8 rows, else the panel GEMM over the
+  // chunk's panels (a value depends on neither the chunk nor the rows).
+  if (!SmallGemm(o, x, w->data_ptr<float>() + v0 * x.cols, x.cols, n, nullptr,
+                 false)) {
+    CHECK_EQ(v0 % kGemmPanel, 0);
+    CHECK(SyncHead());
+    PanelGemm(o, x, lm_head_.value.data_ptr<float>() + v0 * lm_head_.k, n,
+              nullptr, false, xpack_);
   }
-  *vocab = w.size(0);
-  const at::Tensor x = hidden.contiguous();
-  if (x.size(0) > kMaxSmallGemmRows) CHECK(SyncHead());
-  return [this, w, x](int64_t v0, int64_t v1, float* out) {
-    const auto t0 = Clock::now();
-    at::Tensor o = at::from_blob(out, {x.size(0), v1 - v0}, at::kFloat);
-    // The same kernel per element as Logits: weight-streaming at <= 8
-    // rows, else the panel GEMM over the chunk's panels (a value does not
-    // depend on the panel range).
-    if (!SmallGemm(o, x, w.narrow(0, v0, v1 - v0), at::Tensor(), false)) {
-      CHECK_EQ(v0 % kGemmPanel, 0);
-      const at::Tensor panels = lm_head_.value.narrow(
-          0, v0 * lm_head_.k, PanelGemmFloats(lm_head_.k, v1 - v0));
-      PanelGemm(o, x, panels, v1 - v0, at::Tensor(), false, xpack_);
-    }
-    stats_.gemm_s += Since(t0);
-    stats_.gemm_flops += 2.0 * x.size(0) * x.size(1) * (v1 - v0);
-  };
+  stats_.gemm_s += Since(t0);
+  stats_.gemm_flops += 2.0 * x.rows * x.cols * n;
 }
 
 }  // namespace verl::infer

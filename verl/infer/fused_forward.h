@@ -33,7 +33,6 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -43,6 +42,14 @@
 #include "verl/parallel/process_group.h"
 
 namespace verl::infer {
+
+// Rows of a row-major fp32 matrix in memory owned elsewhere.
+struct RowsView {
+  float* data = nullptr;
+  int64_t rows = 0, cols = 0;
+  int64_t ld = 0;  // floats from one row to the next
+  float* row(int64_t r) const { return data + r * ld; }
+};
 
 // Time and work of the fused path (GEMMs incl. the LM head, and the
 // elementwise kernels: embedding, norms, RoPE, SwiGLU).
@@ -66,22 +73,30 @@ class FusedForward {
   }
 
   // Packed ids/positions [T] -> final-normed hidden [T, H] (fp32 on the
-  // fused path).
+  // fused path; the model's own Forward when the fused path does not apply).
   at::Tensor Forward(const at::Tensor& input_ids,
                      const at::Tensor& position_ids,
                      models::AttentionBackend& attention);
+  // The fused path (Applies() must hold) on raw ids/positions [t]: the
+  // final-normed hidden rows [t, H] in a buffer of this object, valid until
+  // the next call. With a PagedAttention backend over an fp32 cache, a
+  // dense model and tp = 1, and no more rows than an earlier call, it
+  // allocates nothing (the engine's decode loop).
+  RowsView ForwardRows(const int64_t* ids, const int64_t* pos, int64_t t,
+                       models::AttentionBackend& attention);
   // hidden [S, H] -> logits [S, V].
   at::Tensor Logits(const at::Tensor& hidden);
   // The LM head by vocabulary range, for a sampler that never needs all
-  // logits at once (SampleTokensChunked): fill(v0, v1, out) writes
-  // hidden's logits of tokens [v0, v1) into out ([S, v1 - v0] row-major;
-  // v0 a multiple of kGemmPanel), each value bit-equal to Logits(hidden)'s
-  // (the same kernel per element: the weight-streaming kernel at S <= 8,
-  // the panel GEMM over the packed head above). Null when Logits would not take
-  // the fused plain-head path (not fp32, a biased or active-LoRA head, tensor
-  // parallelism); *vocab is set to the head's rows otherwise.
-  std::function<void(int64_t, int64_t, float*)> LogitChunks(
-      const at::Tensor& hidden, int64_t* vocab);
+  // logits at once (SampleTokensChunked). HeadVocab(): the head's rows when
+  // Logits takes the fused plain-head path, else 0 (not fp32, a biased or
+  // active-LoRA head, tensor parallelism); it also re-packs a changed head.
+  // HeadChunk (HeadVocab() > 0): x's logits of tokens [v0, v1) into out
+  // ([x.rows, v1 - v0] row-major; v0 a multiple of kGemmPanel), each value
+  // bit-equal to Logits' (the same kernel per element: the
+  // weight-streaming kernel at <= 8 rows, the panel GEMM over the packed
+  // head above). No allocation once x.rows was seen before.
+  int64_t HeadVocab();
+  void HeadChunk(RowsView x, int64_t v0, int64_t v1, float* out);
 
   // Makes the weight copies now (what the first Forward would do), when
   // the fused path applies: the engine calls it at Create, so that this
@@ -111,9 +126,9 @@ class FusedForward {
     bool has_bias = false, moe = false;
   };
 
-  // The plain (bias-free, fp32, no active LoRA) head weight [V, H] the
-  // fused path multiplies by, or an undefined tensor.
-  at::Tensor PlainHeadWeight() const;
+  // The plain (bias-free, fp32, contiguous, no active LoRA) head weight
+  // [V, H] the fused path multiplies by, or null.
+  const at::Tensor* PlainHeadWeight() const;
   static Packed MakePacked(std::vector<at::Tensor> sources, bool bias);
   // Re-copies `p` if any source changed since the last copy.
   static void Sync(Packed& p);
@@ -124,13 +139,13 @@ class FusedForward {
   // out = x w (+ bias), or out += x w when `accumulate`, w = p's packed
   // copy (the panel GEMM); at <= 8 rows from p's sources (the model's own
   // [out, in] weights, read row by row); timed.
-  void Gemm(at::Tensor& out, const at::Tensor& x, const Packed& p,
-            const at::Tensor& bias, bool accumulate);
+  void Gemm(RowsView out, RowsView x, const Packed& p, const float* bias,
+            bool accumulate);
   // h += x w (the residual folded in); with tp > 1 through an all-reduced
   // partial product.
-  void RowParallelGemm(at::Tensor& h, const at::Tensor& x, const Packed& w);
-  void Attention(int64_t l, const at::Tensor& x, const int64_t* pos,
-                 models::AttentionBackend& attention, at::Tensor& h);
+  void RowParallelGemm(RowsView h, RowsView x, const Packed& w);
+  void Attention(int64_t l, RowsView x, const int64_t* pos,
+                 models::AttentionBackend& attention, RowsView h);
 
   models::CausalLM* model_;
   int64_t max_positions_;
@@ -139,8 +154,8 @@ class FusedForward {
   Packed lm_head_;  // the plain head [V, H] packed (rows > 8)
   std::vector<const models::Linear*> linears_;  // to detect active LoRA
   at::Tensor cos_, sin_;                        // [max_positions, head_dim]
-  // Step buffers, grown on demand and reused.
-  at::Tensor normed_, qkv_, gate_up_, act_;
+  // Step buffers (flat), grown on demand and reused.
+  at::Tensor residual_, normed_, qkv_, attn_out_, gate_up_, act_, final_;
   at::Tensor xpack_;                            // the panel GEMM's repacked x
   std::shared_ptr<parallel::Communicator> tp_;  // null: tp = 1
   at::Tensor partial_;  // tp > 1: a row-parallel GEMM's partial product

@@ -110,7 +110,7 @@ TEST(FusedForwardTest, FollowsInPlaceParameterUpdates) {
 
 // The LM head at 1, 5 and 8 rows runs on the row-streaming kernel
 // (small_gemm_nt: 1-4 rows in one group, 5-8 in one pass on AVX-512), whole
-// (Logits) and in the sampler's vocabulary chunks (LogitChunks): the chunks
+// (Logits) and in the sampler's vocabulary chunks (HeadChunk): the chunks
 // bit-equal to the whole head, both against the training head
 // (CausalLM::Logits, BLIS): logits within 1e-4, log-softmax within 1e-5.
 // A vocabulary of 5003 leaves chunk, block and vector tails.
@@ -127,16 +127,16 @@ TEST(FusedForwardTest, HeadAtOneToEightRowsMatchesTrainingHead) {
     const at::Tensor hidden = at::randn({rows, cfg->hidden_size});
     const at::Tensor want = model->Logits(hidden);
     const at::Tensor whole = fused.Logits(hidden);
-    int64_t vocab = 0;
-    auto fill = fused.LogitChunks(hidden, &vocab);
-    ASSERT_TRUE(fill != nullptr);
+    const int64_t vocab = fused.HeadVocab();
     ASSERT_EQ(vocab, cfg->vocab_size);
+    const RowsView x{hidden.data_ptr<float>(), rows, cfg->hidden_size,
+                     cfg->hidden_size};
     at::Tensor chunked = at::empty({rows, vocab});
     std::vector<float> buf;
     for (int64_t v0 = 0; v0 < vocab; v0 += 1024) {
       const int64_t n = std::min<int64_t>(1024, vocab - v0);
       buf.assign(rows * n, 0.f);
-      fill(v0, v0 + n, buf.data());
+      fused.HeadChunk(x, v0, v0 + n, buf.data());
       chunked.narrow(1, v0, n).copy_(at::from_blob(buf.data(), {rows, n}));
     }
     EXPECT_TRUE(at::equal(chunked, whole));

@@ -40,11 +40,26 @@ class PagedAttention : public models::AttentionBackend {
   // `layer_windows[l]`: sliding window of layer l (0 or missing => full).
   PagedAttention(KvCache* cache, std::vector<int64_t> layer_windows = {});
 
+  // Sizes the per-step tables for up to `max_seqs` sequences of up to
+  // `max_blocks_per_seq` blocks, so that decode steps never grow them (the
+  // block-table matrix widens as contexts grow; without this it
+  // re-allocates at block boundaries).
+  void Reserve(int64_t max_seqs, int64_t max_blocks_per_seq);
+
   // Sets the layout of the next forward (`num_tokens` packed rows).
   void Prepare(const std::vector<AttentionSequence>& seqs, int64_t num_tokens);
 
   at::Tensor Attend(int64_t layer, const at::Tensor& q, const at::Tensor& k,
                     const at::Tensor& v) override;
+
+  // Attend() on raw fp32 rows, without tensors or heap allocation (the
+  // fused forward's decode loop): this step's q [T, num_heads * d], k and v
+  // [T, num_kv_heads * d], each with row stride `ld` floats (e.g. views
+  // into one fused qkv buffer); the result into out [T, num_heads * d],
+  // contiguous rows. False, nothing done, unless the cache is fp32 and not
+  // latent (then call Attend).
+  bool AttendRows(int64_t layer, const float* q, const float* k, const float* v,
+                  int64_t ld, int64_t num_heads, float* out);
 
   // Wall time spent in Attend() so far (cache writes + attention).
   double attend_seconds() const { return attend_seconds_; }
@@ -52,16 +67,19 @@ class PagedAttention : public models::AttentionBackend {
  protected:
   // The layout Prepare() was given and each packed row's cache slot.
   const std::vector<AttentionSequence>& sequences() const { return seqs_; }
-  const at::Tensor& slot_mapping() const { return slot_mapping_; }
+  // Built on first use after Prepare (only the tensor paths need it).
+  const at::Tensor& slot_mapping() const;
   double& mutable_attend_seconds() { return attend_seconds_; }
 
  private:
   int64_t Window(int64_t layer) const;
-  // fp32 rows x [T, n_kv, d] (row stride free) into `cache` at the slots.
-  void WriteSlots(const at::Tensor& x, const at::Tensor& cache) const;
-  // The blocked kernel over every query row of the step (fp32).
-  void BlockedAttention(int64_t layer, const at::Tensor& q,
-                        at::Tensor& out) const;
+  // fp32 rows x [T, n_kv * d] (row stride `ld`) into `cache` at the slots.
+  void WriteSlots(const float* x, int64_t ld, float* cache) const;
+  // The blocked kernel over every query row of the step (fp32): q rows of
+  // num_heads * d floats with stride q_stride, out contiguous rows.
+  void BlockedAttention(int64_t layer, const float* q, int64_t q_stride,
+                        int64_t num_heads, float* out) const;
+  bool Fp32Cache() const;
   // Cache slots of sequence s's context positions [0, context_len).
   at::Tensor ContextSlots(const AttentionSequence& s) const;
 
@@ -69,8 +87,9 @@ class PagedAttention : public models::AttentionBackend {
   std::vector<int64_t> layer_windows_;
   std::vector<AttentionSequence> seqs_;
   int64_t num_tokens_ = 0;
-  at::Tensor slot_mapping_;     // [T] long: cache slot of each packed token
-  std::vector<int64_t> slots_;  // the same
+  std::vector<int64_t> slots_;       // cache slot of each packed token
+  mutable at::Tensor slot_mapping_;  // slots_ as a [T] long tensor, or
+                                     // undefined until slot_mapping()
   // Prefill chunks and decode sequences: their index in seqs_ (the
   // gather path of other dtypes).
   std::vector<int64_t> prefill_, decode_;
@@ -82,6 +101,7 @@ class PagedAttention : public models::AttentionBackend {
   std::vector<int64_t> query_rows_, query_lens_, query_tables_;
   std::vector<int32_t> tables_;
   int64_t table_width_ = 0;
+  std::vector<int64_t> with_queries_;  // Prepare's scratch
   double attend_seconds_ = 0;
 };
 

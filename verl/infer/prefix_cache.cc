@@ -27,14 +27,42 @@ uint64_t HashBlockTokens(uint64_t parent_hash, const int64_t* tokens,
   return Mix(h + static_cast<uint64_t>(n));
 }
 
-PrefixCache::PrefixCache(int64_t num_blocks, bool enabled)
-    : enabled_(enabled), allocator_(num_blocks), entry_(num_blocks) {}
+PrefixCache::PrefixCache(int64_t num_blocks, bool enabled,
+                         int64_t tokens_per_block)
+    : enabled_(enabled), allocator_(num_blocks), entry_(num_blocks) {
+  if (!enabled_) return;
+  // At most one entry per block; twice that keeps the table from ever
+  // growing (absl rehashes in place while under ~25/32 full).
+  by_hash_.reserve(2 * num_blocks);
+  if (tokens_per_block > 0) {
+    for (Entry& e : entry_) e.tokens.reserve(tokens_per_block);
+  }
+}
+
+void PrefixCache::LruPushBack(BlockId block) {
+  Entry& e = entry_[block];
+  e.in_lru = true;
+  e.lru_prev = lru_tail_;
+  e.lru_next = -1;
+  (lru_tail_ >= 0 ? entry_[lru_tail_].lru_next : lru_head_) = block;
+  lru_tail_ = block;
+  ++lru_size_;
+}
+
+void PrefixCache::LruRemove(BlockId block) {
+  Entry& e = entry_[block];
+  (e.lru_prev >= 0 ? entry_[e.lru_prev].lru_next : lru_head_) = e.lru_next;
+  (e.lru_next >= 0 ? entry_[e.lru_next].lru_prev : lru_tail_) = e.lru_prev;
+  e.lru_prev = e.lru_next = -1;
+  e.in_lru = false;
+  --lru_size_;
+}
 
 std::optional<BlockId> PrefixCache::Allocate() {
   std::optional<BlockId> b = allocator_.Allocate();
   if (b.has_value()) return b;
-  if (lru_.empty()) return std::nullopt;
-  BlockId victim = lru_.front();
+  if (lru_head_ < 0) return std::nullopt;
+  BlockId victim = lru_head_;
   Uncache(victim);  // removes it from the LRU and returns it to the free list
   ++stats_.evictions;
   return allocator_.Allocate();
@@ -53,8 +81,7 @@ std::optional<BlockId> PrefixCache::Acquire(uint64_t hash,
     return std::nullopt;  // 64-bit collision: treat as a miss
   }
   if (e.in_lru) {
-    lru_.erase(e.lru_pos);
-    e.in_lru = false;
+    LruRemove(b);
     CHECK_EQ(allocator_.RefCount(b), 0);
     // Evictable blocks have count 0 but are not on the free list.
   }
@@ -79,8 +106,7 @@ void PrefixCache::Release(BlockId block) {
   if (allocator_.Unref(block) > 0) return;
   Entry& e = entry_[block];
   if (e.cached) {
-    e.lru_pos = lru_.insert(lru_.end(), block);
-    e.in_lru = true;
+    LruPushBack(block);
   } else {
     allocator_.Free(block);
   }
@@ -93,8 +119,7 @@ void PrefixCache::Uncache(BlockId block) {
   e.cached = false;
   e.tokens.clear();
   if (e.in_lru) {
-    lru_.erase(e.lru_pos);
-    e.in_lru = false;
+    LruRemove(block);
     allocator_.Free(block);
   }
 }

@@ -7,16 +7,19 @@
 // different prefixes. Cached blocks whose reference count drops to zero stay
 // resident in an LRU list and are evicted (least recently released first)
 // only when the free list is empty. With caching disabled this is a thin
-// pass-through to the allocator.
+// pass-through to the allocator. Nothing allocates after construction
+// (the hash index is reserved for every block, the LRU list is threaded
+// through the per-block entries, each entry's token copy is reserved to
+// `tokens_per_block`), so the engine's decode steps that fill blocks do
+// not allocate either.
 #ifndef VERL_INFER_PREFIX_CACHE_H_
 #define VERL_INFER_PREFIX_CACHE_H_
 
 #include <cstdint>
-#include <list>
 #include <optional>
-#include <unordered_map>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "verl/infer/block_allocator.h"
 
 namespace verl::infer {
@@ -38,16 +41,14 @@ struct PrefixCacheStats {
 
 class PrefixCache {
  public:
-  PrefixCache(int64_t num_blocks, bool enabled);
+  PrefixCache(int64_t num_blocks, bool enabled, int64_t tokens_per_block = 0);
 
   bool enabled() const { return enabled_; }
   // Blocks obtainable by Allocate(): free ones plus evictable cached ones.
-  int64_t NumAvailable() const {
-    return allocator_.num_free() + static_cast<int64_t>(lru_.size());
-  }
+  int64_t NumAvailable() const { return allocator_.num_free() + lru_size_; }
   int64_t num_blocks() const { return allocator_.num_blocks(); }
   int64_t NumCached() const { return static_cast<int64_t>(by_hash_.size()); }
-  int64_t NumEvictable() const { return static_cast<int64_t>(lru_.size()); }
+  int64_t NumEvictable() const { return lru_size_; }
 
   // A fresh, uncached block with reference count 1 (evicting the least
   // recently used unreferenced cached block if the free list is empty).
@@ -79,16 +80,21 @@ class PrefixCache {
     bool cached = false;
     uint64_t hash = 0;
     std::vector<int64_t> tokens;
-    std::list<BlockId>::iterator lru_pos;
     bool in_lru = false;
+    BlockId lru_prev = -1, lru_next = -1;  // neighbours in the LRU list
   };
   void Uncache(BlockId block);
+  void LruPushBack(BlockId block);
+  void LruRemove(BlockId block);
 
   bool enabled_;
   BlockAllocator allocator_;
   std::vector<Entry> entry_;
-  std::unordered_map<uint64_t, BlockId> by_hash_;
-  std::list<BlockId> lru_;  // front = least recently released
+  absl::flat_hash_map<uint64_t, BlockId> by_hash_;
+  // Evictable blocks, threaded through entry_: head = least recently
+  // released.
+  BlockId lru_head_ = -1, lru_tail_ = -1;
+  int64_t lru_size_ = 0;
   PrefixCacheStats stats_;
 };
 

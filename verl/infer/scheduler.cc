@@ -34,34 +34,36 @@ void Scheduler::Preempt(Sequence* seq) {
   waiting_.push_front(seq);
 }
 
-SchedulerOutput Scheduler::Schedule() {
-  SchedulerOutput out;
+void Scheduler::Schedule(SchedulerOutput* out_ptr) {
+  SchedulerOutput& out = *out_ptr;
+  out.scheduled.clear();
+  out.num_batched_tokens = 0;
+  out.num_preempted = 0;
   int64_t budget = options_.max_num_batched_tokens;
   const int64_t preempted_before = stats_.preemptions;
 
-  // 1. Running sequences, oldest first; preempt the newest when out of blocks.
-  std::vector<Sequence*> kept;
-  kept.reserve(running_.size());
-  while (!running_.empty()) {
-    Sequence* seq = running_.front();
-    running_.pop_front();
+  // 1. Running sequences, oldest first; preempt the newest when out of
+  // blocks. running_[next, end) are the ones not visited yet.
+  kept_.clear();
+  size_t next = 0, end = running_.size();
+  while (next < end) {
+    Sequence* seq = running_[next++];
     int64_t num_new = seq->num_tokens() - seq->num_computed;
     CHECK_GT(num_new, 0) << "running seq " << seq->seq_id << " has no work";
     if (num_new > budget) {
       if (!options_.enable_chunked_prefill || budget == 0) {
-        kept.push_back(seq);  // waits for the next step, keeps its blocks
+        kept_.push_back(seq);  // waits for the next step, keeps its blocks
         continue;
       }
       num_new = budget;
     }
     bool ok = true;
     while (!blocks_->Reserve(*seq, seq->num_computed + num_new)) {
-      if (running_.empty()) {
+      if (next == end) {
         ok = false;
         break;
       }
-      Preempt(running_.back());
-      running_.pop_back();
+      Preempt(running_[--end]);
     }
     if (!ok) {
       // Nothing newer left to evict: preempt this sequence itself, unless
@@ -69,12 +71,12 @@ SchedulerOutput Scheduler::Schedule() {
       Preempt(seq);
       continue;
     }
-    kept.push_back(seq);
+    kept_.push_back(seq);
     out.scheduled.push_back(
         {seq, num_new, seq->num_computed + num_new == seq->num_tokens()});
     budget -= num_new;
   }
-  running_.assign(kept.begin(), kept.end());
+  running_.swap(kept_);
 
   // 2. Admit waiting sequences in FCFS order (none if we just preempted).
   int64_t seats = 0;
@@ -109,7 +111,7 @@ SchedulerOutput Scheduler::Schedule() {
     budget -= num_new;
   }
 
-  out.copies = blocks_->TakeCopies();
+  blocks_->TakeCopies(&out.copies);
   for (const ScheduledSequence& s : out.scheduled) {
     out.num_batched_tokens += s.num_new_tokens;
     if (s.num_new_tokens == 1 && s.seq->num_computed >= s.seq->prompt_len) {
@@ -121,7 +123,6 @@ SchedulerOutput Scheduler::Schedule() {
   out.num_preempted = stats_.preemptions - preempted_before;
   stats_.scheduled_tokens += out.num_batched_tokens;
   ++stats_.steps;
-  return out;
 }
 
 void Scheduler::OnStepDone(const SchedulerOutput& out) {

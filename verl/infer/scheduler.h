@@ -62,7 +62,14 @@ class Scheduler {
   // queue (it shares the parent's blocks and computed tokens).
   void AddForked(Sequence* parent, Sequence* child);
 
-  SchedulerOutput Schedule();
+  // The next step's work into *out (its vectors reused: no allocation
+  // once they and the queues have grown to the batch).
+  void Schedule(SchedulerOutput* out);
+  SchedulerOutput Schedule() {
+    SchedulerOutput out;
+    Schedule(&out);
+    return out;
+  }
   // Advances num_computed after the forward and registers full blocks.
   void OnStepDone(const SchedulerOutput& out);
   // Removes a running sequence and frees its blocks.
@@ -87,7 +94,11 @@ class Scheduler {
   SchedulerOptions options_;
   BlockManager* blocks_;
   std::deque<Sequence*> waiting_;
-  std::deque<Sequence*> running_;  // admission order
+  // Admission order. A vector, not a deque: Schedule rebuilds it every
+  // step (into kept_, then swapped), where a deque would free and
+  // re-allocate its nodes.
+  std::vector<Sequence*> running_;
+  std::vector<Sequence*> kept_;
   SchedulerStats stats_;
 };
 
