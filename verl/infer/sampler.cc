@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <limits>
+#include <utility>
 
 #include "verl/core/parallel_for.h"
 #include "verl/infer/kernels.h"
@@ -202,15 +202,22 @@ constexpr double kNucleusMargin = 2.0;
 //    w_t / mass_c, the softmax.
 // The full-logits path (SampleTokens) runs the same class, so both paths
 // give the same tokens and log-probs for the same logits.
+// A RowSampler is reused across calls (Reset): its buffers keep their
+// capacity, except candidate buffers past kSamplerRetainedCandidates, which
+// are freed after the draw (ReleaseIfLarge).
 class RowSampler {
  public:
-  RowSampler(const SamplingParams& p, const std::vector<int64_t>* context,
-             int64_t vocab, SeqRng* rng)
-      : p_(&p), vocab_(vocab), inv_t_(static_cast<float>(InvTemperature(p))) {
+  // Starts a row: `p` and `context` must outlive Consume and Finish.
+  void Reset(const SamplingParams& p, const std::vector<int64_t>* context,
+             int64_t vocab, SeqRng* rng) {
+    p_ = &p;
+    vocab_ = vocab;
+    inv_t_ = static_cast<float>(InvTemperature(p));
     mode_ = p.greedy()           ? Mode::kGreedy
             : UsesTopK(p, vocab) ? Mode::kTopK
             : p.top_p < 1.0      ? Mode::kNucleus
                                  : Mode::kUnfiltered;
+    span_ = 0.f;
     if (mode_ == Mode::kNucleus) {
       CHECK_LE(vocab, std::numeric_limits<int32_t>::max());
       const double delta =
@@ -221,6 +228,7 @@ class RowSampler {
     const int64_t nch = (vocab + kChunk - 1) / kChunk;
     chunk_max_.resize(nch);
     chunk_sum_.resize(nch);
+    penalized_.clear();
     if (p.repetition_penalty != 1.0 && context != nullptr) {
       for (int64_t t : *context) {
         if (t >= 0 && t < vocab) penalized_.push_back(t);
@@ -229,53 +237,59 @@ class RowSampler {
       penalized_.erase(std::unique(penalized_.begin(), penalized_.end()),
                        penalized_.end());
     }
+    draw_ = 0;
     if (mode_ != Mode::kGreedy && rng != nullptr) draw_ = (*rng)();
+    keep_c_ = -1;
+    kept_.clear();
+    cum_ = 0.0;
+    ref_ = 0.f;
+    cands_.clear();
+    threshold_ = -std::numeric_limits<float>::infinity();
+    xs_.clear();
+    weights_.clear();
+    nuc_.clear();
+    work_.clear();
+    blocks_.clear();
+    run_max_ = -std::numeric_limits<float>::infinity();
+    pruned_max_ = -std::numeric_limits<float>::infinity();
+    pruned_size_ = peak_ = final_ = prunes_ = 0;
   }
 
-  // Logits of tokens [v0, v0 + n) (v0 a multiple of 256); `scratch` holds a
-  // penalised copy when the repetition penalty touches them.
-  void Consume(const float* seg, int64_t v0, int64_t n,
-               std::vector<float>* scratch) {
+  // Logits of tokens [v0, v0 + n) (v0 a multiple of 256). A 256-token
+  // sub-chunk that holds penalised tokens is penalised in a copy on the
+  // stack (each value from the original logit), so the caller's logits
+  // stay as they are and nothing is allocated.
+  void Consume(const float* seg, int64_t v0, int64_t n) {
     CHECK_EQ(v0 % kChunk, 0);
-    const float* x = seg;
-    auto lo = std::lower_bound(penalized_.begin(), penalized_.end(), v0);
-    if (lo != penalized_.end() && *lo < v0 + n) {
-      scratch->assign(seg, seg + n);
-      const float pen = static_cast<float>(p_->repetition_penalty);
-      for (; lo != penalized_.end() && *lo < v0 + n; ++lo) {
-        (*scratch)[*lo - v0] = Penalize(seg[*lo - v0], pen);
-      }
-      x = scratch->data();
-    }
     const int64_t c0 = v0 / kChunk;
-    Kernels().chunk_softmax_stats(x, n, kChunk, inv_t_, &chunk_max_[c0],
-                                  &chunk_sum_[c0]);
+    auto lo = std::lower_bound(penalized_.begin(), penalized_.end(), v0);
+    if (lo == penalized_.end() || *lo >= v0 + n) {
+      // No penalised token here: one vectorised pass over the segment.
+      Kernels().chunk_softmax_stats(seg, n, kChunk, inv_t_, &chunk_max_[c0],
+                                    &chunk_sum_[c0]);
+      for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+        Step(c0 + i0 / kChunk, seg + i0, std::min(kChunk, n - i0));
+      }
+      return;
+    }
+    // The statistics are per sub-chunk, so computing them sub-chunk by
+    // sub-chunk gives the same values.
+    const float pen = static_cast<float>(p_->repetition_penalty);
+    float copy[kChunk];
     for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
       const int64_t c = c0 + i0 / kChunk, len = std::min(kChunk, n - i0);
-      const float* sub = x + i0;
-      switch (mode_) {
-        case Mode::kGreedy:
-          if (keep_c_ < 0 || chunk_max_[c] > chunk_max_[keep_c_]) {
-            Keep(c, sub, len);
-          }
-          break;
-        case Mode::kUnfiltered:
-          ReservoirStep(c, sub, len);
-          break;
-        case Mode::kTopK:
-          if (!(chunk_max_[c] >= threshold_)) break;
-          for (int64_t i = 0; i < len; ++i) {
-            if (sub[i] >= threshold_)
-              cands_.push_back({sub[i], c * kChunk + i});
-          }
-          if (static_cast<int64_t>(cands_.size()) >= 2 * p_->top_k + kChunk) {
-            Prune();
-          }
-          break;
-        case Mode::kNucleus:
-          NucleusStep(c, sub, len);
-          break;
+      const float* sub = seg + i0;
+      const int64_t t0 = v0 + i0;
+      if (lo != penalized_.end() && *lo < t0 + len) {
+        std::copy(sub, sub + len, copy);
+        for (; lo != penalized_.end() && *lo < t0 + len; ++lo) {
+          copy[*lo - t0] = Penalize(sub[*lo - t0], pen);
+        }
+        sub = copy;
       }
+      Kernels().chunk_softmax_stats(sub, len, kChunk, inv_t_, &chunk_max_[c],
+                                    &chunk_sum_[c]);
+      Step(c, sub, len);
     }
   }
 
@@ -316,7 +330,11 @@ class RowSampler {
                     return std::exp(
                         static_cast<double>((cands_[j].x - t.max) * inv_t_));
                   });
-        return {cands_[i].id, logprob(cands_[i].x)};
+        const SampledToken out{cands_[i].id, logprob(cands_[i].x)};
+        ReleaseIfLarge(&cands_);
+        ReleaseIfLarge(&xs_);
+        ReleaseIfLarge(&weights_);
+        return out;
       }
       case Mode::kNucleus: {
         double mass = 0.0;
@@ -351,7 +369,7 @@ class RowSampler {
               work_.begin();
         }
         const SampledToken out{work_[i].id, logprob(work_[i].x)};
-        std::vector<WeightedCand>().swap(work_);
+        ReleaseIfLarge(&work_);
         return out;
       }
     }
@@ -379,9 +397,9 @@ class RowSampler {
     for (int64_t i = 0; i < size; ++i) {
       work_[i] = {nuc_[i].x, nuc_[i].id, weights_[i]};
     }
-    std::vector<NucleusCand>().swap(nuc_);  // a flat row's is the vocabulary
-    std::vector<float>().swap(xs_);
-    std::vector<float>().swap(weights_);
+    ReleaseIfLarge(&nuc_);  // a flat row's is the vocabulary
+    ReleaseIfLarge(&xs_);
+    ReleaseIfLarge(&weights_);
     *mass = 0.0;
     blocks_.clear();
     if (size == 0) return 0;
@@ -435,6 +453,41 @@ class RowSampler {
 
  private:
   enum class Mode { kGreedy, kTopK, kNucleus, kUnfiltered };
+
+  // Sub-chunk c's (penalised) logits, once its statistics are in.
+  void Step(int64_t c, const float* sub, int64_t len) {
+    switch (mode_) {
+      case Mode::kGreedy:
+        if (keep_c_ < 0 || chunk_max_[c] > chunk_max_[keep_c_]) {
+          Keep(c, sub, len);
+        }
+        break;
+      case Mode::kUnfiltered:
+        ReservoirStep(c, sub, len);
+        break;
+      case Mode::kTopK:
+        if (!(chunk_max_[c] >= threshold_)) break;
+        for (int64_t i = 0; i < len; ++i) {
+          if (sub[i] >= threshold_) cands_.push_back({sub[i], c * kChunk + i});
+        }
+        if (static_cast<int64_t>(cands_.size()) >= 2 * p_->top_k + kChunk) {
+          Prune();
+        }
+        break;
+      case Mode::kNucleus:
+        NucleusStep(c, sub, len);
+        break;
+    }
+  }
+
+  // Frees a candidate buffer that grew past the retained size (a flat
+  // row's can be the vocabulary); smaller ones keep their room.
+  template <typename T>
+  static void ReleaseIfLarge(std::vector<T>* v) {
+    if (static_cast<int64_t>(v->capacity()) > kSamplerRetainedCandidates) {
+      std::vector<T>().swap(*v);
+    }
+  }
 
   // Over work_[lo, hi), after heavier candidates of weight `acc` (not
   // reaching `target`): the smallest c in (lo, hi] such that acc plus the
@@ -596,14 +649,9 @@ class RowSampler {
   int64_t pruned_size_ = 0, peak_ = 0, final_ = 0, prunes_ = 0;
 };
 
-// One row of SampleTokens from its full logits.
-SampledToken SampleFullRow(const float* x, int64_t vocab, const SampleRow& row,
-                           std::vector<float>* pen) {
-  const SamplingParams& p = *row.params;
-  CHECK(p.greedy() || row.rng != nullptr) << "sampled row has no rng";
-  RowSampler s(p, row.context, vocab, row.rng);
-  s.Consume(x, 0, vocab, pen);
-  return s.Finish();
+void CheckRow(const SampleRow& row) {
+  CHECK(row.params != nullptr) << "row without sampling params";
+  CHECK(row.params->greedy() || row.rng != nullptr) << "sampled row has no rng";
 }
 
 }  // namespace
@@ -620,69 +668,114 @@ double SamplerUniform(uint64_t draw, int64_t index) {
   return UnitFromBits(Mix64(draw ^ Mix64(static_cast<uint64_t>(index) + 1)));
 }
 
-std::vector<SampledToken> SampleTokens(const at::Tensor& logits,
-                                       const std::vector<SampleRow>& rows) {
-  CHECK_EQ(logits.dim(), 2);
-  CHECK_EQ(logits.size(0), static_cast<int64_t>(rows.size()));
-  const int64_t vocab = logits.size(1);
-  const at::Tensor x = logits.to(at::kFloat).contiguous();
-  const float* xs = x.data_ptr<float>();
-  std::vector<SampledToken> out(rows.size());
-  // Rows per task: enough work (~256K logits) to pay for a parallel region.
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 18) / vocab);
-  core::ParallelFor(0, static_cast<int64_t>(rows.size()), grain,
-                    [&](int64_t begin, int64_t end) {
-                      std::vector<float> pen;
-                      for (int64_t r = begin; r < end; ++r) {
-                        out[r] =
-                            SampleFullRow(xs + r * vocab, vocab, rows[r], &pen);
-                      }
-                    });
-  return out;
-}
+// Every buffer only grows (never shrinks with fewer rows), so a warm
+// workspace serves any call with as many rows or fewer.
+struct ChunkedSampler::State {
+  std::vector<RowSampler> samplers;
+  std::vector<float> buf;  // one logits chunk, [rows, chunk]
+  std::vector<SampledToken> out;
+  std::vector<NucleusBufferStats> stats;
+  int64_t rows = 0;  // of the last call
 
-std::vector<SampledToken> SampleTokensChunked(
-    int64_t vocab, const LogitChunkFn& fill, const std::vector<SampleRow>& rows,
-    int64_t chunk, std::vector<NucleusBufferStats>* nucleus_stats) {
-  CHECK_GT(vocab, 0);
+  // Resets the first rows.size() samplers for `rows`.
+  void Start(int64_t vocab, absl::Span<const SampleRow> rows_in) {
+    CHECK_GT(vocab, 0);
+    rows = static_cast<int64_t>(rows_in.size());
+    if (static_cast<int64_t>(samplers.size()) < rows) samplers.resize(rows);
+    if (static_cast<int64_t>(out.size()) < rows) out.resize(rows);
+    if (static_cast<int64_t>(stats.size()) < rows) stats.resize(rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      const SampleRow& row = rows_in[r];
+      CheckRow(row);
+      samplers[r].Reset(*row.params, row.context, vocab, row.rng);
+    }
+  }
+
+  absl::Span<const SampledToken> Done() {
+    for (int64_t r = 0; r < rows; ++r) stats[r] = samplers[r].nucleus_stats();
+    return absl::MakeConstSpan(out.data(), rows);
+  }
+};
+
+ChunkedSampler::ChunkedSampler() : state_(std::make_unique<State>()) {}
+ChunkedSampler::~ChunkedSampler() = default;
+ChunkedSampler::ChunkedSampler(ChunkedSampler&&) noexcept = default;
+ChunkedSampler& ChunkedSampler::operator=(ChunkedSampler&&) noexcept = default;
+
+absl::Span<const SampledToken> ChunkedSampler::Sample(
+    int64_t vocab, LogitChunkFn fill, absl::Span<const SampleRow> rows,
+    int64_t chunk) {
   CHECK(chunk > 0 && chunk % kSamplerSubChunk == 0)
       << "chunk " << chunk << " is not a multiple of " << kSamplerSubChunk;
-  const int64_t b = static_cast<int64_t>(rows.size());
-  std::vector<RowSampler> samplers;
-  samplers.reserve(b);
-  for (const SampleRow& row : rows) {
-    CHECK(row.params->greedy() || row.rng != nullptr)
-        << "sampled row has no rng";
-    samplers.emplace_back(*row.params, row.context, vocab, row.rng);
-  }
+  State& s = *state_;
+  s.Start(vocab, rows);
+  const int64_t b = s.rows;
   chunk = std::min(chunk, (vocab + kSamplerSubChunk - 1) / kSamplerSubChunk *
                               kSamplerSubChunk);
-  std::vector<float> buf(b * chunk);
+  if (static_cast<int64_t>(s.buf.size()) < b * chunk) s.buf.resize(b * chunk);
+  float* buf = s.buf.data();
+  RowSampler* samplers = s.samplers.data();
   // Rows per task: ~32K logits (a chunk's rows are few; both threads
   // should share a step's 64 rows).
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / chunk);
   for (int64_t v0 = 0; v0 < vocab; v0 += chunk) {
     const int64_t n = std::min(chunk, vocab - v0);
-    fill(v0, v0 + n, buf.data());
+    fill(v0, v0 + n, buf);
     core::ParallelFor(0, b, grain, [&](int64_t begin, int64_t end) {
-      std::vector<float> pen;
       for (int64_t r = begin; r < end; ++r) {
-        samplers[r].Consume(buf.data() + r * n, v0, n, &pen);
+        samplers[r].Consume(buf + r * n, v0, n);
       }
     });
   }
-  std::vector<SampledToken> out(b);
+  SampledToken* out = s.out.data();
   // A flat top-p row's nucleus sorts up to the vocabulary: one row a task.
   core::ParallelFor(0, b, 1, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) out[r] = samplers[r].Finish();
   });
-  if (nucleus_stats != nullptr) {
-    nucleus_stats->clear();
-    for (const RowSampler& s : samplers) {
-      nucleus_stats->push_back(s.nucleus_stats());
+  return s.Done();
+}
+
+absl::Span<const SampledToken> ChunkedSampler::SampleLogits(
+    const float* logits, int64_t vocab, absl::Span<const SampleRow> rows) {
+  State& s = *state_;
+  s.Start(vocab, rows);
+  RowSampler* samplers = s.samplers.data();
+  SampledToken* out = s.out.data();
+  // Rows per task: enough work (~256K logits) to pay for a parallel region.
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 18) / vocab);
+  core::ParallelFor(0, s.rows, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      samplers[r].Consume(logits + r * vocab, 0, vocab);
+      out[r] = samplers[r].Finish();
     }
+  });
+  return s.Done();
+}
+
+absl::Span<const NucleusBufferStats> ChunkedSampler::nucleus_stats() const {
+  return absl::MakeConstSpan(state_->stats.data(), state_->rows);
+}
+
+std::vector<SampledToken> SampleTokens(const at::Tensor& logits,
+                                       absl::Span<const SampleRow> rows) {
+  CHECK_EQ(logits.dim(), 2);
+  CHECK_EQ(logits.size(0), static_cast<int64_t>(rows.size()));
+  const at::Tensor x = logits.to(at::kFloat).contiguous();
+  ChunkedSampler sampler;
+  const auto out = sampler.SampleLogits(x.data_ptr<float>(), x.size(1), rows);
+  return {out.begin(), out.end()};
+}
+
+std::vector<SampledToken> SampleTokensChunked(
+    int64_t vocab, LogitChunkFn fill, absl::Span<const SampleRow> rows,
+    int64_t chunk, std::vector<NucleusBufferStats>* nucleus_stats) {
+  ChunkedSampler sampler;
+  const auto out = sampler.Sample(vocab, fill, rows, chunk);
+  if (nucleus_stats != nullptr) {
+    nucleus_stats->assign(sampler.nucleus_stats().begin(),
+                          sampler.nucleus_stats().end());
   }
-  return out;
+  return {out.begin(), out.end()};
 }
 
 std::vector<double> SamplingDistribution(const float* logits, int64_t vocab,
@@ -690,9 +783,9 @@ std::vector<double> SamplingDistribution(const float* logits, int64_t vocab,
                                          const std::vector<int64_t>* context) {
   RowScratch scratch;
   std::vector<double> probs(vocab, 0.0);
-  RowSampler s(params, context, vocab, nullptr);
-  std::vector<float> pen;
-  s.Consume(logits, 0, vocab, &pen);
+  RowSampler s;
+  s.Reset(params, context, vocab, nullptr);
+  s.Consume(logits, 0, vocab);
   if (params.greedy()) {
     probs[s.Finish().token] = 1.0;
     return probs;

@@ -22,6 +22,24 @@
 // chunk by chunk, so [rows, vocab] logits never exist); both entry points
 // give the same tokens and log-probs for the same logits.
 //
+// Workspace (ChunkedSampler): the per-row sampling state (softmax
+// statistics, kept chunk, candidate buffers, sorted penalised tokens), the
+// logits chunk buffer and the results live in a ChunkedSampler the caller
+// keeps across decode steps; every buffer keeps its capacity, so after a
+// warm-up call, calls with as many or fewer rows whose modes, contexts and
+// candidate counts need no more room than before do no heap allocation
+// (the repetition penalty works on a 256-token stack buffer; `fill` is an
+// absl::FunctionRef). The exception is bounded on purpose: a top-k or top-p
+// row whose candidate buffers grew past kSamplerRetainedCandidates (a flat
+// row, e.g. a random-weight model's, keeps most of a 152k vocabulary) frees
+// them after its draw, so a workspace retains at most about
+// kSamplerRetainedCandidates * 28 bytes (1.8 MiB) of candidates per row
+// and such rows allocate on every call; peaked rows (trained models) stay
+// below the cap. A context that grows past its row's largest one so far
+// grows that row's sorted-token buffer (amortised doubling). The free
+// functions SampleTokens / SampleTokensChunked run a fresh workspace per
+// call.
+//
 // Returns the token and its log-probability under the temperature-scaled
 // (unfiltered) distribution, which is what verl compares against as
 // rollout_log_probs (temperature 1 for greedy rows).
@@ -31,10 +49,12 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
-#include <functional>
+#include <memory>
 #include <random>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
+#include "absl/types/span.h"
 #include "verl/infer/sampling_params.h"
 
 namespace verl::infer {
@@ -59,7 +79,7 @@ struct SampledToken {
 
 // logits: [B, V] (any float dtype); rows.size() == B.
 std::vector<SampledToken> SampleTokens(const at::Tensor& logits,
-                                       const std::vector<SampleRow>& rows);
+                                       absl::Span<const SampleRow> rows);
 
 // Statistics chunk of the sampler; SampleTokensChunked's chunks are
 // multiples of it.
@@ -71,8 +91,14 @@ inline constexpr int64_t kSamplerSubChunk = 256;
 double SamplerUniform(uint64_t draw, int64_t index);
 
 // Writes the logits of tokens [v0, v1) for every row into out, row-major
-// [rows, v1 - v0].
-using LogitChunkFn = std::function<void(int64_t v0, int64_t v1, float* out)>;
+// [rows, v1 - v0]. A non-owning reference: a lambda converts to it without
+// allocating and must outlive the call it is passed to.
+using LogitChunkFn =
+    absl::FunctionRef<void(int64_t v0, int64_t v1, float* out)>;
+
+// Candidates a row's top-k / top-p buffers keep room for across calls of a
+// ChunkedSampler (each buffer; larger ones are freed after the row's draw).
+inline constexpr int64_t kSamplerRetainedCandidates = int64_t{1} << 16;
 
 // A top-p (without top-k) row's candidate buffer: the most tokens it held
 // at once, the candidates left after the last filter (a superset of the
@@ -86,10 +112,45 @@ struct NucleusBufferStats {
 // kSamplerSubChunk) by `fill`, in vocabulary order, for any rows. Same
 // tokens and log-probs as SampleTokens on the concatenated logits. With
 // `nucleus_stats` set, one entry per row there.
+// A fresh ChunkedSampler per call.
 std::vector<SampledToken> SampleTokensChunked(
-    int64_t vocab, const LogitChunkFn& fill, const std::vector<SampleRow>& rows,
+    int64_t vocab, LogitChunkFn fill, absl::Span<const SampleRow> rows,
     int64_t chunk = 4096,
     std::vector<NucleusBufferStats>* nucleus_stats = nullptr);
+
+// The sampler with its workspace, kept by the caller across decode steps
+// (see the top of this file): same tokens and log-probs as the free
+// functions, without heap allocation once warm. Not thread-safe: one call
+// at a time (the rows of a call run in parallel inside it). The returned
+// spans stay valid until the next call.
+class ChunkedSampler {
+ public:
+  ChunkedSampler();
+  ~ChunkedSampler();
+  ChunkedSampler(ChunkedSampler&&) noexcept;
+  ChunkedSampler& operator=(ChunkedSampler&&) noexcept;
+  ChunkedSampler(const ChunkedSampler&) = delete;
+  ChunkedSampler& operator=(const ChunkedSampler&) = delete;
+
+  // SampleTokensChunked: logits `chunk` tokens at a time (a multiple of
+  // kSamplerSubChunk) from `fill`, in vocabulary order. One result per row.
+  absl::Span<const SampledToken> Sample(int64_t vocab, LogitChunkFn fill,
+                                        absl::Span<const SampleRow> rows,
+                                        int64_t chunk = 4096);
+
+  // SampleTokens over full logits [rows.size(), vocab], row-major (the
+  // caller's; not modified).
+  absl::Span<const SampledToken> SampleLogits(const float* logits,
+                                              int64_t vocab,
+                                              absl::Span<const SampleRow> rows);
+
+  // The last call's top-p buffer statistics, one entry per row.
+  absl::Span<const NucleusBufferStats> nucleus_stats() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 // The distribution a row is drawn from (after repetition penalty over
 // `context`, temperature, top-k, top-p), as probabilities over the

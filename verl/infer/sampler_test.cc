@@ -2,6 +2,7 @@
 #include "verl/infer/sampler.h"
 
 #include <ATen/Context.h>
+#include <ATen/Parallel.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/linspace.h>
@@ -17,6 +18,8 @@
 #include <numeric>
 #include <string>
 
+#include "absl/types/span.h"
+#include "verl/core/heap_counter.h"
 #include "verl/core/test_util.h"
 
 namespace verl::infer {
@@ -656,6 +659,177 @@ TEST(SamplerTest, ReservoirDrawOverChunksFollowsSoftmax) {
   for (int64_t i = 0; i < 5; ++i) {
     const int64_t t = top[i].item<int64_t>();
     check(want[t].item<double>(), counts[t], "token " + std::to_string(t));
+  }
+}
+
+// Rows over `logits` ([rows, vocab], row r with params[r] and generator
+// MakeSequenceRng(41, r)), for a ChunkedSampler and for the free functions
+// side by side (each its own generators, so both draw the same numbers).
+struct TwinRows {
+  TwinRows(const at::Tensor& logits, const std::vector<SamplingParams>& params,
+           const std::vector<int64_t>* context)
+      : logits(logits) {
+    const int64_t n = logits.size(0);
+    for (int64_t r = 0; r < n; ++r) {
+      ws_rngs.push_back(MakeSequenceRng(41, r));
+      free_rngs.push_back(MakeSequenceRng(41, r));
+    }
+    for (int64_t r = 0; r < n; ++r) {
+      const std::vector<int64_t>* c =
+          params[r].repetition_penalty != 1.0 ? context : nullptr;
+      ws.push_back({&params[r], &ws_rngs[r], c});
+      free.push_back({&params[r], &free_rngs[r], c});
+    }
+  }
+  // Writes the logits of [v0, v1) for the first `rows` rows.
+  void Fill(int64_t rows, int64_t v0, int64_t v1, float* out) const {
+    const int64_t vocab = logits.size(1);
+    const float* lp = logits.data_ptr<float>();
+    for (int64_t r = 0; r < rows; ++r) {
+      std::copy(lp + r * vocab + v0, lp + r * vocab + v1, out + r * (v1 - v0));
+    }
+  }
+  at::Tensor logits;
+  std::vector<SeqRng> ws_rngs, free_rngs;
+  std::vector<SampleRow> ws, free;
+};
+
+// One ChunkedSampler call of the first `rows` rows (chunked with `chunk`,
+// else over the full logits) under a HeapCounter, then the free function
+// on the same rows: the same tokens, log-probs and nucleus statistics.
+// Returns the call's heap allocations.
+int64_t CountedCallMatchesFree(ChunkedSampler& sampler, TwinRows& t,
+                               int64_t rows, int64_t chunk,
+                               const std::string& what) {
+  const int64_t vocab = t.logits.size(1);
+  const auto ws_rows = absl::MakeConstSpan(t.ws.data(), rows);
+  const auto free_rows = absl::MakeConstSpan(t.free.data(), rows);
+  absl::Span<const SampledToken> got;
+  int64_t allocations = 0;
+  {
+    core::testing::HeapCounter counter;
+    got = chunk > 0 ? sampler.Sample(
+                          vocab,
+                          [&](int64_t v0, int64_t v1, float* out) {
+                            t.Fill(rows, v0, v1, out);
+                          },
+                          ws_rows, chunk)
+                    : sampler.SampleLogits(t.logits.data_ptr<float>(), vocab,
+                                           ws_rows);
+    allocations = counter.allocations();
+  }
+  std::vector<NucleusBufferStats> want_stats;
+  const std::vector<SampledToken> want =
+      chunk > 0 ? SampleTokensChunked(
+                      vocab,
+                      [&](int64_t v0, int64_t v1, float* out) {
+                        t.Fill(rows, v0, v1, out);
+                      },
+                      free_rows, chunk, &want_stats)
+                : SampleTokens(t.logits.narrow(0, 0, rows), free_rows);
+  EXPECT_EQ(static_cast<int64_t>(got.size()), rows) << what;
+  EXPECT_EQ(static_cast<int64_t>(sampler.nucleus_stats().size()), rows) << what;
+  for (int64_t r = 0; r < rows && r < static_cast<int64_t>(got.size()); ++r) {
+    EXPECT_EQ(got[r].token, want[r].token) << what << " row " << r;
+    EXPECT_EQ(got[r].logprob, want[r].logprob) << what << " row " << r;
+    if (chunk > 0) {
+      EXPECT_EQ(sampler.nucleus_stats()[r].peak, want_stats[r].peak) << what;
+      EXPECT_EQ(sampler.nucleus_stats()[r].final, want_stats[r].final) << what;
+      EXPECT_EQ(sampler.nucleus_stats()[r].prunes, want_stats[r].prunes)
+          << what;
+    }
+  }
+  return allocations;
+}
+
+// The decode loop's sampler: once warm, a ChunkedSampler samples a batch
+// mixing every mode (greedy, top-k, top-k + top-p, top-p alone on peaked
+// rows, unfiltered, repetition penalty with a context) with zero heap
+// allocations, chunked and over full logits, with one and two threads
+// (16 rows: the chunk loop splits them into two tasks), and for a smaller
+// batch after a larger one; every call gives the free functions' tokens
+// and log-probs bit for bit.
+TEST(SamplerTest, WarmChunkedSamplerDoesNotAllocate) {
+  at::manual_seed(43);
+  const int64_t vocab = 5000;
+  std::vector<SamplingParams> modes(8);
+  modes[0].do_sample = false;
+  modes[1].top_k = 50;
+  modes[1].temperature = 0.8;
+  modes[2].top_k = 100;
+  modes[2].top_p = 0.7;
+  modes[3].top_p = 0.9;
+  modes[4].temperature = 1.1;
+  modes[5].top_k = 40;
+  modes[5].repetition_penalty = 1.3;
+  modes[6].do_sample = false;
+  modes[6].repetition_penalty = 1.3;
+  modes[7].top_p = 0.5;
+  modes[7].temperature = 0.7;
+  modes[7].repetition_penalty = 1.3;
+  std::vector<SamplingParams> params;
+  for (int i = 0; i < 2; ++i)
+    params.insert(params.end(), modes.begin(), modes.end());
+  const int64_t rows = static_cast<int64_t>(params.size());
+  // Peaked rows, as from a trained model: a few tokens far above a noisy
+  // floor; the context holds some of them, in several sub-chunks.
+  at::Tensor logits = at::randn({rows, vocab}) * 2.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < 12; ++i) {
+      logits[r][(i * 997 + r * 131) % vocab] = 20.0 + 0.5 * i;
+    }
+  }
+  logits = logits.contiguous();
+  std::vector<int64_t> context;
+  for (int64_t i = 0; i < 40; ++i) context.push_back((i * 997 + 131) % vocab);
+  context.push_back(vocab - 1);
+  context.push_back(3);
+  TwinRows t(logits, params, &context);
+  const int saved_threads = at::get_num_threads();
+  for (int threads : {1, 2}) {
+    at::set_num_threads(threads);
+    for (int64_t chunk : {4096, 512, 0}) {
+      const std::string what = "threads " + std::to_string(threads) +
+                               " chunk " + std::to_string(chunk);
+      ChunkedSampler sampler;
+      CountedCallMatchesFree(sampler, t, rows, chunk, what + " warm-up");
+      EXPECT_EQ(CountedCallMatchesFree(sampler, t, rows, chunk, what), 0)
+          << what;
+      EXPECT_EQ(CountedCallMatchesFree(sampler, t, rows, chunk, what), 0)
+          << what << " (third call)";
+      EXPECT_EQ(CountedCallMatchesFree(sampler, t, 5, chunk, what + " 5 rows"),
+                0)
+          << what << " 5 rows";
+    }
+  }
+  at::set_num_threads(saved_threads);
+}
+
+// The memory bound: a flat top-p row (candidates: most of a 151936-token
+// vocabulary) frees its buffers after each draw, so it allocates again on
+// the next call; a peaked one at the same vocabulary stays below
+// kSamplerRetainedCandidates and does not.
+TEST(SamplerTest, ChunkedSamplerFreesCandidateBuffersPastTheCap) {
+  at::manual_seed(47);
+  const int64_t vocab = 151936;
+  std::vector<SamplingParams> params(1);
+  params[0].top_p = 0.9;
+  const at::Tensor flat = at::randn({1, vocab});
+  at::Tensor peaked = at::randn({1, vocab}) * 2.0;
+  for (int64_t i = 0; i < 20; ++i) peaked[0][(i * 7919) % vocab] = 40.0 + i;
+  {
+    TwinRows t(flat, params, nullptr);
+    ChunkedSampler sampler;
+    CountedCallMatchesFree(sampler, t, 1, 4096, "flat warm-up");
+    ASSERT_GT(sampler.nucleus_stats()[0].final, kSamplerRetainedCandidates);
+    EXPECT_GT(CountedCallMatchesFree(sampler, t, 1, 4096, "flat"), 0);
+  }
+  {
+    TwinRows t(peaked.contiguous(), params, nullptr);
+    ChunkedSampler sampler;
+    CountedCallMatchesFree(sampler, t, 1, 4096, "peaked warm-up");
+    ASSERT_LT(sampler.nucleus_stats()[0].peak, kSamplerRetainedCandidates);
+    EXPECT_EQ(CountedCallMatchesFree(sampler, t, 1, 4096, "peaked"), 0);
   }
 }
 
