@@ -203,14 +203,16 @@ constexpr double kNucleusMargin = 2.0;
 // The full-logits path (SampleTokens) runs the same class, so both paths
 // give the same tokens and log-probs for the same logits.
 // A RowSampler is reused across calls (Reset): its buffers keep their
-// capacity, except candidate buffers past kSamplerRetainedCandidates, which
-// are freed after the draw (ReleaseIfLarge).
+// capacity, except candidate buffers past `retain` candidates, which are
+// freed after the draw (ReleaseIfLarge).
 class RowSampler {
  public:
   // Starts a row: `p` and `context` must outlive Consume and Finish.
   void Reset(const SamplingParams& p, const std::vector<int64_t>* context,
-             int64_t vocab, SeqRng* rng) {
+             int64_t vocab, SeqRng* rng,
+             int64_t retain = kSamplerRetainedCandidates) {
     p_ = &p;
+    retain_ = retain;
     vocab_ = vocab;
     inv_t_ = static_cast<float>(InvTemperature(p));
     mode_ = p.greedy()           ? Mode::kGreedy
@@ -483,8 +485,8 @@ class RowSampler {
   // Frees a candidate buffer that grew past the retained size (a flat
   // row's can be the vocabulary); smaller ones keep their room.
   template <typename T>
-  static void ReleaseIfLarge(std::vector<T>* v) {
-    if (static_cast<int64_t>(v->capacity()) > kSamplerRetainedCandidates) {
+  void ReleaseIfLarge(std::vector<T>* v) const {
+    if (static_cast<int64_t>(v->capacity()) > retain_) {
       std::vector<T>().swap(*v);
     }
   }
@@ -623,6 +625,7 @@ class RowSampler {
   }
 
   const SamplingParams* p_;
+  int64_t retain_ = kSamplerRetainedCandidates;
   int64_t vocab_;
   float inv_t_;
   Mode mode_;
@@ -675,6 +678,7 @@ struct ChunkedSampler::State {
   std::vector<float> buf;  // one logits chunk, [rows, chunk]
   std::vector<SampledToken> out;
   std::vector<NucleusBufferStats> stats;
+  int64_t retain = kSamplerRetainedCandidates;
   int64_t rows = 0;  // of the last call
 
   // Resets the first rows.size() samplers for `rows`.
@@ -687,7 +691,7 @@ struct ChunkedSampler::State {
     for (int64_t r = 0; r < rows; ++r) {
       const SampleRow& row = rows_in[r];
       CheckRow(row);
-      samplers[r].Reset(*row.params, row.context, vocab, row.rng);
+      samplers[r].Reset(*row.params, row.context, vocab, row.rng, retain);
     }
   }
 
@@ -697,7 +701,11 @@ struct ChunkedSampler::State {
   }
 };
 
-ChunkedSampler::ChunkedSampler() : state_(std::make_unique<State>()) {}
+ChunkedSampler::ChunkedSampler(int64_t retained_candidates)
+    : state_(std::make_unique<State>()) {
+  CHECK_GE(retained_candidates, 0);
+  state_->retain = retained_candidates;
+}
 ChunkedSampler::~ChunkedSampler() = default;
 ChunkedSampler::ChunkedSampler(ChunkedSampler&&) noexcept = default;
 ChunkedSampler& ChunkedSampler::operator=(ChunkedSampler&&) noexcept = default;
@@ -761,7 +769,7 @@ std::vector<SampledToken> SampleTokens(const at::Tensor& logits,
   CHECK_EQ(logits.dim(), 2);
   CHECK_EQ(logits.size(0), static_cast<int64_t>(rows.size()));
   const at::Tensor x = logits.to(at::kFloat).contiguous();
-  ChunkedSampler sampler;
+  ChunkedSampler sampler(/*retained_candidates=*/0);  // used once
   const auto out = sampler.SampleLogits(x.data_ptr<float>(), x.size(1), rows);
   return {out.begin(), out.end()};
 }
@@ -769,7 +777,7 @@ std::vector<SampledToken> SampleTokens(const at::Tensor& logits,
 std::vector<SampledToken> SampleTokensChunked(
     int64_t vocab, LogitChunkFn fill, absl::Span<const SampleRow> rows,
     int64_t chunk, std::vector<NucleusBufferStats>* nucleus_stats) {
-  ChunkedSampler sampler;
+  ChunkedSampler sampler(/*retained_candidates=*/0);  // used once
   const auto out = sampler.Sample(vocab, fill, rows, chunk);
   if (nucleus_stats != nullptr) {
     nucleus_stats->assign(sampler.nucleus_stats().begin(),

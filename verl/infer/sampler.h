@@ -25,20 +25,22 @@
 // Workspace (ChunkedSampler): the per-row sampling state (softmax
 // statistics, kept chunk, candidate buffers, sorted penalised tokens), the
 // logits chunk buffer and the results live in a ChunkedSampler the caller
-// keeps across decode steps; every buffer keeps its capacity, so after a
-// warm-up call, calls with as many or fewer rows whose modes, contexts and
-// candidate counts need no more room than before do no heap allocation
-// (the repetition penalty works on a 256-token stack buffer; `fill` is an
-// absl::FunctionRef). The exception is bounded on purpose: a top-k or top-p
-// row whose candidate buffers grew past kSamplerRetainedCandidates (a flat
-// row, e.g. a random-weight model's, keeps most of a 152k vocabulary) frees
-// them after its draw, so a workspace retains at most about
-// kSamplerRetainedCandidates * 28 bytes (1.8 MiB) of candidates per row
-// and such rows allocate on every call; peaked rows (trained models) stay
-// below the cap. A context that grows past its row's largest one so far
-// grows that row's sorted-token buffer (amortised doubling). The free
-// functions SampleTokens / SampleTokensChunked run a fresh workspace per
-// call.
+// keeps across decode steps. Every buffer keeps its capacity, so after a
+// warm-up call, a call with as many or fewer rows whose modes, contexts and
+// candidate counts need no more room than before does no heap allocation
+// (the repetition penalty works on a 256-token stack copy; `fill` is an
+// absl::FunctionRef; the row loops hold no scratch of their own, so this
+// holds for any number of threads). Bounded on purpose: a top-k or top-p
+// candidate buffer whose capacity grew past the retained size
+// (kSamplerRetainedCandidates by default) is freed after its row's draw. A
+// workspace thus keeps at most about retained * 44 bytes of candidates a
+// row (28 for top-p's buffers, 16 for top-k's: 2.75 MiB at the default),
+// and rows past it allocate on every call: a flat top-p row (a
+// random-weight model's keeps most of a 152k vocabulary) does; peaked rows
+// (trained models) stay far below. A context that grows past its row's
+// largest so far grows that row's sorted-token buffer (amortised doubling).
+// The free functions SampleTokens / SampleTokensChunked run a fresh
+// workspace per call that retains nothing (buffers freed after each draw).
 //
 // Returns the token and its log-probability under the temperature-scaled
 // (unfiltered) distribution, which is what verl compares against as
@@ -77,7 +79,8 @@ struct SampledToken {
   float logprob = 0.f;
 };
 
-// logits: [B, V] (any float dtype); rows.size() == B.
+// logits: [B, V] (any float dtype); rows.size() == B. Runs a fresh
+// ChunkedSampler that retains nothing.
 std::vector<SampledToken> SampleTokens(const at::Tensor& logits,
                                        absl::Span<const SampleRow> rows);
 
@@ -96,8 +99,9 @@ double SamplerUniform(uint64_t draw, int64_t index);
 using LogitChunkFn =
     absl::FunctionRef<void(int64_t v0, int64_t v1, float* out)>;
 
-// Candidates a row's top-k / top-p buffers keep room for across calls of a
-// ChunkedSampler (each buffer; larger ones are freed after the row's draw).
+// Candidates a row's top-k / top-p buffers keep room (capacity) for across
+// calls of a ChunkedSampler by default (each buffer; larger ones are freed
+// after the row's draw).
 inline constexpr int64_t kSamplerRetainedCandidates = int64_t{1} << 16;
 
 // A top-p (without top-k) row's candidate buffer: the most tokens it held
@@ -111,8 +115,8 @@ struct NucleusBufferStats {
 // SampleTokens over logits produced `chunk` tokens at a time (a multiple of
 // kSamplerSubChunk) by `fill`, in vocabulary order, for any rows. Same
 // tokens and log-probs as SampleTokens on the concatenated logits. With
-// `nucleus_stats` set, one entry per row there.
-// A fresh ChunkedSampler per call.
+// `nucleus_stats` set, one entry per row there. Runs a fresh
+// ChunkedSampler that retains nothing.
 std::vector<SampledToken> SampleTokensChunked(
     int64_t vocab, LogitChunkFn fill, absl::Span<const SampleRow> rows,
     int64_t chunk = 4096,
@@ -122,10 +126,14 @@ std::vector<SampledToken> SampleTokensChunked(
 // (see the top of this file): same tokens and log-probs as the free
 // functions, without heap allocation once warm. Not thread-safe: one call
 // at a time (the rows of a call run in parallel inside it). The returned
-// spans stay valid until the next call.
+// spans stay valid until the next call. A moved-from sampler may only be
+// destroyed or assigned to.
 class ChunkedSampler {
  public:
-  ChunkedSampler();
+  // `retained_candidates`: the room each row's top-k / top-p candidate
+  // buffers keep across calls (larger ones are freed after the draw).
+  explicit ChunkedSampler(
+      int64_t retained_candidates = kSamplerRetainedCandidates);
   ~ChunkedSampler();
   ChunkedSampler(ChunkedSampler&&) noexcept;
   ChunkedSampler& operator=(ChunkedSampler&&) noexcept;

@@ -807,8 +807,9 @@ TEST(SamplerTest, WarmChunkedSamplerDoesNotAllocate) {
 
 // The memory bound: a flat top-p row (candidates: most of a 151936-token
 // vocabulary) frees its buffers after each draw, so it allocates again on
-// the next call; a peaked one at the same vocabulary stays below
-// kSamplerRetainedCandidates and does not.
+// the next call, unless the workspace retains a vocabulary's worth; a
+// peaked one at the same vocabulary stays below kSamplerRetainedCandidates
+// and does not, unless the workspace retains none.
 TEST(SamplerTest, ChunkedSamplerFreesCandidateBuffersPastTheCap) {
   at::manual_seed(47);
   const int64_t vocab = 151936;
@@ -823,6 +824,11 @@ TEST(SamplerTest, ChunkedSamplerFreesCandidateBuffersPastTheCap) {
     CountedCallMatchesFree(sampler, t, 1, 4096, "flat warm-up");
     ASSERT_GT(sampler.nucleus_stats()[0].final, kSamplerRetainedCandidates);
     EXPECT_GT(CountedCallMatchesFree(sampler, t, 1, 4096, "flat"), 0);
+    // With room for the whole vocabulary (and the vectors' growth beyond
+    // it) the flat row does not allocate.
+    ChunkedSampler roomy(/*retained_candidates=*/4 * vocab);
+    CountedCallMatchesFree(roomy, t, 1, 4096, "flat, roomy warm-up");
+    EXPECT_EQ(CountedCallMatchesFree(roomy, t, 1, 4096, "flat, roomy"), 0);
   }
   {
     TwinRows t(peaked.contiguous(), params, nullptr);
@@ -830,6 +836,10 @@ TEST(SamplerTest, ChunkedSamplerFreesCandidateBuffersPastTheCap) {
     CountedCallMatchesFree(sampler, t, 1, 4096, "peaked warm-up");
     ASSERT_LT(sampler.nucleus_stats()[0].peak, kSamplerRetainedCandidates);
     EXPECT_EQ(CountedCallMatchesFree(sampler, t, 1, 4096, "peaked"), 0);
+    // Retaining nothing (the free functions' policy) frees them each time.
+    ChunkedSampler none(/*retained_candidates=*/0);
+    CountedCallMatchesFree(none, t, 1, 4096, "peaked, none warm-up");
+    EXPECT_GT(CountedCallMatchesFree(none, t, 1, 4096, "peaked, none"), 0);
   }
 }
 
