@@ -8,8 +8,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <utility>
+#include <vector>
 
+#include "absl/types/span.h"
 #include "verl/core/parallel_for.h"
 #include "verl/infer/kernels.h"
 
@@ -467,15 +470,17 @@ class RowSampler {
       case Mode::kUnfiltered:
         ReservoirStep(c, sub, len);
         break;
-      case Mode::kTopK:
-        if (!(chunk_max_[c] >= threshold_)) break;
+      case Mode::kTopK: {
+        const float thr = threshold_;  // Prune moves it after the scan
+        if (!(chunk_max_[c] >= thr)) break;
         for (int64_t i = 0; i < len; ++i) {
-          if (sub[i] >= threshold_) cands_.push_back({sub[i], c * kChunk + i});
+          if (sub[i] >= thr) cands_.push_back({sub[i], c * kChunk + i});
         }
         if (static_cast<int64_t>(cands_.size()) >= 2 * p_->top_k + kChunk) {
           Prune();
         }
         break;
+      }
       case Mode::kNucleus:
         NucleusStep(c, sub, len);
         break;
