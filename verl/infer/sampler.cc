@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <memory>
 #include <utility>
@@ -233,14 +234,17 @@ class RowSampler {
     const int64_t nch = (vocab + kChunk - 1) / kChunk;
     chunk_max_.resize(nch);
     chunk_sum_.resize(nch);
-    penalized_.clear();
-    if (p.repetition_penalty != 1.0 && context != nullptr) {
+    any_penalized_ = false;
+    if (p.repetition_penalty != 1.0 && context != nullptr &&
+        !context->empty()) {
+      // A bitmap over the vocabulary: its size does not grow with the
+      // context, and a token repeated in the context is penalised once.
+      penalized_.assign((vocab + 63) / 64, 0);
       for (int64_t t : *context) {
-        if (t >= 0 && t < vocab) penalized_.push_back(t);
+        if (t < 0 || t >= vocab) continue;
+        penalized_[t / 64] |= uint64_t{1} << (t % 64);
+        any_penalized_ = true;
       }
-      std::sort(penalized_.begin(), penalized_.end());
-      penalized_.erase(std::unique(penalized_.begin(), penalized_.end()),
-                       penalized_.end());
     }
     draw_ = 0;
     if (mode_ != Mode::kGreedy && rng != nullptr) draw_ = (*rng)();
@@ -267,8 +271,7 @@ class RowSampler {
   void Consume(const float* seg, int64_t v0, int64_t n) {
     CHECK_EQ(v0 % kChunk, 0);
     const int64_t c0 = v0 / kChunk;
-    auto lo = std::lower_bound(penalized_.begin(), penalized_.end(), v0);
-    if (lo == penalized_.end() || *lo >= v0 + n) {
+    if (!AnyPenalized(v0, v0 + n)) {
       // No penalised token here: one vectorised pass over the segment.
       Kernels().chunk_softmax_stats(seg, n, kChunk, inv_t_, &chunk_max_[c0],
                                     &chunk_sum_[c0]);
@@ -285,10 +288,13 @@ class RowSampler {
       const int64_t c = c0 + i0 / kChunk, len = std::min(kChunk, n - i0);
       const float* sub = seg + i0;
       const int64_t t0 = v0 + i0;
-      if (lo != penalized_.end() && *lo < t0 + len) {
+      if (AnyPenalized(t0, t0 + len)) {
         std::copy(sub, sub + len, copy);
-        for (; lo != penalized_.end() && *lo < t0 + len; ++lo) {
-          copy[*lo - t0] = Penalize(sub[*lo - t0], pen);
+        for (int64_t w = t0 / 64; w * 64 < t0 + len; ++w) {
+          for (uint64_t bits = penalized_[w]; bits != 0; bits &= bits - 1) {
+            const int64_t i = w * 64 + __builtin_ctzll(bits) - t0;
+            copy[i] = Penalize(sub[i], pen);
+          }
         }
         sub = copy;
       }
@@ -458,6 +464,15 @@ class RowSampler {
 
  private:
   enum class Mode { kGreedy, kTopK, kNucleus, kUnfiltered };
+
+  // Whether a token of [t0, t1) (t0 a multiple of 64) is penalised.
+  bool AnyPenalized(int64_t t0, int64_t t1) const {
+    if (!any_penalized_) return false;
+    for (int64_t w = t0 / 64; w * 64 < t1; ++w) {
+      if (penalized_[w] != 0) return true;
+    }
+    return false;
+  }
 
   // Sub-chunk c's (penalised) logits, once its statistics are in.
   void Step(int64_t c, const float* sub, int64_t len) {
@@ -635,7 +650,9 @@ class RowSampler {
   float inv_t_;
   Mode mode_;
   uint64_t draw_ = 0;
-  std::vector<int64_t> penalized_;  // sorted context tokens (penalty != 1)
+  // Context tokens (penalty != 1): bit t % 64 of word t / 64.
+  std::vector<uint64_t> penalized_;
+  bool any_penalized_ = false;
   std::vector<float> chunk_max_, chunk_sum_;
   // Greedy / unfiltered: the kept chunk's index and (penalised) logits.
   int64_t keep_c_ = -1;

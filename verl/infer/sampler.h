@@ -37,8 +37,9 @@
 // row (28 for top-p's buffers, 16 for top-k's: 2.75 MiB at the default),
 // and rows past it allocate on every call: a flat top-p row (a
 // random-weight model's keeps most of a 152k vocabulary) does; peaked rows
-// (trained models) stay far below. A context that grows past its row's
-// largest so far grows that row's sorted-token buffer (amortised doubling).
+// (trained models) stay far below. A penalised row marks its context's
+// tokens in a bitmap over the vocabulary (V / 8 bytes), so contexts that
+// grow from step to step need no new room.
 // The free functions SampleTokens / SampleTokensChunked run a fresh
 // workspace per call that retains nothing (buffers freed after each draw).
 //

@@ -746,9 +746,9 @@ int64_t CountedCallMatchesFree(ChunkedSampler& sampler, TwinRows& t,
 // mixing every mode (greedy, top-k, top-k + top-p, top-p alone on peaked
 // rows, unfiltered, repetition penalty with a context) with zero heap
 // allocations, chunked and over full logits, with one and two threads
-// (16 rows: the chunk loop splits them into two tasks), and for a smaller
-// batch after a larger one; every call gives the free functions' tokens
-// and log-probs bit for bit.
+// (16 rows: the chunk loop splits them into two tasks), for a smaller
+// batch after a larger one and for a context grown eightfold; every call
+// gives the free functions' tokens and log-probs bit for bit.
 TEST(SamplerTest, WarmChunkedSamplerDoesNotAllocate) {
   at::manual_seed(43);
   const int64_t vocab = 5000;
@@ -800,6 +800,15 @@ TEST(SamplerTest, WarmChunkedSamplerDoesNotAllocate) {
       EXPECT_EQ(CountedCallMatchesFree(sampler, t, 5, chunk, what + " 5 rows"),
                 0)
           << what << " 5 rows";
+      // The penalised rows' context grows eightfold, as over a response.
+      const size_t base = context.size();
+      for (int64_t i = 0; i < 300; ++i)
+        context.push_back((i * 37 + 11) % vocab);
+      EXPECT_EQ(
+          CountedCallMatchesFree(sampler, t, rows, chunk, what + " long ctx"),
+          0)
+          << what << " longer context";
+      context.resize(base);
     }
   }
   at::set_num_threads(saved_threads);
