@@ -23,6 +23,8 @@ namespace {
 // Vocabulary chunk of the softmax statistics: the draw and the greedy
 // search touch one chunk of logits after the single vectorised pass.
 constexpr int64_t kChunk = kSamplerSubChunk;
+// Tokens the repetition penalty copies to the stack at a time (16 KiB).
+constexpr int64_t kPenaltyGroup = 16 * kChunk;
 
 double UnitFromBits(uint64_t bits) {
   return static_cast<double>(bits >> 11) * 0x1.0p-53;
@@ -264,43 +266,32 @@ class RowSampler {
     pruned_size_ = peak_ = final_ = prunes_ = 0;
   }
 
-  // Logits of tokens [v0, v0 + n) (v0 a multiple of 256). A 256-token
-  // sub-chunk that holds penalised tokens is penalised in a copy on the
-  // stack (each value from the original logit), so the caller's logits
-  // stay as they are and nothing is allocated.
+  // Logits of tokens [v0, v0 + n) (v0 a multiple of 256). Penalised
+  // tokens are penalised in a copy on the stack, up to 4096 tokens at a
+  // time (each value from the original logit), so the caller's logits stay
+  // as they are and nothing is allocated.
   void Consume(const float* seg, int64_t v0, int64_t n) {
     CHECK_EQ(v0 % kChunk, 0);
-    const int64_t c0 = v0 / kChunk;
     if (!AnyPenalized(v0, v0 + n)) {
-      // No penalised token here: one vectorised pass over the segment.
-      Kernels().chunk_softmax_stats(seg, n, kChunk, inv_t_, &chunk_max_[c0],
-                                    &chunk_sum_[c0]);
-      for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
-        Step(c0 + i0 / kChunk, seg + i0, std::min(kChunk, n - i0));
-      }
+      Absorb(seg, v0, n);
       return;
     }
-    // The statistics are per sub-chunk, so computing them sub-chunk by
-    // sub-chunk gives the same values.
     const float pen = static_cast<float>(p_->repetition_penalty);
-    float copy[kChunk];
-    for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
-      const int64_t c = c0 + i0 / kChunk, len = std::min(kChunk, n - i0);
-      const float* sub = seg + i0;
-      const int64_t t0 = v0 + i0;
+    float copy[kPenaltyGroup];
+    for (int64_t g0 = 0; g0 < n; g0 += kPenaltyGroup) {
+      const int64_t len = std::min(kPenaltyGroup, n - g0), t0 = v0 + g0;
+      const float* x = seg + g0;
       if (AnyPenalized(t0, t0 + len)) {
-        std::copy(sub, sub + len, copy);
+        std::copy(x, x + len, copy);
         for (int64_t w = t0 / 64; w * 64 < t0 + len; ++w) {
           for (uint64_t bits = penalized_[w]; bits != 0; bits &= bits - 1) {
             const int64_t i = w * 64 + __builtin_ctzll(bits) - t0;
-            copy[i] = Penalize(sub[i], pen);
+            copy[i] = Penalize(x[i], pen);
           }
         }
-        sub = copy;
+        x = copy;
       }
-      Kernels().chunk_softmax_stats(sub, len, kChunk, inv_t_, &chunk_max_[c],
-                                    &chunk_sum_[c]);
-      Step(c, sub, len);
+      Absorb(x, t0, len);
     }
   }
 
@@ -464,6 +455,18 @@ class RowSampler {
 
  private:
   enum class Mode { kGreedy, kTopK, kNucleus, kUnfiltered };
+
+  // Tokens [v0, v0 + n) with any penalty applied: the statistics in one
+  // vectorised pass (per 256-token sub-chunk, so any split gives the same
+  // values), then each sub-chunk's mode step.
+  void Absorb(const float* x, int64_t v0, int64_t n) {
+    const int64_t c0 = v0 / kChunk;
+    Kernels().chunk_softmax_stats(x, n, kChunk, inv_t_, &chunk_max_[c0],
+                                  &chunk_sum_[c0]);
+    for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+      Step(c0 + i0 / kChunk, x + i0, std::min(kChunk, n - i0));
+    }
+  }
 
   // Whether a token of [t0, t1) (t0 a multiple of 64) is penalised.
   bool AnyPenalized(int64_t t0, int64_t t1) const {
