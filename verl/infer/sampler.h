@@ -23,25 +23,25 @@
 // give the same tokens and log-probs for the same logits.
 //
 // Workspace (ChunkedSampler): the per-row sampling state (softmax
-// statistics, kept chunk, candidate buffers, sorted penalised tokens), the
+// statistics, kept chunk, candidate buffers, penalised-token bitmap), the
 // logits chunk buffer and the results live in a ChunkedSampler the caller
 // keeps across decode steps. Every buffer keeps its capacity, so after a
-// warm-up call, a call with as many or fewer rows whose modes, contexts and
-// candidate counts need no more room than before does no heap allocation
-// (the repetition penalty works on a 256-token stack copy; `fill` is an
-// absl::FunctionRef; the row loops hold no scratch of their own, so this
-// holds for any number of threads). Bounded on purpose: a top-k or top-p
-// candidate buffer whose capacity grew past the retained size
-// (kSamplerRetainedCandidates by default) is freed after its row's draw. A
-// workspace thus keeps at most about retained * 44 bytes of candidates a
-// row (28 for top-p's buffers, 16 for top-k's: 2.75 MiB at the default),
-// and rows past it allocate on every call: a flat top-p row (a
-// random-weight model's keeps most of a 152k vocabulary) does; peaked rows
-// (trained models) stay far below. A penalised row marks its context's
-// tokens in a bitmap over the vocabulary (V / 8 bytes), so contexts that
-// grow from step to step need no new room.
-// The free functions SampleTokens / SampleTokensChunked run a fresh
-// workspace per call that retains nothing (buffers freed after each draw).
+// warm-up call, a call with as many or fewer rows whose candidate counts
+// need no more room than before does no heap allocation. The repetition
+// penalty marks the context in a bitmap over the vocabulary (V / 8 bytes a
+// penalised row, however long the context) and penalises a stack copy of
+// <= 4096 tokens at a time; `fill` is an absl::FunctionRef; the row loops
+// hold no scratch of their own, so this holds for any number of threads
+// and for contexts that grow from step to step. Bounded on purpose: a
+// top-k or top-p candidate buffer whose capacity grew past the retained
+// size (kSamplerRetainedCandidates by default) is freed after its row's
+// draw. A workspace thus keeps at most about retained * 44 bytes of
+// candidates a row (28 for top-p's buffers, 16 for top-k's: 2.75 MiB at
+// the default), and rows past it allocate on every call: a flat top-p row
+// (a random-weight model's keeps most of a 152k vocabulary) does; peaked
+// rows (trained models) stay far below. The free functions SampleTokens /
+// SampleTokensChunked run a fresh workspace per call that retains nothing
+// (candidate buffers freed after each draw).
 //
 // Returns the token and its log-probability under the temperature-scaled
 // (unfiltered) distribution, which is what verl compares against as
