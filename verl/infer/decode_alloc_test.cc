@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "verl/core/heap_counter.h"
+#include "verl/infer/engine.h"
 #include "verl/infer/fused_forward.h"
 #include "verl/infer/kv_cache.h"
 #include "verl/infer/paged_attention.h"
@@ -83,6 +84,50 @@ void ExpectForwardDoesNotAllocate(const std::string& preset) {
 TEST(DecodeAllocTest, FusedForwardAndPagedAttentionDoNotAllocate) {
   ExpectForwardDoesNotAllocate("tiny-qwen2");  // q/k/v biases
   ExpectForwardDoesNotAllocate("tiny-qwen3");  // q/k-norm
+}
+
+// LLMEngine::Step on the fused fp32 path with the chunked LM head: 6
+// sequences (greedy, top-k, top-k + top-p, top-p, unfiltered with a
+// repetition penalty; one request forked into 2 samples) decoding across
+// block boundaries. Once every sequence decodes (prefill, forks and the
+// first steps done) no step allocates until the first one finishes.
+TEST(DecodeAllocTest, EngineDecodeStepsDoNotAllocate) {
+  EngineOptions opt;
+  opt.num_kv_blocks = 64;
+  opt.block_size = 8;
+  opt.num_threads = 1;
+  auto engine = LLMEngine::Create(Model("tiny-qwen2"), opt);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::vector<SamplingParams> params(5);
+  params[0].temperature = 0;
+  params[1].top_k = 5;
+  params[2].top_k = 20;
+  params[2].top_p = 0.8;
+  params[3].top_p = 0.9;
+  params[3].n = 2;
+  params[4].repetition_penalty = 1.3;
+  for (size_t i = 0; i < params.size(); ++i) {
+    params[i].max_tokens = 30;
+    params[i].ignore_eos = true;
+    params[i].seed = i;
+    ASSERT_TRUE(
+        (*engine)
+            ->AddRequest({1, 2, 3, 4, 5 + static_cast<int64_t>(i)}, params[i])
+            .ok());
+  }
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_TRUE((*engine)->Step().empty());
+  }
+  ASSERT_GT((*engine)->stats().chunked_head_steps, 0);
+  int steps = 0;
+  while (true) {
+    HeapCounter counter;
+    const bool finished = !(*engine)->Step().empty();
+    if (finished) break;
+    EXPECT_EQ(counter.allocations(), 0) << "decode step " << steps;
+    ++steps;
+  }
+  EXPECT_EQ(steps, 30 - 4);  // crosses the blocks at 8, 16, 24 and 32
 }
 
 }  // namespace

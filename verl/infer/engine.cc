@@ -17,6 +17,7 @@
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "verl/core/status.h"
 #include "verl/infer/mla_paged_attention.h"
 #include "verl/infer/tensor_parallel.h"
@@ -613,8 +614,7 @@ std::vector<RequestOutput> LLMEngine::Step() {
     ++r;
   }
   if (!targets_.empty()) {
-    const std::vector<SampledToken>* sampled = nullptr;
-    std::vector<SampledToken> full_sampled;
+    absl::Span<const SampledToken> sampled;
     if (head_vocab > 0) {
       // LM head in vocabulary chunks feeding the sampler, over the same
       // hidden rows as the full path (one per sampled parent; a GEMM's
@@ -622,7 +622,7 @@ std::vector<RequestOutput> LLMEngine::Step() {
       c10::InferenceMode guard;
       const bool forked = static_cast<int64_t>(targets_.size()) != head_x.rows;
       double head_s = 0;
-      sampled_ = SampleTokensChunked(
+      sampled = sampler_.Sample(
           head_vocab,
           [&](int64_t v0, int64_t v1, float* out) {
             const auto c0 = Clock::now();
@@ -640,7 +640,6 @@ std::vector<RequestOutput> LLMEngine::Step() {
             head_s += SecondsSince(c0);
           },
           rows_);
-      sampled = &sampled_;
       ++stats_.chunked_head_steps;
       stats_.logits_s += head_s;
       stats_.sample_s -= head_s;
@@ -650,12 +649,13 @@ std::vector<RequestOutput> LLMEngine::Step() {
         sample_logits =
             logits.index_select(0, at::tensor(logit_row_, at::kLong));
       }
-      full_sampled = SampleTokens(sample_logits, rows_);
-      sampled = &full_sampled;
+      sample_logits = sample_logits.to(at::kFloat).contiguous();
+      sampled = sampler_.SampleLogits(sample_logits.data_ptr<float>(),
+                                      sample_logits.size(1), rows_);
     }
     for (size_t i = 0; i < targets_.size(); ++i) {
       SeqState& s = *targets_[i];
-      const SampledToken& tok = (*sampled)[i];
+      const SampledToken& tok = sampled[i];
       RequestState& req = requests_.at(s.seq.request_id);
       if (token_callback_) {
         token_callback_(req.id, s.seq.sample_index, tok.token, tok.logprob);

@@ -289,7 +289,7 @@ class LLMEngine {
   std::vector<SeqState*> targets_;
   std::vector<SampleRow> rows_;
   std::vector<float> head_rows_, parent_logits_;
-  std::vector<SampledToken> sampled_;
+  ChunkedSampler sampler_;
   std::unordered_map<int64_t, std::unique_ptr<SeqState>> seqs_;
   std::unordered_map<int64_t, RequestState> requests_;
   int64_t next_request_id_ = 0;
