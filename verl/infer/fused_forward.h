@@ -9,7 +9,10 @@
 //    HF names are untouched;
 //  - the residual adds are folded into the o_proj / down_proj GEMMs (C += AB);
 //  - RMSNorm, q/k-norm + RoPE (table lookup) and SwiGLU are single-pass fp32
-//    kernels writing into buffers reused from step to step.
+//    kernels writing into buffers reused from step to step;
+//  - everything works on raw rows (RowsView), not tensor views (each
+//    narrow/view allocates a TensorImpl), and attends through
+//    PagedAttention::AttendRows: a warm decode step allocates nothing.
 // The copies follow the parameters by themselves: every Forward() compares
 // each source parameter's version counter and storage with the ones it
 // copied, and re-copies what changed (UpdateWeights, LoRA merges, optimizer
