@@ -60,10 +60,18 @@ int64_t HeapCounter::allocations() const { return g_allocations.load(); }
 
 int64_t HeapCounter::bytes() const { return g_bytes.load(); }
 
+#if defined(__SANITIZE_ADDRESS__)
+bool HeapCounter::Available() { return false; }
+#else
+bool HeapCounter::Available() { return true; }
+#endif
+
 }  // namespace verl::core::testing
 
 // The interposed entry points: this executable's definitions take
-// precedence over libc's for every library in the process.
+// precedence over libc's for every library in the process. Not under
+// AddressSanitizer, whose runtime replaces them itself.
+#if !defined(__SANITIZE_ADDRESS__)
 using verl::core::testing::Count;
 
 extern "C" {
@@ -115,3 +123,4 @@ void* pvalloc(size_t size) {
 }
 
 }  // extern "C"
+#endif  // !__SANITIZE_ADDRESS__

@@ -24,6 +24,10 @@ class HeapCounter {
   HeapCounter(const HeapCounter&) = delete;
   HeapCounter& operator=(const HeapCounter&) = delete;
 
+  // False in builds whose sanitizer owns malloc (--config=asan): nothing is
+  // interposed there and the counts stay 0, so tests skip.
+  static bool Available();
+
   // Allocations so far (realloc counts as one) and their requested bytes.
   int64_t allocations() const;
   int64_t bytes() const;

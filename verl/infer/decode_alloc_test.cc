@@ -82,6 +82,10 @@ void ExpectForwardDoesNotAllocate(const std::string& preset) {
 }
 
 TEST(DecodeAllocTest, FusedForwardAndPagedAttentionDoNotAllocate) {
+  if (!core::testing::HeapCounter::Available()) {
+    GTEST_SKIP() << "no allocation counting under this sanitizer";
+  }
+
   ExpectForwardDoesNotAllocate("tiny-qwen2");  // q/k/v biases
   ExpectForwardDoesNotAllocate("tiny-qwen3");  // q/k-norm
 }
@@ -92,6 +96,10 @@ TEST(DecodeAllocTest, FusedForwardAndPagedAttentionDoNotAllocate) {
 // block boundaries. Once every sequence decodes (prefill, forks and the
 // first steps done) no step allocates until the first one finishes.
 TEST(DecodeAllocTest, EngineDecodeStepsDoNotAllocate) {
+  if (!core::testing::HeapCounter::Available()) {
+    GTEST_SKIP() << "no allocation counting under this sanitizer";
+  }
+
   EngineOptions opt;
   opt.num_kv_blocks = 64;
   opt.block_size = 8;

@@ -750,6 +750,10 @@ int64_t CountedCallMatchesFree(ChunkedSampler& sampler, TwinRows& t,
 // batch after a larger one and for a context grown eightfold; every call
 // gives the free functions' tokens and log-probs bit for bit.
 TEST(SamplerTest, WarmChunkedSamplerDoesNotAllocate) {
+  if (!core::testing::HeapCounter::Available()) {
+    GTEST_SKIP() << "no allocation counting under this sanitizer";
+  }
+
   at::manual_seed(43);
   const int64_t vocab = 5000;
   std::vector<SamplingParams> modes(8);
@@ -820,6 +824,10 @@ TEST(SamplerTest, WarmChunkedSamplerDoesNotAllocate) {
 // peaked one at the same vocabulary stays below kSamplerRetainedCandidates
 // and does not, unless the workspace retains none.
 TEST(SamplerTest, ChunkedSamplerFreesCandidateBuffersPastTheCap) {
+  if (!core::testing::HeapCounter::Available()) {
+    GTEST_SKIP() << "no allocation counting under this sanitizer";
+  }
+
   at::manual_seed(47);
   const int64_t vocab = 151936;
   std::vector<SamplingParams> params(1);
