@@ -349,17 +349,8 @@ LLMEngine::SeqState* LLMEngine::NewSequence(RequestState& req,
   state->seq.seq_id = next_seq_id_++;
   state->seq.request_id = req.id;
   state->seq.sample_index = static_cast<int>(sample_index);
-  // Room for every token the sequence may reach, so that decode steps
-  // append without allocating.
-  const int64_t len = static_cast<int64_t>(req.prompt.size());
-  const int64_t blocks =
-      (len + req.max_tokens + options_.block_size - 1) / options_.block_size;
-  state->seq.tokens.reserve(len + req.max_tokens);
   state->seq.tokens = req.prompt;
-  state->seq.block_table.reserve(blocks);
-  state->seq.block_hashes.reserve(blocks);
-  state->logprobs.reserve(req.max_tokens);
-  state->seq.prompt_len = len;
+  state->seq.prompt_len = static_cast<int64_t>(req.prompt.size());
   state->seq.cache_keys = req.cache_keys;
   state->rng = MakeSequenceRng(req.seed, sample_index);
   SeqState* raw = state.get();
@@ -378,6 +369,19 @@ void LLMEngine::AbortRequest(int64_t request_id) {
 
 bool LLMEngine::AppendToken(SeqState& s, const RequestState& req, int64_t token,
                             float logprob) {
+  if (s.seq.num_output_tokens() == 0) {
+    // Its first token: room for every token it may reach, so that decode
+    // steps append without allocating. Reserved here, not at AddRequest,
+    // so only sequences that run hold it (at most max_num_seqs of them,
+    // plus preempted ones), not a server's whole queue.
+    const int64_t len = s.seq.prompt_len + req.max_tokens;
+    const int64_t blocks =
+        (len + options_.block_size - 1) / options_.block_size;
+    s.seq.tokens.reserve(len);
+    s.seq.block_table.reserve(blocks);
+    s.seq.block_hashes.reserve(blocks);
+    s.logprobs.reserve(req.max_tokens);
+  }
   s.seq.tokens.push_back(token);
   s.logprobs.push_back(logprob);
   const SamplingParams& p = req.params;
