@@ -544,11 +544,11 @@ at::Tensor FusedForward::Logits(const at::Tensor& hidden) {
     stats_.gemm_flops += 2.0 * x.size(0) * x.size(1) * (e - b);
     return GatherVocabShards(local, *tp_);
   }
-  const at::Tensor* w = PlainHeadWeight();
   const at::Tensor x = hidden.contiguous();
-  if (w != nullptr && x.scalar_type() == at::kFloat) {
-    logits = at::empty({x.size(0), w->size(0)}, at::kFloat);
-    HeadChunk(ViewOf(x), 0, w->size(0), logits.data_ptr<float>());
+  const int64_t vocab = HeadVocab();
+  if (vocab > 0 && x.scalar_type() == at::kFloat) {
+    logits = at::empty({x.size(0), vocab}, at::kFloat);
+    HeadChunk(ViewOf(x), 0, vocab, logits.data_ptr<float>());
     return logits;  // (timed by HeadChunk)
   }
   logits = model_->Logits(hidden);
@@ -569,16 +569,19 @@ int64_t FusedForward::HeadVocab() {
 
 void FusedForward::HeadChunk(RowsView x, int64_t v0, int64_t v1, float* out) {
   const auto t0 = Clock::now();
-  const at::Tensor* w = PlainHeadWeight();
-  CHECK(w != nullptr && tp_ == nullptr) << "HeadChunk without a plain head";
+  // The head HeadVocab() synced: the model's [V, H] weight and its packed
+  // copy.
+  CHECK(!lm_head_.sources.empty() && tp_ == nullptr)
+      << "HeadChunk without a plain head (call HeadVocab first)";
+  const at::Tensor& w = lm_head_.sources[0];
+  CHECK_EQ(w.size(1), x.cols);
   const int64_t n = v1 - v0;
   const RowsView o{out, x.rows, n, n};
   // The weight-streaming kernel at <= 8 rows, else the panel GEMM over the
   // chunk's panels (a value depends on neither the chunk nor the rows).
-  if (!SmallGemm(o, x, w->data_ptr<float>() + v0 * x.cols, x.cols, n, nullptr,
+  if (!SmallGemm(o, x, w.data_ptr<float>() + v0 * x.cols, x.cols, n, nullptr,
                  false)) {
     CHECK_EQ(v0 % kGemmPanel, 0);
-    CHECK(SyncHead());
     PanelGemm(o, x, lm_head_.value.data_ptr<float>() + v0 * lm_head_.k, n,
               nullptr, false, xpack_);
   }

@@ -93,11 +93,12 @@ class FusedForward {
   // logits at once (SampleTokensChunked). HeadVocab(): the head's rows when
   // Logits takes the fused plain-head path, else 0 (not fp32, a biased or
   // active-LoRA head, tensor parallelism); it also re-packs a changed head.
-  // HeadChunk (HeadVocab() > 0): x's logits of tokens [v0, v1) into out
-  // ([x.rows, v1 - v0] row-major; v0 a multiple of kGemmPanel), each value
-  // bit-equal to Logits' (the same kernel per element: the
-  // weight-streaming kernel at <= 8 rows, the panel GEMM over the packed
-  // head above). No allocation once x.rows was seen before.
+  // HeadChunk (after HeadVocab() > 0, with no weight change since): x's
+  // logits of tokens [v0, v1) into out ([x.rows, v1 - v0] row-major; v0 a
+  // multiple of kGemmPanel), each value bit-equal to Logits' (the same
+  // kernel per element: the weight-streaming kernel at <= 8 rows, the panel
+  // GEMM over the packed head above). No allocation once x.rows was seen
+  // before.
   int64_t HeadVocab();
   void HeadChunk(RowsView x, int64_t v0, int64_t v1, float* out);
 

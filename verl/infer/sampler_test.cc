@@ -533,11 +533,9 @@ TEST(SamplerTest, ChunkedNucleusGivesTheFullLogitsTokens) {
   }
 }
 
-// (d) A batch mixing greedy, top-k, top-k + top-p, top-p and unfiltered
-// rows under a repetition penalty: chunked and full logits agree row by
-// row, at vocabularies that end mid-chunk too.
-TEST(SamplerTest, ChunkedMixedBatchWithPenaltyGivesTheFullLogitsTokens) {
-  at::manual_seed(17);
+// One row of each mode: greedy, top-k, top-k + top-p, top-p, unfiltered,
+// and top-p at a low temperature.
+std::vector<SamplingParams> MixedModes() {
   std::vector<SamplingParams> params(6);
   params[0].do_sample = false;
   params[1].top_k = 50;
@@ -548,6 +546,15 @@ TEST(SamplerTest, ChunkedMixedBatchWithPenaltyGivesTheFullLogitsTokens) {
   params[4].temperature = 1.1;
   params[5].top_p = 0.5;
   params[5].temperature = 0.7;
+  return params;
+}
+
+// (d) A batch mixing greedy, top-k, top-k + top-p, top-p and unfiltered
+// rows under a repetition penalty: chunked and full logits agree row by
+// row, at vocabularies that end mid-chunk too.
+TEST(SamplerTest, ChunkedMixedBatchWithPenaltyGivesTheFullLogitsTokens) {
+  at::manual_seed(17);
+  std::vector<SamplingParams> params = MixedModes();
   for (SamplingParams& p : params) p.repetition_penalty = 1.3;
   for (int64_t vocab : {151936, 1000, 300}) {
     const int64_t rows = static_cast<int64_t>(params.size());
@@ -756,21 +763,13 @@ TEST(SamplerTest, WarmChunkedSamplerDoesNotAllocate) {
 
   at::manual_seed(43);
   const int64_t vocab = 5000;
-  std::vector<SamplingParams> modes(8);
-  modes[0].do_sample = false;
-  modes[1].top_k = 50;
-  modes[1].temperature = 0.8;
-  modes[2].top_k = 100;
-  modes[2].top_p = 0.7;
-  modes[3].top_p = 0.9;
-  modes[4].temperature = 1.1;
-  modes[5].top_k = 40;
+  // Every mode, and three rows under a repetition penalty.
+  std::vector<SamplingParams> modes = MixedModes();
   modes[5].repetition_penalty = 1.3;
-  modes[6].do_sample = false;
-  modes[6].repetition_penalty = 1.3;
-  modes[7].top_p = 0.5;
-  modes[7].temperature = 0.7;
-  modes[7].repetition_penalty = 1.3;
+  modes.emplace_back().top_k = 40;
+  modes.back().repetition_penalty = 1.3;
+  modes.emplace_back().do_sample = false;
+  modes.back().repetition_penalty = 1.3;
   std::vector<SamplingParams> params;
   for (int i = 0; i < 2; ++i)
     params.insert(params.end(), modes.begin(), modes.end());
