@@ -70,6 +70,24 @@ absl::StatusOr<VlmCheckpoint> LoadVlmCheckpoint(const std::string& dir) {
   return out;
 }
 
+absl::Status SaveVlmProcessingFiles(const std::string& dir,
+                                    const ImageProcessorConfig& processor,
+                                    const Tokenizer* tokenizer) {
+  VERL_RETURN_IF_ERROR(core::MakeDirs(dir));
+  VERL_RETURN_IF_ERROR(core::WriteFileAtomic(
+      Join(dir, kProcessorFile),
+      ImageProcessorConfigToJson(processor).dump(2) + "\n"));
+  if (tokenizer == nullptr) return absl::OkStatus();
+  VERL_RETURN_IF_ERROR(tokenizer->SaveToDirectory(dir));
+  const auto& templates = tokenizer->chat_templates();
+  if (auto it = templates.find("default"); it != templates.end()) {
+    VERL_RETURN_IF_ERROR(core::WriteFileAtomic(
+        Join(dir, kChatTemplateFile),
+        nlohmann::json{{"chat_template", it->second}}.dump(2) + "\n"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SaveVlmCheckpoint(const std::string& dir,
                                const Qwen2VLForConditionalGeneration& model,
                                const ImageProcessorConfig& processor,
@@ -84,18 +102,8 @@ absl::Status SaveVlmCheckpoint(const std::string& dir,
   VERL_RETURN_IF_ERROR(core::MakeDirs(dir));
   VERL_RETURN_IF_ERROR(
       ckpt::SaveSafetensorsFolder(dir, tensors, options.max_shard_size));
-  VERL_RETURN_IF_ERROR(core::WriteFileAtomic(
-      Join(dir, kProcessorFile),
-      ImageProcessorConfigToJson(processor).dump(2) + "\n"));
-  if (options.tokenizer != nullptr) {
-    VERL_RETURN_IF_ERROR(options.tokenizer->SaveToDirectory(dir));
-    const auto& templates = options.tokenizer->chat_templates();
-    if (auto it = templates.find("default"); it != templates.end()) {
-      VERL_RETURN_IF_ERROR(core::WriteFileAtomic(
-          Join(dir, kChatTemplateFile),
-          nlohmann::json{{"chat_template", it->second}}.dump(2) + "\n"));
-    }
-  }
+  VERL_RETURN_IF_ERROR(
+      SaveVlmProcessingFiles(dir, processor, options.tokenizer));
   // config.json last: a folder with a config has all its weights.
   return core::WriteFileAtomic(Join(dir, kConfigFile), config.dump(2) + "\n");
 }

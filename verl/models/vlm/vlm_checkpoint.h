@@ -52,6 +52,14 @@ struct VlmSaveOptions {
   const Tokenizer* tokenizer = nullptr;
 };
 
+// The processing class beside a model's weights, as verl's checkpoint
+// manager writes it (processor.save_pretrained): preprocessor_config.json,
+// and with a tokenizer tokenizer.json, tokenizer_config.json and the
+// processor's chat_template.json (the tokenizer's default template).
+absl::Status SaveVlmProcessingFiles(const std::string& dir,
+                                    const ImageProcessorConfig& processor,
+                                    const Tokenizer* tokenizer);
+
 // Writes config.json (on top of `config_json`), preprocessor_config.json,
 // the tokenizer files (options.tokenizer) and the weights into `dir` (created
 // if needed; files replaced atomically one by one).

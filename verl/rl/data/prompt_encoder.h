@@ -73,6 +73,8 @@ class PromptEncoder {
       const std::vector<nlohmann::json>& rows,
       const std::vector<std::string>& uids) const;
 
+  const PromptEncoderOptions& options() const { return options_; }
+
  private:
   // The chat template over the row's messages as they are, tokenized.
   absl::StatusOr<std::vector<int64_t>> EncodeText(

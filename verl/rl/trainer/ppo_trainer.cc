@@ -16,6 +16,8 @@
 #include "verl/models/lora.h"
 #include "verl/models/megatron/megatron_weights.h"
 #include "verl/models/vlm/qwen2_vl.h"
+#include "verl/models/vlm/vlm_checkpoint.h"
+#include "verl/models/vlm/vlm_config.h"
 #include "verl/rl/algos/advantage.h"
 #include "verl/rl/algos/pf_ppo.h"
 #include "verl/rl/trainer/config/config.h"
@@ -407,13 +409,6 @@ absl::Status PpoTrainer::CheckVisionLanguageRoles() {
   if (config_.reward_model().enable()) return refuse("reward_model.enable");
   if (actor_cfg().policy_loss().loss_mode() == "flowrl")
     return refuse("actor_rollout_ref.actor.policy_loss.loss_mode=flowrl");
-  for (const std::string& c : actor_cfg().checkpoint().save_contents()) {
-    if (c == "hf_model") {
-      return refuse(
-          "actor_rollout_ref.actor.checkpoint.save_contents=hf_model (the "
-          "HF folder of a Qwen2.5-VL actor is not written yet)");
-    }
-  }
   return absl::OkStatus();
 }
 
@@ -605,6 +600,16 @@ std::vector<CheckpointRole> PpoTrainer::CheckpointRoles() {
   std::vector<CheckpointRole> roles = {
       MakeCheckpointRole("actor", actor_->train_state(),
                          actor_->model().config(), actor_cfg().checkpoint())};
+  if (const auto* vlm =
+          dynamic_cast<const models::vlm::Qwen2VLForConditionalGeneration*>(
+              &actor_->model())) {
+    // HF's Qwen2_5_VLForConditionalGeneration config, vision_config included.
+    absl::StatusOr<nlohmann::json> hf =
+        models::vlm::VlmConfigToHfJson(vlm->vlm_config());
+    LOG_IF(WARNING, !hf.ok())
+        << "actor: no config.json in checkpoints: " << hf.status();
+    roles[0].hf_config = hf.ok() ? *hf : nlohmann::json();
+  }
   if (lora_) {
     for (auto& [name, t] : models::LoraNamedParameters(actor_->model())) {
       roles[0].lora_adapter[name] = t.detach();
@@ -642,6 +647,13 @@ absl::StatusOr<int64_t> PpoTrainer::ResumeCheckpoint() {
   TrainerCheckpointOptions options =
       TrainerCheckpointOptionsFromConfig(config_.trainer());
   options.tokenizer = tokenizer_.get();
+  if (const auto& processor = encoder_->options().image_processor) {
+    // A vision-language policy's huggingface/ holds its processor as well.
+    options.write_processing_files = [this, processor](const std::string& dir) {
+      return models::vlm::SaveVlmProcessingFiles(dir, *processor,
+                                                 tokenizer_.get());
+    };
+  }
   checkpointer_ = std::make_unique<TrainerCheckpointer>(options, world_);
   TrainerProgress progress;
   progress.dataloader = train_loader_->state();

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -734,6 +735,8 @@ TEST(PpoTrainerTest, VisionLanguageGrpoWithImagesAndFrozenTower) {
                "data.val_max_samples=4", "data.max_prompt_length=192",
                "actor_rollout_ref.model.path=" + tmp + "/tiny_vl",
                "actor_rollout_ref.actor.freeze_vision_tower=true",
+               "actor_rollout_ref.actor.checkpoint.save_contents=[model,"
+               "optimizer,extra,hf_model]",
                "trainer.save_freq=2", "trainer.default_local_dir=" + ckpt}));
   ASSERT_TRUE(config.ok()) << config.status();
   ASSERT_TRUE(ValidatePpoTrainerConfig(*config).ok());
@@ -769,6 +772,26 @@ TEST(PpoTrainerTest, VisionLanguageGrpoWithImagesAndFrozenTower) {
   }
   EXPECT_GT(vision, 40);
   EXPECT_GT(changed_text, 10);
+
+  // hf_model: huggingface/ is a Qwen2.5-VL folder (config with
+  // vision_config, the processor's files) that loads back with the saved
+  // weights and the policy's chat template.
+  const std::string hf = ckpt + "/global_step_2/actor/huggingface";
+  auto reloaded = models::vlm::LoadVlmCheckpoint(hf);
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status();
+  EXPECT_EQ(reloaded->config_json.value("model_type", ""), "qwen2_5_vl");
+  EXPECT_TRUE(reloaded->config_json.contains("vision_config"));
+  int compared = 0;
+  for (const auto& item : reloaded->model->named_parameters()) {
+    ASSERT_TRUE(saved->count(item.key())) << item.key();
+    EXPECT_TRUE(item.value().equal(saved->at(item.key()))) << item.key();
+    ++compared;
+  }
+  EXPECT_EQ(compared, static_cast<int>(saved->size()));
+  EXPECT_TRUE(std::filesystem::exists(hf + "/preprocessor_config.json"));
+  ASSERT_TRUE(reloaded->tokenizer.has_value());
+  EXPECT_EQ(reloaded->tokenizer->chat_templates().at("default"),
+            tok.chat_templates().at("default"));
 
   // What a vision-language policy cannot do yet is refused with the key.
   config->mutable_algorithm()->set_adv_estimator("gae");

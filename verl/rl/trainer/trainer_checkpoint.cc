@@ -67,16 +67,23 @@ ckpt::OptimizerGroup OptimizerGroupOf(const TrainStateShard& shard) {
 // The scratch folder of TokenizerFiles: "<prefix><host>-<pid>".
 constexpr char kTokenizerTmpPrefix[] = ".tokenizer.tmp-";
 
-// The tokenizer's files, written once into a scratch folder beside the
-// checkpoints (not named global_step_*, so BeginSave leaves it alone);
-// removed when done, or at the next start if the process was killed.
+// The processing class's files (the tokenizer's, or what `write` writes),
+// written once into a scratch folder beside the checkpoints (not named
+// global_step_*, so BeginSave leaves it alone); removed when done, or at the
+// next start if the process was killed.
 class TokenizerFiles {
  public:
-  TokenizerFiles(const models::Tokenizer* tokenizer, const std::string& root)
+  TokenizerFiles(const TrainerCheckpointOptions& options,
+                 const std::string& root)
       : dir_(absl::StrCat(root, "/",
                           core::ProcessTempName(kTokenizerTmpPrefix))) {
-    if (!tokenizer) return;
-    status_ = tokenizer->SaveToDirectory(dir_);
+    if (options.write_processing_files) {
+      status_ = options.write_processing_files(dir_);
+    } else if (options.tokenizer != nullptr) {
+      status_ = options.tokenizer->SaveToDirectory(dir_);
+    } else {
+      return;
+    }
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir_, ec)) {
       files_.push_back(e.path().string());
@@ -253,8 +260,8 @@ absl::Status TrainerCheckpointer::Save(int64_t step,
   }
   std::unique_ptr<TokenizerFiles> tokenizer;
   if (rank == 0) {
-    tokenizer = std::make_unique<TokenizerFiles>(options_.tokenizer,
-                                                 options_.default_local_dir);
+    tokenizer =
+        std::make_unique<TokenizerFiles>(options_, options_.default_local_dir);
     local = tokenizer->status();
     for (auto& [name, save] : saves) save.meta.hf_files = tokenizer->files();
   }

@@ -30,6 +30,7 @@
 #define VERL_RL_TRAINER_TRAINER_CHECKPOINT_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -82,6 +83,11 @@ struct TrainerCheckpointOptions {
   std::map<std::string, int> max_ckpt_to_keep;  // role -> count (<= 0: all)
   // Tokenizer whose files go into every role's huggingface/ (null: none).
   const models::Tokenizer* tokenizer = nullptr;
+  // Writes the whole processing class into a folder instead (a
+  // vision-language policy: the tokenizer plus preprocessor_config.json and
+  // chat_template.json, verl's processor.save_pretrained); unset: the
+  // tokenizer's files.
+  std::function<absl::Status(const std::string& dir)> write_processing_files;
 };
 
 // trainer.* -> options (max_actor/critic_ckpt_to_keep; the deprecated
