@@ -253,6 +253,11 @@ absl::Status PpoTrainer::InitRoles() {
       VERL_RETURN_IF_ERROR(models::ApplyLora(
           *policy.model, LoraConfigFromSettings(model_settings), seed_));
     }
+    if (actor_cfg().freeze_vision_tower()) {
+      // verl freezes `visual` on the PEFT model: the tower's adapters too.
+      static_cast<models::vlm::Qwen2VLForConditionalGeneration&>(*policy.model)
+          .FreezeVisionTower();
+    }
   }
   if (NeedReferencePolicy(config_)) {
     ActorOptions ref_options = RefOptionsFromActor(ao, ref_par_);
@@ -404,8 +409,6 @@ absl::Status PpoTrainer::CheckVisionLanguageRoles() {
     return refuse("ulysses_sequence_parallel_size > 1");
   if (NeedCritic(config_))
     return refuse("a critic (algorithm.adv_estimator=gae)");
-  if (arr.model().lora_rank() > 0)
-    return refuse("actor_rollout_ref.model.lora_rank > 0");
   if (config_.reward_model().enable()) return refuse("reward_model.enable");
   if (actor_cfg().policy_loss().loss_mode() == "flowrl")
     return refuse("actor_rollout_ref.actor.policy_loss.loss_mode=flowrl");

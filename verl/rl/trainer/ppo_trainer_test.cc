@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "verl/ckpt/checkpoint_pt.h"
+#include "verl/ckpt/safetensors.h"
 #include "verl/core/test_util.h"
 #include "verl/models/decoder.h"
 #include "verl/models/hf_checkpoint.h"
@@ -691,6 +692,74 @@ TEST(PpoTrainerTest, LoraActorTrainsWithTheBaseAsReference) {
   auto bad = RunPpo(config, nullptr);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("no_such_module"), std::string::npos);
+}
+
+// LoRA on a vision-language policy (verl's lora_rank with Qwen2.5-VL):
+// "all-linear" puts adapters on the language model's and the vision tower's
+// Linear layers (PEFT's rule: every Linear but the output head), the engine
+// samples from the merged weights, the base is the reference.
+TEST(PpoTrainerTest, VisionLanguageLoraActor) {
+  const std::string ckpt =
+      std::string(std::getenv("TEST_TMPDIR")) + "/vlm_lora_ckpt";
+  auto config = LoadPpoTrainerConfig(
+      "", testing::WithOverrides(
+              testing::TinyPpoOverrides("grpo", "vlm_lora"),
+              {"data.train_files=[builtin:geo_map/train?rows=16]",
+               "data.val_files=[builtin:geo_map/test?rows=4]",
+               "data.val_max_samples=4", "data.max_prompt_length=192",
+               "actor_rollout_ref.model.preset=tiny-qwen2.5-vl",
+               "actor_rollout_ref.model.lora_rank=4",
+               "actor_rollout_ref.model.lora_alpha=8",
+               "actor_rollout_ref.actor.optim.lr=1e-2", "trainer.save_freq=2",
+               "trainer.default_local_dir=" + ckpt}));
+  ASSERT_TRUE(config.ok()) << config.status();
+  // Rewards that differ within each group (the random policy scores 0 on
+  // geo_map), so GRPO's advantages and the adapters' gradients are non-zero.
+  config->mutable_custom_reward_function()->set_path(
+      "awk '{print \"{\\\"score\\\": \" (NR % 3) \"}\"}'");
+  ASSERT_TRUE(ValidatePpoTrainerConfig(*config).ok());
+  auto run = RunPpo(*config, nullptr);
+  ASSERT_TRUE(run.ok()) << run.status();
+  const auto& m = run->last_step_metrics;
+  EXPECT_GT(m.at("actor/grad_norm"), 0.0);
+  EXPECT_GT(m.at("actor/kl_loss"), 0.0);  // the adapters moved off the base
+  EXPECT_LT(m.at("training/rollout_probs_diff_max"), 1e-3);
+  auto adapter = ckpt::LoadSafetensors(
+      ckpt + "/global_step_2/actor/lora_adapter/adapter_model.safetensors");
+  ASSERT_TRUE(adapter.ok()) << adapter.status();
+  // lora_B starts at zero: non-zero B in both towers means the update
+  // reached the vision adapters through the images as well.
+  for (const char* name :
+       {"base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight",
+        "base_model.model.visual.blocks.0.attn.qkv.lora_B.weight",
+        "base_model.model.visual.merger.mlp.0.lora_B.weight"}) {
+    ASSERT_TRUE(adapter->count(name)) << name;
+    EXPECT_GT(adapter->at(name).abs().max().item<float>(), 0.0f) << name;
+  }
+
+  // freeze_vision_tower freezes the tower's adapters too (verl freezes
+  // `visual` on the PEFT model): their B stays zero, the text's moves.
+  config->mutable_actor_rollout_ref()->mutable_actor()->set_freeze_vision_tower(
+      true);
+  config->mutable_trainer()->set_default_local_dir(ckpt + "_frozen");
+  ASSERT_TRUE(RunPpo(*config, nullptr).ok());
+  auto frozen = ckpt::LoadSafetensors(
+      ckpt +
+      "_frozen/global_step_2/actor/lora_adapter/adapter_model.safetensors");
+  ASSERT_TRUE(frozen.ok()) << frozen.status();
+  int text = 0, visual = 0;
+  for (const auto& [name, t] : *frozen) {
+    if (name.find("lora_B") == std::string::npos) continue;
+    const bool moved = t.abs().max().item<float>() > 0.0f;
+    if (name.find(".visual.") != std::string::npos) {
+      EXPECT_FALSE(moved) << name;
+      ++visual;
+    } else {
+      text += moved;
+    }
+  }
+  EXPECT_GT(visual, 10);
+  EXPECT_GT(text, 10);
 }
 
 // Vision-language GRPO on the built-in geo_map task (map images): the
