@@ -237,9 +237,12 @@ std::shared_ptr<models::CausalLM> CloneModel(const models::CausalLM& src,
   if (const auto* vlm =
           dynamic_cast<const models::vlm::Qwen2VLForConditionalGeneration*>(
               &src)) {
-    CHECK(!value_head) << "value models of vision-language policies";
-    auto model = models::vlm::CreateVlmModel(vlm->vlm_config(), seed);
-    CopyParameters(src, *model, /*skip_heads=*/false);
+    // The critic: the same towers with a value head (verl's
+    // token-classification model of the policy's architecture).
+    models::vlm::VlmConfig config = vlm->vlm_config();
+    config.text.is_value_model = value_head;
+    auto model = models::vlm::CreateVlmModel(config, seed);
+    CopyParameters(src, *model, /*skip_heads=*/value_head);
     return model;
   }
   models::ModelConfig config = src.config();

@@ -64,7 +64,8 @@ absl::StatusOr<LoadedPolicy> LoadPolicy(const models::ModelSettings& m,
 
 // A copy of `src` (same config) with its own parameters; `value_head`
 // replaces the LM head by a fresh value head (the critic). A
-// vision-language `src` gives a vision-language copy (not with value_head).
+// vision-language `src` gives a vision-language copy (its critic with
+// value_head).
 std::shared_ptr<models::CausalLM> CloneModel(const models::CausalLM& src,
                                              bool value_head, uint64_t seed);
 

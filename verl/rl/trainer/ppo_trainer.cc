@@ -407,8 +407,10 @@ absl::Status PpoTrainer::CheckVisionLanguageRoles() {
   }
   if (actor_par_.sp->size() > 1 || ref_par_.sp->size() > 1)
     return refuse("ulysses_sequence_parallel_size > 1");
-  if (NeedCritic(config_))
-    return refuse("a critic (algorithm.adv_estimator=gae)");
+  if (NeedCritic(config_) && config_.critic().strategy() == Strategy::megatron)
+    return refuse("critic.strategy=megatron");
+  if (NeedCritic(config_) && critic_par_.sp->size() > 1)
+    return refuse("critic.ulysses_sequence_parallel_size > 1");
   if (config_.reward_model().enable()) return refuse("reward_model.enable");
   if (actor_cfg().policy_loss().loss_mode() == "flowrl")
     return refuse("actor_rollout_ref.actor.policy_loss.loss_mode=flowrl");
@@ -599,20 +601,29 @@ absl::StatusOr<FitResult> PpoTrainer::Fit() {
   return result;
 }
 
+namespace {
+
+// A vision-language role's huggingface/config.json is HF's
+// Qwen2_5_VLForConditionalGeneration config, vision_config included.
+void SetVisionLanguageHfConfig(const models::CausalLM& model,
+                               CheckpointRole* role) {
+  const auto* vlm =
+      dynamic_cast<const models::vlm::Qwen2VLForConditionalGeneration*>(&model);
+  if (vlm == nullptr) return;
+  absl::StatusOr<nlohmann::json> hf =
+      models::vlm::VlmConfigToHfJson(vlm->vlm_config());
+  LOG_IF(WARNING, !hf.ok())
+      << role->name << ": no config.json in checkpoints: " << hf.status();
+  role->hf_config = hf.ok() ? *hf : nlohmann::json();
+}
+
+}  // namespace
+
 std::vector<CheckpointRole> PpoTrainer::CheckpointRoles() {
   std::vector<CheckpointRole> roles = {
       MakeCheckpointRole("actor", actor_->train_state(),
                          actor_->model().config(), actor_cfg().checkpoint())};
-  if (const auto* vlm =
-          dynamic_cast<const models::vlm::Qwen2VLForConditionalGeneration*>(
-              &actor_->model())) {
-    // HF's Qwen2_5_VLForConditionalGeneration config, vision_config included.
-    absl::StatusOr<nlohmann::json> hf =
-        models::vlm::VlmConfigToHfJson(vlm->vlm_config());
-    LOG_IF(WARNING, !hf.ok())
-        << "actor: no config.json in checkpoints: " << hf.status();
-    roles[0].hf_config = hf.ok() ? *hf : nlohmann::json();
-  }
+  SetVisionLanguageHfConfig(actor_->model(), &roles[0]);
   if (lora_) {
     for (auto& [name, t] : models::LoraNamedParameters(actor_->model())) {
       roles[0].lora_adapter[name] = t.detach();
@@ -634,6 +645,7 @@ std::vector<CheckpointRole> PpoTrainer::CheckpointRoles() {
     roles.push_back(MakeCheckpointRole("critic", critic_->train_state(),
                                        critic_->model().config(),
                                        config_.critic().checkpoint()));
+    SetVisionLanguageHfConfig(critic_->model(), &roles.back());
   }
   return roles;
 }

@@ -18,6 +18,7 @@
 #include "nlohmann/json.hpp"
 #include "verl/ckpt/checkpoint_pt.h"
 #include "verl/ckpt/safetensors.h"
+#include "verl/core/file_util.h"
 #include "verl/core/test_util.h"
 #include "verl/models/decoder.h"
 #include "verl/models/hf_checkpoint.h"
@@ -862,12 +863,34 @@ TEST(PpoTrainerTest, VisionLanguageGrpoWithImagesAndFrozenTower) {
   EXPECT_EQ(reloaded->tokenizer->chat_templates().at("default"),
             tok.chat_templates().at("default"));
 
-  // What a vision-language policy cannot do yet is refused with the key.
+  // PPO with a critic: the value model is the policy's two towers with a
+  // value head, checkpointed with its vision-language config.
   config->mutable_algorithm()->set_adv_estimator("gae");
-  auto critic = RunPpo(*config, nullptr);
-  ASSERT_FALSE(critic.ok());
-  EXPECT_NE(critic.status().message().find("critic"), std::string::npos)
-      << critic.status();
+  config->mutable_trainer()->set_default_local_dir(ckpt + "_gae");
+  auto gae = RunPpo(*config, nullptr);
+  ASSERT_TRUE(gae.ok()) << gae.status();
+  for (const char* key : {"critic/vf_loss", "critic/values/mean",
+                          "critic/grad_norm", "critic/vf_explained_var"}) {
+    EXPECT_TRUE(gae->last_step_metrics.count(key)) << key;
+  }
+  EXPECT_GT(gae->last_step_metrics.at("critic/grad_norm"), 0.0);
+  auto critic_cfg = core::ReadJsonFile(
+      ckpt + "_gae/global_step_2/critic/huggingface/config.json");
+  ASSERT_TRUE(critic_cfg.ok()) << critic_cfg.status();
+  EXPECT_TRUE(critic_cfg->contains("vision_config"));
+  auto critic_saved = ckpt::LoadPtTensorDict(
+      ckpt + "_gae/global_step_2/critic/model_world_size_1_rank_0.pt");
+  ASSERT_TRUE(critic_saved.ok()) << critic_saved.status();
+  EXPECT_TRUE(critic_saved->count("score.weight"));
+  EXPECT_TRUE(critic_saved->count("visual.merger.mlp.0.weight"));
+
+  // What a vision-language policy cannot do yet is refused with the key.
+  config->mutable_critic()->set_strategy(Strategy::megatron);
+  auto megatron = RunPpo(*config, nullptr);
+  ASSERT_FALSE(megatron.ok());
+  EXPECT_NE(megatron.status().message().find("critic.strategy=megatron"),
+            std::string::npos)
+      << megatron.status();
 }
 
 }  // namespace

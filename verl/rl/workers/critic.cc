@@ -51,12 +51,21 @@ absl::StatusOr<MetricMap> Critic::UpdateCritic(const core::Batch& batch) {
     const at::Tensor &ids = mb.tensor("input_ids"),
                      &attn = mb.tensor("attention_mask"),
                      &pos = mb.tensor("position_ids");
+    // A vision-language critic sees the rows' images as the actor does.
+    ForwardExtras extras;
+    VERL_ASSIGN_OR_RETURN(extras.images, BatchImageInputs(mb));
+    if (extras.images.defined() &&
+        (options_.megatron || SequenceParallel{options_.sp_group}.enabled())) {
+      return absl::InvalidArgumentError(
+          "update_critic: image inputs are not available with "
+          "strategy=megatron or Ulysses sequence parallelism");
+    }
     ResponseForward f =
         options_.megatron
             ? ForwardResponses(*options_.megatron, ids, attn, pos, R, 1.0,
                                false, {}, stage_output_)
             : ForwardResponses(*model_, ids, attn, pos, R, 1.0, false,
-                               SequenceParallel{options_.sp_group});
+                               SequenceParallel{options_.sp_group}, extras);
     const at::Tensor& mask = mb.tensor("response_mask");
     VERL_ASSIGN_OR_RETURN(
         ValueLossOutput vl,

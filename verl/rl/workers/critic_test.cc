@@ -2,10 +2,19 @@
 
 #include <torch/types.h>
 
+#include <cmath>
+#include <vector>
+
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "verl/core/batch.h"
 #include "verl/core/test_util.h"
 #include "verl/models/presets.h"
+#include "verl/models/vlm/qwen2_vl.h"
+#include "verl/models/vlm/vlm_config.h"
+#include "verl/models/vlm/vlm_processor.h"
 #include "verl/rl/workers/testing/batch_testutil.h"
+#include "verl/rl/workers/train_state.h"
 
 namespace verl::rl {
 namespace {
@@ -87,6 +96,69 @@ TEST(CriticTest, UpdateFitsReturnsAndIsMicroBatchInvariant) {
   const double after =
       (((*v1 - 2.0).pow(2) * mask).sum() / mask.sum()).item<double>();
   EXPECT_LT(after, before);
+}
+
+// A vision-language critic (Qwen2.5-VL with a value head) sees the rows'
+// images in its update as in ComputeValues: the update's first forward (the
+// weights ComputeValues used) gives the same values, and those depend on the
+// images.
+TEST(CriticTest, VisionLanguageCriticUpdatesWithTheImages) {
+  models::vlm::VlmConfig config =
+      *models::vlm::MakeVlmPreset("tiny-qwen2.5-vl");
+  config.text.is_value_model = true;
+  auto model = models::vlm::CreateVlmModel(config, 5);
+  OptimizerOptions opt;
+  opt.lr = 1e-2;
+  opt.grad_clip = 0;
+  CriticOptions o;
+  o.mini_batch_size = 2;
+  o.update_micro.micro_batch_size = 2;
+  o.ppo_epochs = 1;
+  Critic critic(
+      model,
+      std::make_unique<ReplicatedTrainState>(model->parameters(), opt, nullptr),
+      o, nullptr);
+  // Two rows, each prompt holding one 84x84 image (6x6 patches, 9 pads).
+  const int64_t P = 16;
+  core::Batch batch = testing::MakeRolloutBatch(config.text.vocab_size, P, 3,
+                                                {13, 12}, {3, 2}, 7);
+  at::Tensor ids = batch.tensor("input_ids");
+  ids.masked_fill_(ids >= config.vision_start_token_id, 5);  // no specials
+  std::vector<nlohmann::json> mm;
+  for (int64_t r = 0; r < 2; ++r) {
+    const int64_t start = P - (r == 0 ? 13 : 12);
+    ids[r][start] = config.vision_start_token_id;
+    ids[r].narrow(0, start + 1, 9).fill_(config.image_token_id);
+    ids[r][start + 10] = config.vision_end_token_id;
+    mm.push_back(models::vlm::MultiModalInputsToJson(
+        at::randn({36, config.vision.PatchDim()}) * 3.0,
+        at::tensor({1, 6, 6}, at::kLong).view({1, 3})));
+  }
+  ASSERT_TRUE(batch.SetTensor("input_ids", ids).ok());
+  core::Batch blank = batch;  // the same rows, the images all zero
+  ASSERT_TRUE(batch.SetNonTensor("multi_modal_inputs", mm).ok());
+  for (auto& j : mm) {
+    auto in = *models::vlm::MultiModalInputsFromJson(j);
+    j = models::vlm::MultiModalInputsToJson(at::zeros_like(in.pixel_values),
+                                            in.image_grid_thw);
+  }
+  ASSERT_TRUE(blank.SetNonTensor("multi_modal_inputs", mm).ok());
+
+  auto values = critic.ComputeValues(batch);
+  auto blank_values = critic.ComputeValues(blank);
+  ASSERT_TRUE(values.ok() && blank_values.ok()) << values.status();
+  const at::Tensor mask = batch.tensor("response_mask").to(at::kFloat);
+  const double mean = ((*values * mask).sum() / mask.sum()).item<double>();
+  const double blank_mean =
+      ((*blank_values * mask).sum() / mask.sum()).item<double>();
+  EXPECT_GT(std::abs(mean - blank_mean), 1e-5);  // the images matter
+
+  ASSERT_TRUE(batch.SetTensor("values", *values).ok());
+  ASSERT_TRUE(batch.SetTensor("returns", mask * 2.0).ok());
+  auto m = critic.UpdateCritic(batch);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_NEAR(m->at("critic/vpred_mean"), mean, 1e-6);
+  EXPECT_GT(m->at("critic/grad_norm"), 0.0);
 }
 
 TEST(CriticTest, MissingKeysAreErrors) {
