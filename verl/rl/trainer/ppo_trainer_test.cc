@@ -12,6 +12,8 @@
 #include <fstream>
 #include <iterator>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -695,6 +697,18 @@ TEST(PpoTrainerTest, LoraActorTrainsWithTheBaseAsReference) {
   EXPECT_NE(bad.status().message().find("no_such_module"), std::string::npos);
 }
 
+// GRPO on 16 rows of the built-in geo_map task (map images), plus `extra`.
+std::vector<std::string> VlmGeoMapOverrides(
+    const std::string& experiment, const std::vector<std::string>& extra) {
+  return testing::WithOverrides(
+      testing::WithOverrides(
+          testing::TinyPpoOverrides("grpo", experiment),
+          {"data.train_files=[builtin:geo_map/train?rows=16]",
+           "data.val_files=[builtin:geo_map/test?rows=4]",
+           "data.val_max_samples=4", "data.max_prompt_length=192"}),
+      extra);
+}
+
 // LoRA on a vision-language policy (verl's lora_rank with Qwen2.5-VL):
 // "all-linear" puts adapters on the language model's and the vision tower's
 // Linear layers (PEFT's rule: every Linear but the output head), the engine
@@ -703,12 +717,9 @@ TEST(PpoTrainerTest, VisionLanguageLoraActor) {
   const std::string ckpt =
       std::string(std::getenv("TEST_TMPDIR")) + "/vlm_lora_ckpt";
   auto config = LoadPpoTrainerConfig(
-      "", testing::WithOverrides(
-              testing::TinyPpoOverrides("grpo", "vlm_lora"),
-              {"data.train_files=[builtin:geo_map/train?rows=16]",
-               "data.val_files=[builtin:geo_map/test?rows=4]",
-               "data.val_max_samples=4", "data.max_prompt_length=192",
-               "actor_rollout_ref.model.preset=tiny-qwen2.5-vl",
+      "", VlmGeoMapOverrides(
+              "vlm_lora",
+              {"actor_rollout_ref.model.preset=tiny-qwen2.5-vl",
                "actor_rollout_ref.model.lora_rank=4",
                "actor_rollout_ref.model.lora_alpha=8",
                "actor_rollout_ref.actor.optim.lr=1e-2", "trainer.save_freq=2",
@@ -798,16 +809,13 @@ TEST(PpoTrainerTest, VisionLanguageGrpoWithImagesAndFrozenTower) {
                   {}, save)
                   .ok());
   auto config = LoadPpoTrainerConfig(
-      "", testing::WithOverrides(
-              testing::TinyPpoOverrides("grpo", "vlm"),
-              {"data.train_files=[builtin:geo_map/train?rows=16]",
-               "data.val_files=[builtin:geo_map/test?rows=4]",
-               "data.val_max_samples=4", "data.max_prompt_length=192",
-               "actor_rollout_ref.model.path=" + tmp + "/tiny_vl",
-               "actor_rollout_ref.actor.freeze_vision_tower=true",
-               "actor_rollout_ref.actor.checkpoint.save_contents=[model,"
-               "optimizer,extra,hf_model]",
-               "trainer.save_freq=2", "trainer.default_local_dir=" + ckpt}));
+      "",
+      VlmGeoMapOverrides(
+          "vlm", {"actor_rollout_ref.model.path=" + tmp + "/tiny_vl",
+                  "actor_rollout_ref.actor.freeze_vision_tower=true",
+                  "actor_rollout_ref.actor.checkpoint.save_contents=[model,"
+                  "optimizer,extra,hf_model]",
+                  "trainer.save_freq=2", "trainer.default_local_dir=" + ckpt}));
   ASSERT_TRUE(config.ok()) << config.status();
   ASSERT_TRUE(ValidatePpoTrainerConfig(*config).ok());
   auto run = RunPpo(*config, nullptr);
