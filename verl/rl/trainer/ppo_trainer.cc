@@ -390,8 +390,8 @@ absl::Status PpoTrainer::CheckVisionLanguageRoles() {
     return absl::InvalidArgumentError(absl::StrCat(
         what,
         " is not available with a vision-language model (Qwen2.5-VL "
-        "trains on one process with strategy fsdp, a critic-free "
-        "estimator, no LoRA; docs/vlm.md)"));
+        "trains with strategy fsdp/fsdp2 on one or more processes, a "
+        "critic-free estimator, no LoRA; docs/vlm.md)"));
   };
   const auto& arr = config_.actor_rollout_ref();
   if (actor_cfg().strategy() == Strategy::megatron)
@@ -400,13 +400,19 @@ absl::Status PpoTrainer::CheckVisionLanguageRoles() {
       arr.ref().strategy() == Strategy::megatron) {
     return refuse("actor_rollout_ref.ref.strategy=megatron");
   }
-  if (world_->size() > 1) {
-    return refuse(absl::StrCat(
-        "training on ", world_->size(),
-        " processes (the vision tower is not sharded by FSDP yet)"));
+  // More than one process: the tower is one FSDP unit next to the
+  // embeddings (verl/rl/workers/fsdp_train_state.cc) and the rows with
+  // their images are dispatched over the ranks.
+  if (actor_par_.sp->size() > 1 || ref_par_.sp->size() > 1) {
+    return refuse(
+        "ulysses_sequence_parallel_size > 1 (image tokens are not split "
+        "over the sequence-parallel ranks yet)");
   }
-  if (actor_par_.sp->size() > 1 || ref_par_.sp->size() > 1)
-    return refuse("ulysses_sequence_parallel_size > 1");
+  if (rollout_par_.sp->size() > 1) {
+    return refuse(
+        "actor_rollout_ref.rollout.tensor_model_parallel_size > 1 (the "
+        "tensor-parallel engine does not shard the vision tower)");
+  }
   if (NeedCritic(config_) && config_.critic().strategy() == Strategy::megatron)
     return refuse("critic.strategy=megatron");
   if (NeedCritic(config_) && critic_par_.sp->size() > 1)

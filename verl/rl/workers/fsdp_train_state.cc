@@ -145,12 +145,21 @@ absl::StatusOr<parallel::FsdpOptions> FsdpOptionsFromConfig(
   return fsdp_options;
 }
 
+// One unit per decoder layer plus embed / head (UnitsByLayer). A
+// vision-language model's tower (`visual.*`: patch embedding, vision
+// blocks, merger) is one more unit, "visual": a root unit, gathered with
+// the embeddings before the image features are computed and kept until
+// Step() reduce-scatters its gradients (the tower runs once per forward,
+// before the decoder's layers).
 std::vector<parallel::FsdpUnitSpec> ModuleUnits(torch::nn::Module &model) {
-  parallel::NamedTensors params;
+  parallel::NamedTensors params, visual;
   for (const auto &item : model.named_parameters(/*recurse=*/true)) {
-    params.emplace_back(item.key(), item.value());
+    (item.key().rfind("visual.", 0) == 0 ? visual : params)
+        .emplace_back(item.key(), item.value());
   }
-  return parallel::UnitsByLayer(params);
+  std::vector<parallel::FsdpUnitSpec> units = parallel::UnitsByLayer(params);
+  if (!visual.empty()) units.push_back({"visual", std::move(visual)});
+  return units;
 }
 
 }  // namespace

@@ -191,6 +191,14 @@ ResponseForward ForwardResponses(models::CausalLM& model,
     CHECK(!sp.enabled())
         << "image inputs are not available with sequence parallelism";
     CHECK(!extras.prompt_hidden) << "prompt_hidden with image inputs";
+    // Under FSDP the vision tower and the token embeddings live in the root
+    // units, which the decoder gathers at its root stage; the image
+    // embeddings are computed before the decoder runs, so the root is
+    // gathered here first (a no-op when it already is; the decoder's own
+    // root stage then finds it gathered).
+    if (models::LayerHooks* hooks = model.layer_hooks()) {
+      hooks->BeforeForward(models::LayerHooks::kRootStage);
+    }
     absl::StatusOr<models::vlm::Qwen2VLForConditionalGeneration::Inputs>
         inputs = vlm->PrepareInputs(p.ids, info.cu_seqlens,
                                     extras.images.pixel_values,

@@ -1,0 +1,247 @@
+// File: tools/train_fsdp_vlm_test.cc
+//
+// //tools:train with a vision-language policy (tiny Qwen2.5-VL saved as an
+// HF folder, the built-in geo_map task: one map image per prompt) under
+// FSDP on 2 processes against the same run on 1 process. On 2 processes
+// the actor is an FsdpTrainState whose vision tower is one FSDP unit
+// (sharded, gathered with the embeddings before the image features are
+// computed, its gradients reduce-scattered at the step), the reference is
+// FSDP-sharded forward-only, the multi_modal_inputs column travels with its
+// rows to the data-parallel ranks, and each rank's rollout engine is synced
+// from the gathered units (visual.* included). Checked:
+//  - the 2 GRPO steps log the same metrics as on 1 process (losses, KL to
+//    the reference, grad norm, entropy of the old log-prob pass, scores);
+//  - on both steps the engine's log-probs equal the actor's recomputed old
+//    log-probs (< 1e-5): holds only if every rank's actor sees its rows'
+//    own images and, at step 2, the engine got the trained tower;
+//  - the saved actor after each step (the 2 ranks' shards concatenated)
+//    equals the 1-process one within kParamAtol for every tensor, tower and
+//    language model, and every tower tensor moved from its initial value by
+//    more than kTrainedMove (a frozen or disconnected tower fails);
+//  - resuming the 2-process run from its step-1 checkpoint (model,
+//    optimizer, extra) and training step 2 gives bit-equal step-2 files.
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "verl/ckpt/checkpoint_manager.h"
+#include "verl/ckpt/checkpoint_pt.h"
+#include "verl/models/tokenizer/tokenizer.h"
+#include "verl/models/vlm/image_processor.h"
+#include "verl/models/vlm/qwen2_vl.h"
+#include "verl/models/vlm/vlm_checkpoint.h"
+#include "verl/models/vlm/vlm_config.h"
+#include "verl/models/vlm/vlm_processor.h"
+#include "verl/rl/trainer/testing/ppo_trainer_testutil.h"
+#include "verl/rl/trainer/testing/train_compare_testutil.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using verl::rl::testing::RunTrain;
+
+// Largest |2-process - 1-process| allowed for a saved fp32 parameter after
+// each step (lr 1e-3, two AdamW updates per step). The runs differ by the
+// order of fp32 sums (gradients summed over 2 ranks, other GEMM shapes);
+// measured max 1.6e-7 after steps 1 and 2 (0 elements above 1e-6).
+constexpr double kParamAtol = 1e-6;
+// Every tower tensor must move by more than this from its initial value:
+// AdamW moves an element with a real gradient by ~lr per update, one with
+// none (frozen or disconnected tower) not at all, and one with a gradient
+// of rounding noise (|g| << eps = 1e-8) by ~lr * |g| / eps.
+constexpr double kTrainedMove = 1e-4;
+
+std::string Tmp() { return std::getenv("TEST_TMPDIR"); }
+
+// The policy folder: random tiny weights attend almost uniformly, so
+// queries and keys are made 5x larger, which lets the images move the
+// log-probs (as ppo_trainer_test's vision-language case).
+std::map<std::string, at::Tensor> SaveTinyVlm(const std::string& dir) {
+  namespace vlm = verl::models::vlm;
+  const vlm::VlmConfig preset = *vlm::MakeVlmPreset("tiny-qwen2.5-vl");
+  auto init = vlm::CreateVlmModel(preset, /*seed=*/11);
+  std::map<std::string, at::Tensor> weights;
+  {
+    at::NoGradGuard no_grad;
+    for (auto& item : init->named_parameters()) {
+      const std::string& k = item.key();
+      if (k.find("self_attn.q_proj.weight") != std::string::npos ||
+          k.find("self_attn.k_proj.weight") != std::string::npos) {
+        item.value().mul_(5.0);
+      }
+      weights[k] = item.value().detach().clone();
+    }
+  }
+  const verl::models::Tokenizer tok = *vlm::MakeVlmTokenizer(preset);
+  vlm::VlmSaveOptions save;
+  save.tokenizer = &tok;
+  EXPECT_TRUE(
+      vlm::SaveVlmCheckpoint(dir, *init, vlm::ImageProcessorConfig(), {}, save)
+          .ok());
+  return weights;
+}
+
+std::vector<std::string> VlmArgs(int nproc, const std::string& policy,
+                                 const std::string& ckpt_dir,
+                                 const std::vector<std::string>& extra) {
+  std::vector<std::string> args = verl::rl::testing::WithOverrides(
+      verl::rl::testing::TinyTaskOverrides(),
+      {
+          "data.train_files=[builtin:geo_map/train?rows=8]",
+          "data.val_files=[]",
+          "data.max_prompt_length=192",
+          "actor_rollout_ref.model.path=" + policy,
+          "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
+          "actor_rollout_ref.actor.use_kl_loss=true",
+          // Greedy samples of a prompt are alike, so GRPO's advantages are
+          // 0: the entropy bonus gives every parameter, the tower's
+          // included, a gradient, and without weight decay a tensor moves
+          // only by its gradient.
+          "actor_rollout_ref.actor.entropy_coeff=0.01",
+          "actor_rollout_ref.actor.optim.weight_decay=0",
+          "actor_rollout_ref.actor.strategy=fsdp",
+          "actor_rollout_ref.actor.fsdp_config.dtype=float32",
+          "actor_rollout_ref.ref.fsdp_config.dtype=float32",
+          "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
+          "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4",
+          "actor_rollout_ref.rollout.dtype=float32",
+          "actor_rollout_ref.rollout.calculate_log_probs=true",
+          // Greedy: last-bit differences cannot flip a sampled token.
+          "actor_rollout_ref.rollout.do_sample=false",
+          "algorithm.adv_estimator=grpo",
+          "trainer.total_training_steps=2",
+          "trainer.save_freq=1",
+          "trainer.default_local_dir=" + ckpt_dir,
+          absl::StrCat("trainer.n_gpus_per_node=", nproc),
+      });
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// The actor saved at `step` under `dir` by `world` ranks, the rank chunks
+// (dim-0 slices) concatenated back into full tensors.
+std::map<std::string, at::Tensor> SavedActor(const std::string& dir,
+                                             int64_t step, int world) {
+  std::vector<std::map<std::string, at::Tensor>> ranks;
+  for (int r = 0; r < world; ++r) {
+    const std::string path =
+        absl::StrCat(dir, "/global_step_", step, "/actor/",
+                     verl::ckpt::RankFileName("model", r, world));
+    auto loaded = verl::ckpt::LoadPtTensorDict(path);
+    EXPECT_TRUE(loaded.ok()) << path << ": " << loaded.status();
+    if (!loaded.ok()) return {};
+    ranks.emplace_back(loaded->begin(), loaded->end());
+  }
+  std::map<std::string, at::Tensor> full;
+  for (const auto& [name, chunk] : ranks[0]) {
+    std::vector<at::Tensor> chunks;
+    for (const auto& r : ranks) chunks.push_back(r.at(name));
+    full[name] = at::cat(chunks, 0);
+  }
+  return full;
+}
+
+TEST(TrainFsdpVlmTest, TwoRanksReproduceOneRankWithImages) {
+  const std::string policy = Tmp() + "/tiny_vl";
+  const std::map<std::string, at::Tensor> init = SaveTinyVlm(policy);
+  const std::string dir1 = Tmp() + "/vlm_ckpt1", dir2 = Tmp() + "/vlm_ckpt2";
+  fs::remove_all(dir1);
+  fs::remove_all(dir2);
+  const auto one = RunTrain("vlm1", VlmArgs(1, policy, dir1, {}));
+  const auto two = RunTrain("vlm2", VlmArgs(2, policy, dir2, {}));
+  verl::rl::testing::ExpectSameRuns(
+      one, "vlm1", two, "vlm2", "vision-language GRPO on 2 ranks", 2,
+      {"actor/pg_loss", "actor/kl_loss", "actor/grad_norm", "actor/entropy",
+       "critic/score/mean"});
+  for (const auto* run : {&one, &two}) {
+    for (const auto& line : *run) {
+      const auto& data = line["data"];
+      ASSERT_TRUE(data.contains("training/rollout_probs_diff_max"));
+      EXPECT_LT(data["training/rollout_probs_diff_max"].get<double>(), 1e-5)
+          << "step " << data["training/global_step"]
+          << ": the engine's log-probs differ from the actor's";
+      EXPECT_GT(data["actor/grad_norm"].get<double>(), 0.0);
+      EXPECT_GT(data["prompt_length/mean"].get<double>(), 100.0);
+    }
+  }
+
+  for (int64_t step : {1, 2}) {
+    const auto a = SavedActor(dir1, step, 1);
+    const auto b = SavedActor(dir2, step, 2);
+    ASSERT_EQ(a.size(), init.size());
+    ASSERT_EQ(b.size(), init.size());
+    double max_diff = 0;
+    int64_t far = 0, elements = 0;
+    int tower = 0, tower_moved = 0, text_moved = 0;
+    for (const auto& [name, w0] : init) {
+      ASSERT_TRUE(a.count(name) && b.count(name)) << name;
+      ASSERT_EQ(a.at(name).sizes(), w0.sizes()) << name;
+      ASSERT_EQ(b.at(name).sizes(), w0.sizes()) << name;
+      const double d = (a.at(name) - b.at(name)).abs().max().item<double>();
+      EXPECT_LE(d, kParamAtol) << "step " << step << " " << name;
+      far += (a.at(name) - b.at(name)).abs().gt(1e-6).sum().item<int64_t>();
+      elements += w0.numel();
+      max_diff = std::max(max_diff, d);
+      const double move = (b.at(name) - w0).abs().max().item<double>();
+      const bool moved = move > kTrainedMove;
+      if (name.rfind("visual.", 0) == 0) {
+        ++tower;
+        tower_moved += moved;
+        EXPECT_TRUE(moved) << "step " << step << ": tower tensor " << name
+                           << " did not train (max move " << move << ")";
+      } else {
+        text_moved += moved;
+      }
+    }
+    std::cout << "step " << step << ": max |2 ranks - 1 rank| " << max_diff
+              << ", " << far << " of " << elements << " elements above 1e-6, "
+              << init.size() << " tensors (" << tower << " of the tower, "
+              << tower_moved << " moved; " << text_moved
+              << " language-model tensors moved)\n";
+    EXPECT_GT(tower, 40);
+    EXPECT_GT(text_moved, 10);
+  }
+
+  // Resume the 2-process run from its step-1 checkpoint (sharded model,
+  // optimizer and extra of every unit, the tower's included): step 2's
+  // files equal the straight run's bit for bit.
+  const std::string dir3 = Tmp() + "/vlm_ckpt3";
+  fs::remove_all(dir3);
+  RunTrain("vlm2_resumed",
+           VlmArgs(2, policy, dir3,
+                   {"trainer.resume_mode=resume_path",
+                    "trainer.resume_from_path=" + dir2 + "/global_step_1"}));
+  for (int r = 0; r < 2; ++r) {
+    for (const char* kind : {"model", "optim"}) {
+      const std::string f = absl::StrCat("/global_step_2/actor/",
+                                         verl::ckpt::RankFileName(kind, r, 2));
+      auto load = [&](const std::string& path) {
+        return std::string(kind) == "model" ? verl::ckpt::LoadPtTensorDict(path)
+                                            : verl::ckpt::LoadPtOptimizer(path);
+      };
+      auto straight = load(dir2 + f);
+      auto resumed = load(dir3 + f);
+      ASSERT_TRUE(straight.ok() && resumed.ok()) << f;
+      ASSERT_EQ(straight->size(), resumed->size()) << f;
+      int tower = 0;
+      for (const auto& [k, v] : *straight) {
+        ASSERT_TRUE(resumed->count(k)) << f << " " << k;
+        EXPECT_TRUE(at::equal(v, resumed->at(k))) << f << " " << k;
+        tower += k.find("visual.") != std::string::npos;
+      }
+      EXPECT_GT(tower, 40) << f;
+    }
+  }
+}
+
+}  // namespace
