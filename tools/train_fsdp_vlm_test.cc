@@ -2,15 +2,19 @@
 //
 // //tools:train with a vision-language policy (tiny Qwen2.5-VL saved as an
 // HF folder, the built-in geo_map task: one map image per prompt) under
-// FSDP on 2 processes against the same run on 1 process. On 2 processes
-// the actor is an FsdpTrainState whose vision tower is one FSDP unit
-// (sharded, gathered with the embeddings before the image features are
-// computed, its gradients reduce-scattered at the step), the reference is
-// FSDP-sharded forward-only, the multi_modal_inputs column travels with its
-// rows to the data-parallel ranks, and each rank's rollout engine is synced
-// from the gathered units (visual.* included). Checked:
-//  - the 2 GRPO steps log the same metrics as on 1 process (losses, KL to
-//    the reference, grad norm, entropy of the old log-prob pass, scores);
+// FSDP on 2 and 4 processes against the same run on 1 process. With more
+// than one process the actor is an FsdpTrainState whose vision tower is one
+// FSDP unit (sharded, gathered with the embeddings before the image
+// features are computed, its gradients reduce-scattered at the step), the
+// reference is FSDP-sharded forward-only, the multi_modal_inputs column
+// travels with its rows to the data-parallel ranks, and each rank's rollout
+// engine is synced from the gathered units (visual.* included). Greedy
+// rollouts make a prompt's samples alike (GRPO advantages 0), so the
+// entropy bonus drives the update: every parameter, the tower's included,
+// gets a gradient. Checked on 2 processes:
+//  - the 2 GRPO steps log the same metrics as on 1 process (KL to the
+//    reference, grad norm, entropy of the old log-prob pass, losses; 1e-4
+//    relative, absolute below 1);
 //  - on both steps the engine's log-probs equal the actor's recomputed old
 //    log-probs (< 1e-5): holds only if every rank's actor sees its rows'
 //    own images and, at step 2, the engine got the trained tower;
@@ -18,20 +22,27 @@
 //    equals the 1-process one within kParamAtol for every tensor, tower and
 //    language model, and every tower tensor moved from its initial value by
 //    more than kTrainedMove (a frozen or disconnected tower fails);
-//  - resuming the 2-process run from its step-1 checkpoint (model,
-//    optimizer, extra) and training step 2 gives bit-equal step-2 files.
+//  - resuming from the step-1 checkpoint (model, optimizer, extra) and
+//    training step 2 gives bit-equal step-2 files.
+// On 4 processes with hybrid sharding (fsdp_size 2, actor and reference):
+// the same metrics. Ulysses sp and a tensor-parallel rollout with images
+// are refused with a line naming the key.
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "verl/ckpt/checkpoint_manager.h"
@@ -101,7 +112,9 @@ std::vector<std::string> VlmArgs(int nproc, const std::string& policy,
           "data.val_files=[]",
           "data.max_prompt_length=192",
           "actor_rollout_ref.model.path=" + policy,
-          "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
+          // Micro-batch sizes that divide every rank's rows up to 4 ranks
+          // (a mini-batch is 4 trajectories, the batch 8).
+          "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
           "actor_rollout_ref.actor.use_kl_loss=true",
           // Greedy samples of a prompt are alike, so GRPO's advantages are
           // 0: the entropy bonus gives every parameter, the tower's
@@ -112,8 +125,8 @@ std::vector<std::string> VlmArgs(int nproc, const std::string& policy,
           "actor_rollout_ref.actor.strategy=fsdp",
           "actor_rollout_ref.actor.fsdp_config.dtype=float32",
           "actor_rollout_ref.ref.fsdp_config.dtype=float32",
-          "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
-          "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4",
+          "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2",
+          "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2",
           "actor_rollout_ref.rollout.dtype=float32",
           "actor_rollout_ref.rollout.calculate_log_probs=true",
           // Greedy: last-bit differences cannot flip a sampled token.
@@ -241,6 +254,51 @@ TEST(TrainFsdpVlmTest, TwoRanksReproduceOneRankWithImages) {
       }
       EXPECT_GT(tower, 40) << f;
     }
+  }
+}
+
+// Hybrid sharding: 4 processes, actor and reference sharded over pairs
+// (fsdp_size 2) and replicated across them, reproduce the 1-process run.
+TEST(TrainFsdpVlmTest, HybridShardingReproducesOneRank) {
+  const std::string policy = Tmp() + "/tiny_vl";
+  SaveTinyVlm(policy);
+  const std::string dir1 = Tmp() + "/vlm_ckpt1", dir4 = Tmp() + "/vlm_ckpt4";
+  const auto one = RunTrain("vlm1", VlmArgs(1, policy, dir1, {}));
+  const auto four = RunTrain(
+      "vlm4", VlmArgs(4, policy, dir4,
+                      {"actor_rollout_ref.actor.fsdp_config.fsdp_size=2",
+                       "actor_rollout_ref.ref.fsdp_config.fsdp_size=2"}));
+  verl::rl::testing::ExpectSameRuns(
+      one, "vlm1", four, "vlm4", "vision-language GRPO, hybrid 2 x 2", 2,
+      {"actor/pg_loss", "actor/kl_loss", "actor/grad_norm", "actor/entropy"});
+  for (const auto& line : four) {
+    EXPECT_LT(line["data"]["training/rollout_probs_diff_max"].get<double>(),
+              1e-5);
+  }
+}
+
+// What does not shard with images yet is refused on 2 processes, with a
+// line naming the key.
+TEST(TrainFsdpVlmTest, RefusesUlyssesAndRolloutTensorParallel) {
+  const std::string policy = Tmp() + "/tiny_vl";
+  SaveTinyVlm(policy);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"actor_rollout_ref.actor.ulysses_sequence_parallel_size=2",
+       "ulysses_sequence_parallel_size > 1"},
+      {"actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+       "tensor_model_parallel_size > 1"}};
+  for (const auto& [key, message] : cases) {
+    const std::string log = Tmp() + "/refused.log";
+    const std::string cmd = absl::StrCat(
+        "tools/train ",
+        absl::StrJoin(VlmArgs(2, policy, Tmp() + "/refused", {key}), " "), " >",
+        log, " 2>&1");
+    EXPECT_NE(std::system(cmd.c_str()), 0) << key;
+    std::ifstream in(log);
+    const std::string text((std::istreambuf_iterator<char>(in)),
+                           std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find(message), std::string::npos) << key << "\n" << text;
+    EXPECT_NE(text.find("vision-language model"), std::string::npos) << text;
   }
 }
 
