@@ -390,8 +390,8 @@ absl::Status PpoTrainer::CheckVisionLanguageRoles() {
     return absl::InvalidArgumentError(absl::StrCat(
         what,
         " is not available with a vision-language model (Qwen2.5-VL "
-        "trains with strategy fsdp/fsdp2 on one or more processes, a "
-        "critic-free estimator, no LoRA; docs/vlm.md)"));
+        "trains with strategy fsdp/fsdp2 on one or more processes; "
+        "docs/vlm.md)"));
   };
   const auto& arr = config_.actor_rollout_ref();
   if (actor_cfg().strategy() == Strategy::megatron)
