@@ -22,6 +22,8 @@
 //    equals the 1-process one within kParamAtol for every tensor, tower and
 //    language model, and every tower tensor moved from its initial value by
 //    more than kTrainedMove (a frozen or disconnected tower fails);
+//  - the huggingface/ folder rank 0 writes (hf_model) loads as a
+//    Qwen2.5-VL policy with exactly the shards' weights;
 //  - resuming from the step-1 checkpoint (model, optimizer, extra) and
 //    training step 2 gives bit-equal step-2 files.
 // On 4 processes with hybrid sharding (fsdp_size 2, actor and reference):
@@ -171,7 +173,12 @@ TEST(TrainFsdpVlmTest, TwoRanksReproduceOneRankWithImages) {
   fs::remove_all(dir1);
   fs::remove_all(dir2);
   const auto one = RunTrain("vlm1", VlmArgs(1, policy, dir1, {}));
-  const auto two = RunTrain("vlm2", VlmArgs(2, policy, dir2, {}));
+  // hf_model: rank 0 writes the gathered full weights as a Qwen2.5-VL
+  // folder.
+  const auto two = RunTrain(
+      "vlm2", VlmArgs(2, policy, dir2,
+                      {"actor_rollout_ref.actor.checkpoint.save_contents=["
+                       "model,optimizer,extra,hf_model]"}));
   verl::rl::testing::ExpectSameRuns(
       one, "vlm1", two, "vlm2", "vision-language GRPO on 2 ranks", 2,
       {"actor/pg_loss", "actor/kl_loss", "actor/grad_norm", "actor/entropy",
@@ -223,6 +230,19 @@ TEST(TrainFsdpVlmTest, TwoRanksReproduceOneRankWithImages) {
               << " language-model tensors moved)\n";
     EXPECT_GT(tower, 40);
     EXPECT_GT(text_moved, 10);
+    // The 2-process huggingface/ folder holds the same weights as the
+    // shards (gathered unit by unit, the tower's included).
+    auto hf = verl::models::vlm::LoadVlmCheckpoint(
+        absl::StrCat(dir2, "/global_step_", step, "/actor/huggingface"));
+    ASSERT_TRUE(hf.ok()) << hf.status();
+    int hf_tensors = 0;
+    for (const auto& item : hf->model->named_parameters()) {
+      ASSERT_TRUE(b.count(item.key())) << item.key();
+      EXPECT_TRUE(item.value().equal(b.at(item.key())))
+          << "step " << step << " huggingface/ " << item.key();
+      ++hf_tensors;
+    }
+    EXPECT_EQ(hf_tensors, static_cast<int>(init.size()));
   }
 
   // Resume the 2-process run from its step-1 checkpoint (sharded model,
