@@ -311,6 +311,13 @@ at::Tensor CausalLM::ForwardEmbeds(const at::Tensor& inputs_embeds,
                    nullptr);
 }
 
+at::Tensor CausalLM::ForwardEmbeds(
+    const at::Tensor& inputs_embeds, const at::Tensor& position_ids,
+    std::shared_ptr<AttentionBackend> attention) {
+  return RunLayers(at::Tensor(), inputs_embeds, position_ids,
+                   std::move(attention), nullptr);
+}
+
 at::Tensor CausalLM::Logits(const at::Tensor& hidden) const {
   CHECK(!config_.is_value_model) << "Logits() on a value model";
   return lm_head ? lm_head->Forward(hidden)

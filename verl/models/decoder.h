@@ -154,6 +154,11 @@ class CausalLM : public torch::nn::Module {
   at::Tensor ForwardEmbeds(const at::Tensor& inputs_embeds,
                            const at::Tensor& position_ids,
                            AttentionBackend& attention);
+  // As ForwardEmbeds, sharing ownership of `attention` with the backward
+  // graph (as ForwardPacked does), so the caller need not keep it alive.
+  at::Tensor ForwardEmbeds(const at::Tensor& inputs_embeds,
+                           const at::Tensor& position_ids,
+                           std::shared_ptr<AttentionBackend> attention);
   // LM head: hidden [..., H] -> logits [..., V].
   at::Tensor Logits(const at::Tensor& hidden) const;
   // Log-probs of `labels` [N] (and, when with_entropy, the entropy) under

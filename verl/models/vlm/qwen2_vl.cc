@@ -146,6 +146,10 @@ Qwen2VLForConditionalGeneration::PrepareInputs(
           absl::StrCat("pixel_values must be [", patches, ", ",
                        vlm_config_.vision.PatchDim(), "] for image_grid_thw"));
     }
+    // The tower follows the model's gradient checkpointing flag (what
+    // enable_gradient_checkpointing set, e.g. from verl's
+    // actor_rollout_ref.model.enable_gradient_checkpointing).
+    visual->enable_gradient_checkpointing(gradient_checkpointing());
     at::Tensor image_embeds = visual->Forward(pixel_values, grids);
     CHECK_EQ(image_embeds.size(0), image_tokens);
     at::Tensor mask =
@@ -166,7 +170,10 @@ Qwen2VLForConditionalGeneration::ForwardMultimodal(
   auto inputs =
       PrepareInputs(input_ids, cu_seqlens, pixel_values, image_grid_thw);
   if (!inputs.ok()) return inputs.status();
-  VarlenCausalAttention attention(cu_seqlens, LayerWindows());
+  // Owned by the backward graph too: gradient checkpointing recomputes the
+  // layers with it after this returns.
+  auto attention =
+      std::make_shared<VarlenCausalAttention>(cu_seqlens, LayerWindows());
   at::Tensor hidden =
       ForwardEmbeds(inputs->embeds, inputs->position_ids, attention);
   ForwardOutput out;

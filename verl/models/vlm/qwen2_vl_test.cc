@@ -1,17 +1,25 @@
-// Qwen2.5-VL against an independent float64 reference written from HF's
-// modeling equations (testing/gen_qwen2_5_vl_golden.py): the same tiny
-// config, weights and pixel values from a counter-based hash both sides
+// Qwen2.5-VL and Qwen2-VL against an independent float64 reference written
+// from HF's modeling equations (testing/gen_qwen2_5_vl_golden.py): the same
+// tiny configs, weights and pixel values from a counter-based hash both sides
 // compute, three prompts (a small image; a larger image whose windows are
 // padded on both axes; two images in one prompt). Checks the parameter
 // names/shapes (HF's), the M-RoPE positions exactly, the image embeddings
-// and the logits (float64 <= 1e-9 rel, float32 <= 1e-5 rel).
+// and the logits (float64 <= 1e-9 rel, float32 <= 1e-5 rel). Also: gradient
+// checkpointing of the vision blocks (same gradients, fewer activations
+// kept).
 #include "verl/models/vlm/qwen2_vl.h"
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/cross_entropy_loss.h>
+#include <ATen/ops/erf.h>
+#include <ATen/ops/exp.h>
 #include <ATen/ops/from_blob.h>
+#include <ATen/ops/linspace.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/tanh.h>
 #include <ATen/ops/tensor.h>
 #include <glog/logging.h>
+#include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/optim/adamw.h>
 
@@ -19,6 +27,7 @@
 #include <cstdint>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,7 +35,10 @@
 #include "nlohmann/json.hpp"
 #include "verl/core/file_util.h"
 #include "verl/core/test_util.h"
+#include "verl/models/vlm/vision.h"
 #include "verl/models/vlm/vlm_config.h"
+#include "verl/profiler/build_config.h"
+#include "verl/profiler/memory_tracker.h"
 
 namespace verl::models::vlm {
 namespace {
@@ -80,8 +92,9 @@ void FillHashWeights(torch::nn::Module& model) {
   }
 }
 
-nlohmann::json Golden() {
-  auto text = core::ReadFile(std::string(kDir) + "qwen2_5_vl_golden.json");
+// The golden set `prefix` ("qwen2_5_vl" or "qwen2_vl").
+nlohmann::json Golden(const std::string& prefix) {
+  auto text = core::ReadFile(std::string(kDir) + prefix + "_golden.json");
   EXPECT_TRUE(text.ok()) << text.status();
   return nlohmann::json::parse(text.ok() ? *text : "{}");
 }
@@ -99,10 +112,11 @@ double RelErr(const at::Tensor& got, const at::Tensor& want) {
       .item<double>();
 }
 
-class Qwen2VLTest : public ::testing::Test {
+// Parameterized by the golden set: Qwen2.5-VL's and Qwen2-VL's towers.
+class Qwen2VLTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    golden_ = Golden();
+    golden_ = Golden(GetParam());
     auto config = VlmConfigFromHfJson(golden_["config"], "golden config");
     ASSERT_TRUE(config.ok()) << config.status();
     config_ = *config;
@@ -111,7 +125,8 @@ class Qwen2VLTest : public ::testing::Test {
   VlmConfig config_;
 };
 
-TEST_F(Qwen2VLTest, ParameterNamesAndShapesAreHfs) {
+TEST_P(Qwen2VLTest, ParameterNamesAndShapesAreHfs) {
+  EXPECT_EQ(config_.vision.IsQwen2Vl(), GetParam() == "qwen2_vl");
   Qwen2VLForConditionalGeneration model(config_);
   std::map<std::string, std::vector<int64_t>> got, want;
   for (const auto& item : model.named_parameters()) {
@@ -123,7 +138,7 @@ TEST_F(Qwen2VLTest, ParameterNamesAndShapesAreHfs) {
   EXPECT_EQ(got, want);
 }
 
-TEST_F(Qwen2VLTest, LogitsMatchFloat64Reference) {
+TEST_P(Qwen2VLTest, LogitsMatchFloat64Reference) {
   auto model = std::make_shared<Qwen2VLForConditionalGeneration>(config_);
   model->to(at::kDouble);
   FillHashWeights(*model);
@@ -177,13 +192,14 @@ TEST_F(Qwen2VLTest, LogitsMatchFloat64Reference) {
       at::Tensor want = ReadF64(c["logits"]).reshape({t, -1});
       const double err = RelErr(out->logits, want);
       EXPECT_LE(err, tol);
-      std::printf("case %d %s: logits max rel err %.3g\n", k - 1,
+      std::printf("%s case %d %s: logits max rel err %.3g\n",
+                  GetParam().c_str(), k - 1,
                   dtype == at::kDouble ? "float64" : "float32", err);
     }
   }
 }
 
-TEST_F(Qwen2VLTest, PackedSequencesEqualSeparateOnes) {
+TEST_P(Qwen2VLTest, PackedSequencesEqualSeparateOnes) {
   auto model = std::make_shared<Qwen2VLForConditionalGeneration>(config_);
   model->to(at::kDouble);
   FillHashWeights(*model);
@@ -213,7 +229,7 @@ TEST_F(Qwen2VLTest, PackedSequencesEqualSeparateOnes) {
       1e-9);
 }
 
-TEST_F(Qwen2VLTest, TextOnlyMatchesOneDimensionalRope) {
+TEST_P(Qwen2VLTest, TextOnlyMatchesOneDimensionalRope) {
   auto model = std::make_shared<Qwen2VLForConditionalGeneration>(config_);
   FillHashWeights(*model);
   torch::NoGradGuard no_grad;
@@ -226,7 +242,7 @@ TEST_F(Qwen2VLTest, TextOnlyMatchesOneDimensionalRope) {
   EXPECT_TRUE(out->logits.allclose(plain.logits, 1e-5, 1e-6));
 }
 
-TEST_F(Qwen2VLTest, BadInputsAreStatuses) {
+TEST_P(Qwen2VLTest, BadInputsAreStatuses) {
   Qwen2VLForConditionalGeneration model(config_);
   const int64_t pad = config_.image_token_id;
   at::Tensor grid =
@@ -251,6 +267,9 @@ TEST_F(Qwen2VLTest, BadInputsAreStatuses) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "more <|image_pad|> tokens than its 0 images"));
 }
+
+INSTANTIATE_TEST_SUITE_P(Towers, Qwen2VLTest,
+                         ::testing::Values("qwen2_5_vl", "qwen2_vl"));
 
 TEST(VlmConfigTest, RoundTripAndErrors) {
   auto preset = MakeVlmPreset("tiny-qwen2.5-vl");
@@ -307,6 +326,107 @@ TEST(VlmConfigTest, RoundTripAndErrors) {
   EXPECT_EQ(wide_back->text.hidden_size, 256);
 }
 
+// Qwen2-VL's config.json: vision_config's embed_dim (tower width),
+// hidden_size (the merger's output = the text hidden size) and mlp_ratio;
+// unknown keys (top level and inside vision_config) survive a round trip.
+TEST(VlmConfigTest, Qwen2VlRoundTripAndErrors) {
+  nlohmann::json json = Golden("qwen2_vl")["config"];
+  json["vision_config"]["initializer_range"] = 0.02;  // unknown: kept
+  auto c = VlmConfigFromHfJson(json, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->architecture, "Qwen2VLForConditionalGeneration");
+  EXPECT_EQ(c->model_type, "qwen2_vl");
+  EXPECT_TRUE(c->vision.IsQwen2Vl());
+  EXPECT_EQ(c->vision.hidden_size, 32);
+  EXPECT_EQ(c->vision.out_hidden_size, 64);
+  EXPECT_EQ(c->vision.intermediate_size, 48);  // int(32 * 1.5)
+  EXPECT_EQ(c->vision.mlp_ratio, 1.5);
+  EXPECT_EQ(c->vision.hidden_act, "quick_gelu");
+  EXPECT_EQ(c->vision.depth, 3);
+  EXPECT_TRUE(c->vision.IsFullAttention(0));
+  EXPECT_EQ(c->text.mrope_section, (std::vector<int64_t>{2, 3, 3}));
+  auto again = VlmConfigToHfJson(*c, json);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, json);
+  // Written from scratch: Qwen2-VL's keys, none of Qwen2.5-VL's.
+  auto fresh = VlmConfigToHfJson(*c);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  const nlohmann::json& v = (*fresh)["vision_config"];
+  EXPECT_EQ(v["embed_dim"], 32);
+  EXPECT_EQ(v["hidden_size"], 64);
+  EXPECT_EQ(v["mlp_ratio"], 1.5);
+  EXPECT_FALSE(v.contains("window_size"));
+  EXPECT_FALSE(v.contains("out_hidden_size"));
+  EXPECT_FALSE(v.contains("intermediate_size"));
+  EXPECT_EQ((*fresh)["architectures"][0], "Qwen2VLForConditionalGeneration");
+  auto fresh_back = VlmConfigFromHfJson(*fresh, "config.json");
+  ASSERT_TRUE(fresh_back.ok()) << fresh_back.status();
+  EXPECT_EQ(fresh_back->vision.intermediate_size, 48);
+
+  // model_type decides; the architecture alone is enough too.
+  nlohmann::json by_arch = json;
+  by_arch.erase("model_type");
+  auto arch_only = VlmConfigFromHfJson(by_arch, "config.json");
+  ASSERT_TRUE(arch_only.ok()) << arch_only.status();
+  EXPECT_TRUE(arch_only->vision.IsQwen2Vl());
+
+  struct Bad {
+    const char* key;
+    nlohmann::json value;
+    const char* message;
+  };
+  for (const Bad& b :
+       {Bad{"hidden_act", "relu", "vision_config: key 'hidden_act'"},
+        Bad{"hidden_act", 3, "vision_config: key 'hidden_act'"},
+        Bad{"embed_dim", 33, "vision_config: key 'embed_dim'"},
+        Bad{"embed_dim", 36, "vision_config: key 'embed_dim'"},  // hd 18
+        Bad{"mlp_ratio", -1, "vision_config: key 'mlp_ratio'"},
+        Bad{"mlp_ratio", "4", "vision_config: key 'mlp_ratio'"},
+        Bad{"num_heads", 0, "vision_config: key 'num_heads'"},
+        Bad{"hidden_size", 48, "key 'vision_config.hidden_size'"}}) {
+    SCOPED_TRACE(b.key);
+    nlohmann::json bad = json;
+    bad["vision_config"][b.key] = b.value;
+    EXPECT_THAT(VlmConfigFromHfJson(bad, "config.json"),
+                StatusIs(absl::StatusCode::kInvalidArgument, b.message));
+  }
+
+  // The tiny preset: a Qwen2-VL tower on tiny-qwen2.5-vl's language model.
+  auto preset = MakeVlmPreset("tiny-qwen2-vl");
+  ASSERT_TRUE(preset.ok()) << preset.status();
+  EXPECT_TRUE(preset->vision.IsQwen2Vl());
+  auto pj = VlmConfigToHfJson(*preset);
+  ASSERT_TRUE(pj.ok()) << pj.status();
+  EXPECT_EQ((*pj)["model_type"], "qwen2_vl");
+  EXPECT_EQ((*pj)["vision_config"]["mlp_ratio"], 4);
+  EXPECT_TRUE((*pj)["vision_config"]["mlp_ratio"].is_number_integer());
+  EXPECT_EQ((*pj)["vision_config"]["hidden_act"], "quick_gelu");
+  auto pback = VlmConfigFromHfJson(*pj, "config.json");
+  ASSERT_TRUE(pback.ok()) << pback.status();
+  EXPECT_EQ(pback->vision.hidden_size, preset->vision.hidden_size);
+  EXPECT_EQ(pback->vision.intermediate_size, preset->vision.intermediate_size);
+  EXPECT_EQ(pback->vision.out_hidden_size, 128);
+  auto pagain = VlmConfigToHfJson(*pback, *pj);
+  ASSERT_TRUE(pagain.ok());
+  EXPECT_EQ(*pagain, *pj);
+}
+
+// Qwen2-VL's MLP activations against their formulas (HF ACT2FN).
+TEST(VlmConfigTest, VisionActivations) {
+  at::Tensor x = at::linspace(-6, 6, 97, at::kDouble);
+  const double s2 = std::sqrt(2.0), c = std::sqrt(2.0 / M_PI);
+  EXPECT_TRUE(VisionActivation("quick_gelu", x)
+                  .allclose(x / (1 + at::exp(-1.702 * x)), 1e-14, 1e-14));
+  EXPECT_TRUE(VisionActivation("gelu", x).allclose(
+      0.5 * x * (1 + at::erf(x / s2)), 1e-14, 1e-14));
+  EXPECT_TRUE(
+      VisionActivation("gelu_pytorch_tanh", x)
+          .allclose(0.5 * x * (1 + at::tanh(c * (x + 0.044715 * x.pow(3)))),
+                    1e-14, 1e-14));
+  EXPECT_TRUE(VisionActivation("silu", x).allclose(x / (1 + at::exp(-x)), 1e-14,
+                                                   1e-14));
+}
+
 TEST(VlmConfigTest, TinyPresetRunsAndTrains) {
   for (const std::string& name : VlmPresetNames()) {
     SCOPED_TRACE(name);
@@ -337,6 +457,146 @@ TEST(VlmConfigTest, TinyPresetRunsAndTrains) {
                   .item<double>(),
               0);
   }
+}
+
+// Autograd nodes named `name` in the graph behind `t`.
+int CountGraphNodes(const at::Tensor& t, const std::string& name) {
+  std::vector<torch::autograd::Node*> stack;
+  std::set<torch::autograd::Node*> seen;
+  if (t.grad_fn()) stack.push_back(t.grad_fn().get());
+  int count = 0;
+  while (!stack.empty()) {
+    torch::autograd::Node* node = stack.back();
+    stack.pop_back();
+    if (!seen.insert(node).second) continue;
+    if (node->name() == name) ++count;
+    for (const auto& edge : node->next_edges()) {
+      if (edge.function) stack.push_back(edge.function.get());
+    }
+  }
+  return count;
+}
+
+// Two packed prompts, the first with two images (4x6 and 4x4 patches), the
+// second with one 6x6 image (windows padded for Qwen2.5-VL's tower).
+struct TwoImageBatch {
+  at::Tensor ids;
+  std::vector<int64_t> cu;
+  at::Tensor pixels, grid;
+};
+
+TwoImageBatch MakeTwoImageBatch(const VlmConfig& c) {
+  const int64_t pad = c.image_token_id, vs = c.vision_start_token_id,
+                ve = c.vision_end_token_id;
+  std::vector<int64_t> ids = {5, 6, vs};
+  ids.insert(ids.end(), 6, pad);
+  for (int64_t t : {ve, int64_t{7}, vs}) ids.push_back(t);
+  ids.insert(ids.end(), 4, pad);
+  for (int64_t t : {ve, int64_t{8}, int64_t{9}}) ids.push_back(t);
+  const int64_t t0 = ids.size();
+  for (int64_t t : {int64_t{11}, vs}) ids.push_back(t);
+  ids.insert(ids.end(), 9, pad);
+  for (int64_t t : {ve, int64_t{12}}) ids.push_back(t);
+  TwoImageBatch b;
+  b.ids = at::tensor(ids, at::kLong);
+  b.cu = {0, t0, static_cast<int64_t>(ids.size())};
+  b.grid =
+      at::tensor(std::vector<int64_t>{1, 4, 6, 1, 4, 4, 1, 6, 6}, at::kLong)
+          .reshape({3, 3});
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(17);
+  b.pixels = at::randn({24 + 16 + 36, c.vision.PatchDim()}, gen);
+  return b;
+}
+
+// Bytes of tracked CPU memory that `fn`'s result keeps alive (its output and
+// the activations its autograd graph saved), and the result.
+template <typename Fn>
+std::pair<int64_t, at::Tensor> KeptBytes(Fn fn) {
+  auto& tracker = profiler::MemoryTracker::Global();
+  const int64_t before = tracker.Stats().live_bytes;
+  at::Tensor out = fn();
+  return {tracker.Stats().live_bytes - before, out};
+}
+
+// Gradient checkpointing of the vision blocks (with the decoder's): every
+// parameter's gradient (tower and language model) equals the plain
+// backward's, each block and layer is one recompute node, and the forward
+// keeps fewer bytes of activations. Both towers; two prompts, three images.
+TEST(VlmCheckpointingTest, SameGradientsFewerActivations) {
+  const bool tracked = profiler::ProfilerCompiledIn();
+  if (tracked) profiler::MemoryTracker::Global().Enable({0, 0});
+  for (const char* name : {"tiny-qwen2.5-vl", "tiny-qwen2-vl"}) {
+    SCOPED_TRACE(name);
+    auto config = MakeVlmPreset(name);
+    ASSERT_TRUE(config.ok());
+    auto model = CreateVlmModel(*config, 5, 0.05);
+    const TwoImageBatch b = MakeTwoImageBatch(*config);
+    const int64_t depth = config->vision.depth;
+    const int64_t layers = config->text.num_hidden_layers;
+    auto run = [&](bool checkpointing, int* nodes, int64_t* kept) {
+      model->enable_gradient_checkpointing(checkpointing);
+      model->zero_grad();
+      auto [bytes, logits] = KeptBytes([&] {
+        auto out = model->ForwardMultimodal(b.ids, b.cu, b.pixels, b.grid);
+        CHECK(out.ok()) << out.status();
+        return out->logits;
+      });
+      *kept = bytes;
+      *nodes = CountGraphNodes(logits, "CheckpointBackward");
+      at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(99);
+      (logits * at::randn(logits.sizes(), gen)).sum().backward();
+      std::map<std::string, at::Tensor> g;
+      for (const auto& it : model->named_parameters()) {
+        if (it.value().grad().defined()) {
+          g[it.key()] = it.value().grad().clone();
+        }
+      }
+      return g;
+    };
+    int plain_nodes = 0, ckpt_nodes = 0;
+    int64_t plain_kept = 0, ckpt_kept = 0;
+    const auto plain = run(false, &plain_nodes, &plain_kept);
+    const auto ckpt = run(true, &ckpt_nodes, &ckpt_kept);
+    EXPECT_TRUE(model->visual->gradient_checkpointing());
+    EXPECT_EQ(plain_nodes, 0);
+    EXPECT_EQ(ckpt_nodes, depth + layers);
+    ASSERT_EQ(plain.size(), model->parameters().size());
+    ASSERT_EQ(ckpt.size(), plain.size());
+    double worst = 0;
+    int vision = 0;
+    for (const auto& [n, g] : plain) {
+      const double scale = std::max(1.0, g.abs().max().item<double>());
+      const double diff = (g - ckpt.at(n)).abs().max().item<double>() / scale;
+      worst = std::max(worst, diff);
+      EXPECT_LE(diff, 1e-6) << n;
+      EXPECT_GT(g.abs().sum().item<double>(), 0) << n;
+      vision += n.rfind("visual.", 0) == 0;
+    }
+    EXPECT_GT(vision, 4 * depth);
+
+    // The tower alone: each block keeps only its input.
+    model->visual->enable_gradient_checkpointing(false);
+    const auto grids = GridsFromTensor(b.grid);
+    auto tower_plain =
+        KeptBytes([&] { return model->visual->Forward(b.pixels, grids); });
+    model->visual->enable_gradient_checkpointing(true);
+    auto tower_ckpt =
+        KeptBytes([&] { return model->visual->Forward(b.pixels, grids); });
+    EXPECT_EQ(CountGraphNodes(tower_ckpt.second, "CheckpointBackward"), depth);
+    EXPECT_TRUE(tower_ckpt.second.equal(tower_plain.second));
+    std::printf(
+        "%s: max grad diff %.3g (rel); kept after forward: model %lld -> "
+        "%lld bytes, tower %lld -> %lld bytes\n",
+        name, worst, static_cast<long long>(plain_kept),
+        static_cast<long long>(ckpt_kept),
+        static_cast<long long>(tower_plain.first),
+        static_cast<long long>(tower_ckpt.first));
+    if (tracked) {
+      EXPECT_LT(ckpt_kept, plain_kept);
+      EXPECT_LT(tower_ckpt.first * 3, tower_plain.first);
+    }
+  }
+  if (tracked) profiler::MemoryTracker::Global().Disable();
 }
 
 // verl's freeze_vision_tower: the vision tower (merger included) gets no

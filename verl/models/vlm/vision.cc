@@ -2,12 +2,15 @@
 #include "verl/models/vlm/vision.h"
 
 #include <ATen/TensorOperators.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/argsort.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/gelu.h>
+#include <ATen/ops/layer_norm.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/pow.h>
+#include <ATen/ops/sigmoid.h>
 #include <ATen/ops/silu.h>
 #include <ATen/ops/softmax.h>
 #include <ATen/ops/tensor.h>
@@ -16,6 +19,8 @@
 
 #include <cmath>
 #include <string>
+
+#include "verl/models/recompute.h"
 
 namespace verl::models::vlm {
 namespace {
@@ -39,6 +44,9 @@ VisionLayout MakeVisionLayout(const std::vector<GridThw>& grids,
   for (const auto& [t, h, w] : grids) {
     CHECK(h % sms == 0 && w % sms == 0)
         << "grid " << h << "x" << w << " not a multiple of " << sms;
+    for (int64_t f = 0; f < t; ++f) {
+      out.cu_image.push_back(out.cu_image.back() + h * w);
+    }
     const int64_t lh = h / sms, lw = w / sms;
     // Patch coordinates in pixel_values order: (t, h/m, w/m, m, m).
     for (int64_t f = 0; f < t; ++f) {
@@ -52,6 +60,13 @@ VisionLayout MakeVisionLayout(const std::vector<GridThw>& grids,
           }
         }
       }
+    }
+    if (!c.HasWindows()) {
+      // Qwen2-VL: units in their own order, "windows" = the frames.
+      const int64_t units = t * (h / sms) * (w / sms);
+      for (int64_t u = 0; u < units; ++u) out.window_index.push_back(base + u);
+      base += units;
+      continue;
     }
     // Windows of vmws x vmws merge units; HF pads the grid to whole windows
     // (a full extra window when it already divides) and drops empty ones.
@@ -75,8 +90,8 @@ VisionLayout MakeVisionLayout(const std::vector<GridThw>& grids,
       }
     }
     base += t * lh * lw;
-    out.cu_image.push_back(out.cu_image.back() + t * h * w);
   }
+  if (!c.HasWindows()) out.cu_window = out.cu_image;
   return out;
 }
 
@@ -113,7 +128,46 @@ at::Tensor VisionAttention::Forward(const at::Tensor& x, const at::Tensor& cos,
   return proj->Forward(at::cat(outs, 0));
 }
 
-VisionMlp::VisionMlp(int64_t dim, int64_t hidden) {
+LayerNorm::LayerNorm(int64_t dim, double eps_in) : eps(eps_in) {
+  weight = register_parameter("weight", at::ones({dim}));
+  bias = register_parameter("bias", at::zeros({dim}));
+}
+
+at::Tensor LayerNorm::Forward(const at::Tensor& x) const {
+  return at::layer_norm(x, {x.size(-1)}, weight, bias, eps);
+}
+
+VisionNorm::VisionNorm(torch::nn::Module& parent, const std::string& name,
+                       const VisionConfig& c) {
+  if (c.IsQwen2Vl()) {
+    layer_norm = parent.register_module(
+        name, std::make_shared<LayerNorm>(c.hidden_size, c.rms_norm_eps));
+  } else {
+    rms = parent.register_module(
+        name, std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps));
+  }
+}
+
+at::Tensor VisionNorm::Forward(const at::Tensor& x) const {
+  return rms ? rms->Forward(x) : layer_norm->Forward(x);
+}
+
+at::Tensor VisionActivation(const std::string& name, const at::Tensor& x) {
+  if (name == "quick_gelu") return x * at::sigmoid(1.702 * x);
+  if (name == "gelu") return at::gelu(x);
+  if (name == "gelu_pytorch_tanh") return at::gelu(x, "tanh");
+  CHECK_EQ(name, "silu") << "vision hidden_act";
+  return at::silu(x);
+}
+
+VisionMlp::VisionMlp(const VisionConfig& c) {
+  const int64_t dim = c.hidden_size, hidden = c.intermediate_size;
+  if (c.IsQwen2Vl()) {
+    act = c.hidden_act;
+    fc1 = register_module("fc1", std::make_shared<Linear>(dim, hidden, true));
+    fc2 = register_module("fc2", std::make_shared<Linear>(hidden, dim, true));
+    return;
+  }
   gate_proj =
       register_module("gate_proj", std::make_shared<Linear>(dim, hidden, true));
   up_proj =
@@ -123,32 +177,27 @@ VisionMlp::VisionMlp(int64_t dim, int64_t hidden) {
 }
 
 at::Tensor VisionMlp::Forward(const at::Tensor& x) const {
+  if (fc1) return fc2->Forward(VisionActivation(act, fc1->Forward(x)));
   return down_proj->Forward(at::silu(gate_proj->Forward(x)) *
                             up_proj->Forward(x));
 }
 
-VisionBlock::VisionBlock(const VisionConfig& c) {
-  norm1 = register_module(
-      "norm1", std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps));
-  norm2 = register_module(
-      "norm2", std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps));
+VisionBlock::VisionBlock(const VisionConfig& c)
+    : norm1(*this, "norm1", c), norm2(*this, "norm2", c) {
   attn = register_module(
       "attn", std::make_shared<VisionAttention>(c.hidden_size, c.num_heads));
-  mlp = register_module(
-      "mlp", std::make_shared<VisionMlp>(c.hidden_size, c.intermediate_size));
+  mlp = register_module("mlp", std::make_shared<VisionMlp>(c));
 }
 
 at::Tensor VisionBlock::Forward(const at::Tensor& x, const at::Tensor& cos,
                                 const at::Tensor& sin,
                                 const std::vector<int64_t>& cu) const {
-  at::Tensor h = x + attn->Forward(norm1->Forward(x), cos, sin, cu);
-  return h + mlp->Forward(norm2->Forward(h));
+  at::Tensor h = x + attn->Forward(norm1.Forward(x), cos, sin, cu);
+  return h + mlp->Forward(norm2.Forward(h));
 }
 
 PatchMerger::PatchMerger(const VisionConfig& c)
-    : merged_dim(c.hidden_size * c.MergeUnit()) {
-  ln_q = register_module(
-      "ln_q", std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps));
+    : merged_dim(c.hidden_size * c.MergeUnit()), ln_q(*this, "ln_q", c) {
   auto mlp = register_module("mlp", Container());
   fc1 = mlp->register_module(
       "0", std::make_shared<Linear>(merged_dim, merged_dim, true));
@@ -157,7 +206,7 @@ PatchMerger::PatchMerger(const VisionConfig& c)
 }
 
 at::Tensor PatchMerger::Forward(const at::Tensor& x) const {
-  at::Tensor h = ln_q->Forward(x).reshape({-1, merged_dim});
+  at::Tensor h = ln_q.Forward(x).reshape({-1, merged_dim});
   return fc2->Forward(at::gelu(fc1->Forward(h)));
 }
 
@@ -190,21 +239,25 @@ at::Tensor VisionTower::Forward(const at::Tensor& pixel_values,
   at::Tensor x = LinearOp(pixel_values.to(w.scalar_type()),
                           w.reshape({config_.hidden_size, -1}));
 
-  // Patch permutation into window order (whole merge units move).
-  std::vector<int64_t> perm;
-  perm.reserve(n);
-  for (int64_t u : layout.window_index) {
-    for (int64_t k = 0; k < unit; ++k) perm.push_back(u * unit + k);
+  // Patch permutation into window order (whole merge units move); none
+  // without windows.
+  const bool windowed = config_.HasWindows();
+  at::Tensor rows = at::tensor(layout.row, at::kLong);
+  at::Tensor cols = at::tensor(layout.col, at::kLong);
+  if (windowed) {
+    std::vector<int64_t> perm;
+    perm.reserve(n);
+    for (int64_t u : layout.window_index) {
+      for (int64_t k = 0; k < unit; ++k) perm.push_back(u * unit + k);
+    }
+    at::Tensor perm_t = at::tensor(perm, at::kLong);
+    x = x.index_select(0, perm_t.to(x.device()));
+    rows = rows.index_select(0, perm_t);
+    cols = cols.index_select(0, perm_t);
   }
-  at::Tensor perm_t = at::tensor(perm, at::kLong).to(x.device());
-  x = x.index_select(0, perm_t);
 
   // 2-D rotary: [row * inv_freq, col * inv_freq], duplicated to head_dim.
   const c10::ScalarType ct = ComputeDtype(x.scalar_type());
-  at::Tensor rows =
-      at::tensor(layout.row, at::kLong).index_select(0, perm_t.cpu());
-  at::Tensor cols =
-      at::tensor(layout.col, at::kLong).index_select(0, perm_t.cpu());
   at::Tensor f = inv_freq_.to(ct);
   at::Tensor freqs = at::cat({rows.to(ct).unsqueeze(1) * f.unsqueeze(0),
                               cols.to(ct).unsqueeze(1) * f.unsqueeze(0)},
@@ -212,12 +265,24 @@ at::Tensor VisionTower::Forward(const at::Tensor& pixel_values,
   at::Tensor emb = at::cat({freqs, freqs}, 1).to(x.device());
   at::Tensor cos = emb.cos(), sin = emb.sin();
 
+  const bool checkpoint = checkpointing_ && at::GradMode::is_enabled();
   for (int64_t b = 0; b < static_cast<int64_t>(blocks.size()); ++b) {
-    x = blocks[b]->Forward(
-        x, cos, sin,
-        config_.IsFullAttention(b) ? layout.cu_image : layout.cu_window);
+    const std::vector<int64_t>& cu =
+        config_.IsFullAttention(b) ? layout.cu_image : layout.cu_window;
+    if (checkpoint) {
+      // The closure owns what the recompute needs (block, rotary tables,
+      // boundaries): backward runs after this frame has returned.
+      std::shared_ptr<VisionBlock> block = blocks[b];
+      RecomputeFn fn = [block, cos, sin, cu](const TensorList& in) {
+        return TensorList{block->Forward(in[0], cos, sin, cu)};
+      };
+      x = Checkpoint(fn, {x}, block->parameters())[0];
+    } else {
+      x = blocks[b]->Forward(x, cos, sin, cu);
+    }
   }
   at::Tensor merged = merger->Forward(x);
+  if (!windowed) return merged;
   at::Tensor reverse = at::argsort(
       at::tensor(layout.window_index, at::kLong).to(merged.device()));
   return merged.index_select(0, reverse);

@@ -1,5 +1,5 @@
-// HF Qwen2.5-VL folders: save -> load round trip (sharded), config.json as
-// HF writes it, processor config kept, missing tensors named.
+// HF Qwen2.5-VL and Qwen2-VL folders: save -> load round trip (sharded),
+// config.json as HF writes it, processor config kept, missing tensors named.
 #include "verl/models/vlm/vlm_checkpoint.h"
 
 #include <ATen/ops/tensor.h>
@@ -23,21 +23,38 @@ namespace {
 using ::verl::core::testing::FreshTestDir;
 using ::verl::core::testing::StatusIs;
 
-TEST(VlmCheckpointTest, SaveLoadRoundTrip) {
-  auto config = MakeVlmPreset("tiny-qwen2.5-vl");
+class VlmCheckpointRoundTrip : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(VlmCheckpointRoundTrip, SaveLoadRoundTrip) {
+  const bool qwen2 = GetParam() == "tiny-qwen2-vl";
+  auto config = MakeVlmPreset(GetParam());
   ASSERT_TRUE(config.ok());
   auto model = CreateVlmModel(*config, 3);
   ImageProcessorConfig processor;
   processor.max_pixels = 28 * 28 * 64;
-  const std::string dir = FreshTestDir("vlm_ckpt");
+  const std::string dir = FreshTestDir("vlm_ckpt_" + GetParam());
   VlmSaveOptions options;
   options.max_shard_size = 1 << 20;  // several shards with an index
   ASSERT_TRUE(SaveVlmCheckpoint(dir, *model, processor, {}, options).ok());
   EXPECT_TRUE(std::filesystem::exists(dir + "/model.safetensors.index.json"));
   auto json = core::ReadJsonFile(dir + "/config.json");
   ASSERT_TRUE(json.ok());
-  EXPECT_EQ((*json)["architectures"][0], "Qwen2_5_VLForConditionalGeneration");
+  EXPECT_EQ((*json)["architectures"][0],
+            qwen2 ? "Qwen2VLForConditionalGeneration"
+                  : "Qwen2_5_VLForConditionalGeneration");
+  EXPECT_EQ((*json)["model_type"], qwen2 ? "qwen2_vl" : "qwen2_5_vl");
   EXPECT_EQ((*json)["vision_config"]["depth"], 4);
+  // HF's tensor names of the variant in the written shards.
+  auto index = core::ReadJsonFile(dir + "/model.safetensors.index.json");
+  ASSERT_TRUE(index.ok()) << index.status();
+  const nlohmann::json& map = (*index)["weight_map"];
+  for (const char* name :
+       {"visual.blocks.3.mlp.fc1.weight", "visual.blocks.3.mlp.fc2.bias",
+        "visual.blocks.0.norm1.bias", "visual.merger.ln_q.bias"}) {
+    EXPECT_EQ(map.contains(name), qwen2) << name;
+  }
+  EXPECT_EQ(map.contains("visual.blocks.0.mlp.gate_proj.weight"), !qwen2);
+  EXPECT_TRUE(map.contains("visual.merger.mlp.2.weight"));
 
   auto loaded = LoadVlmCheckpoint(dir);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
@@ -69,6 +86,9 @@ TEST(VlmCheckpointTest, SaveLoadRoundTrip) {
   ASSERT_TRUE(json2.ok());
   EXPECT_EQ((*json2)["transformers_version"], "4.51.0");
 }
+
+INSTANTIATE_TEST_SUITE_P(Presets, VlmCheckpointRoundTrip,
+                         ::testing::Values("tiny-qwen2.5-vl", "tiny-qwen2-vl"));
 
 TEST(VlmCheckpointTest, MissingTensorsAreNamed) {
   auto config = MakeVlmPreset("tiny-qwen2.5-vl");

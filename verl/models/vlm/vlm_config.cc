@@ -2,6 +2,8 @@
 #include "verl/models/vlm/vlm_config.h"
 
 #include <algorithm>
+#include <cmath>
+#include <iterator>
 #include <numeric>
 
 #include "absl/status/status.h"
@@ -15,7 +17,8 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr char kArchitecture[] = "Qwen2_5_VLForConditionalGeneration";
+constexpr char kArchitecture25[] = "Qwen2_5_VLForConditionalGeneration";
+constexpr char kArchitecture2[] = "Qwen2VLForConditionalGeneration";
 // Top-level keys of a VL config that the Qwen2 text reader must not see.
 constexpr const char* kVlKeys[] = {
     "vision_config",   "rope_scaling",          "image_token_id",
@@ -53,11 +56,82 @@ absl::Status ReadIntList(const Json& obj, const char* key,
   return absl::OkStatus();
 }
 
-absl::StatusOr<VisionConfig> ParseVision(const Json& v,
-                                         const std::string& source) {
+// Qwen2-VL's hidden_act values the tower computes (HF ACT2FN names).
+constexpr const char* kQwen2VlActs[] = {"quick_gelu", "gelu",
+                                        "gelu_pytorch_tanh", "silu"};
+
+absl::Status ReadPositiveNumber(const Json& obj, const char* key,
+                                absl::string_view source, double* out) {
+  if (!obj.contains(key) || obj[key].is_null()) return absl::OkStatus();
+  if (!obj[key].is_number() || obj[key].get<double>() <= 0) {
+    return KeyError(source, key, "a positive number");
+  }
+  *out = obj[key].get<double>();
+  return absl::OkStatus();
+}
+
+// Head dim divisible by 4: the 2-D rotary splits it into row and column
+// halves of rotate-half pairs.
+absl::Status CheckHeads(const VisionConfig& c, absl::string_view src,
+                        const char* width_key) {
+  if (c.hidden_size % c.num_heads != 0 || c.HeadDim() % 4 != 0) {
+    return KeyError(src, width_key,
+                    absl::StrCat("a multiple of num_heads (", c.num_heads,
+                                 ") whose head_dim is divisible by 4 (2-D "
+                                 "rotary); got ",
+                                 c.hidden_size));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<VisionConfig> ParseQwen2Vision(const Json& v,
+                                              const std::string& src) {
   VisionConfig c;
+  c.variant = VisionVariant::kQwen2Vl;
+  c.hidden_act = "quick_gelu";
+  c.hidden_size = 1280;
+  c.out_hidden_size = 3584;
+  for (auto [key, out] :
+       {std::make_pair("depth", &c.depth),
+        std::make_pair("embed_dim", &c.hidden_size),
+        std::make_pair("hidden_size", &c.out_hidden_size),
+        std::make_pair("num_heads", &c.num_heads),
+        std::make_pair("patch_size", &c.patch_size),
+        std::make_pair("temporal_patch_size", &c.temporal_patch_size),
+        std::make_pair("spatial_merge_size", &c.spatial_merge_size),
+        std::make_pair("in_chans", &c.in_chans),
+        std::make_pair("in_channels", &c.in_chans)}) {
+    VERL_RETURN_IF_ERROR(ReadInt(v, key, src, out));
+  }
+  VERL_RETURN_IF_ERROR(ReadPositiveNumber(v, "mlp_ratio", src, &c.mlp_ratio));
+  // HF: int(embed_dim * mlp_ratio).
+  c.intermediate_size =
+      static_cast<int64_t>(static_cast<double>(c.hidden_size) * c.mlp_ratio);
+  if (c.intermediate_size <= 0) {
+    return KeyError(src, "mlp_ratio", "embed_dim * mlp_ratio >= 1");
+  }
+  if (v.contains("hidden_act")) {
+    const Json& act = v["hidden_act"];
+    if (!act.is_string() ||
+        std::find(std::begin(kQwen2VlActs), std::end(kQwen2VlActs),
+                  act.get<std::string>()) == std::end(kQwen2VlActs)) {
+      return KeyError(src, "hidden_act",
+                      absl::StrCat("one of ", absl::StrJoin(kQwen2VlActs, ", "),
+                                   " (Qwen2-VL); got ", act.dump()));
+    }
+    c.hidden_act = act.get<std::string>();
+  }
+  VERL_RETURN_IF_ERROR(CheckHeads(c, src, "embed_dim"));
+  return c;
+}
+
+absl::StatusOr<VisionConfig> ParseVision(const Json& v,
+                                         const std::string& source,
+                                         VisionVariant variant) {
   if (!v.is_object()) return KeyError(source, "vision_config", "an object");
   const std::string src = source + ": vision_config";
+  if (variant == VisionVariant::kQwen2Vl) return ParseQwen2Vision(v, src);
+  VisionConfig c;
   for (auto [key, out] :
        {std::make_pair("depth", &c.depth),
         std::make_pair("hidden_size", &c.hidden_size),
@@ -80,10 +154,7 @@ absl::StatusOr<VisionConfig> ParseVision(const Json& v,
       return KeyError(src, "hidden_act", "\"silu\" (Qwen2.5-VL)");
     }
   }
-  if (c.hidden_size % c.num_heads != 0 || c.HeadDim() % 4 != 0) {
-    return KeyError(src, "num_heads",
-                    "hidden_size / num_heads divisible by 4 (2-D rotary)");
-  }
+  VERL_RETURN_IF_ERROR(CheckHeads(c, src, "hidden_size"));
   for (int64_t b : c.fullatt_block_indexes) {
     if (b < 0 || b >= c.depth) {
       return KeyError(src, "fullatt_block_indexes",
@@ -112,12 +183,26 @@ absl::StatusOr<VlmConfig> VlmConfigFromHfJson(const Json& json,
       !json["architectures"].empty() && json["architectures"][0].is_string()) {
     arch = json["architectures"][0].get<std::string>();
   }
-  const std::string model_type = json.value("model_type", "");
-  if (arch != kArchitecture && model_type != "qwen2_5_vl") {
+  const std::string model_type =
+      json.contains("model_type") && json["model_type"].is_string()
+          ? json["model_type"].get<std::string>()
+          : "";
+  // model_type decides; the architecture when model_type names neither.
+  VisionVariant variant;
+  if (model_type == "qwen2_5_vl" ||
+      (model_type != "qwen2_vl" && arch == kArchitecture25)) {
+    variant = VisionVariant::kQwen2_5Vl;
+    c.architecture = kArchitecture25;
+    c.model_type = "qwen2_5_vl";
+  } else if (model_type == "qwen2_vl" || arch == kArchitecture2) {
+    variant = VisionVariant::kQwen2Vl;
+    c.architecture = kArchitecture2;
+    c.model_type = "qwen2_vl";
+  } else {
     return absl::InvalidArgumentError(absl::StrCat(
         src, ": architecture '", arch, "' (model_type '", model_type,
         "') is not a supported vision-language model; supported: ",
-        kArchitecture));
+        kArchitecture25, " (qwen2_5_vl), ", kArchitecture2, " (qwen2_vl)"));
   }
   // The text model: transformers v5 nests it in text_config.
   Json text = json.contains("text_config") && json["text_config"].is_object()
@@ -160,9 +245,12 @@ absl::StatusOr<VlmConfig> VlmConfigFromHfJson(const Json& json,
   if (!json.contains("vision_config")) {
     return KeyError(src, "vision_config", "an object");
   }
-  VERL_ASSIGN_OR_RETURN(c.vision, ParseVision(json["vision_config"], src));
+  VERL_ASSIGN_OR_RETURN(c.vision,
+                        ParseVision(json["vision_config"], src, variant));
   if (c.vision.out_hidden_size != c.text.hidden_size) {
-    return KeyError(src, "vision_config.out_hidden_size",
+    return KeyError(src,
+                    c.vision.IsQwen2Vl() ? "vision_config.hidden_size"
+                                         : "vision_config.out_hidden_size",
                     absl::StrCat("the text hidden_size ", c.text.hidden_size));
   }
   return c;
@@ -193,24 +281,37 @@ absl::StatusOr<Json> VlmConfigToHfJson(const VlmConfig& c, const Json& base) {
   Json& v = out["vision_config"];
   if (!v.is_object()) v = Json::object();
   const VisionConfig& vc = c.vision;
+  // HF's class names the key in_channels, released configs in_chans: the
+  // one the base has, else in_chans.
+  const char* chans = v.contains("in_channels") ? "in_channels" : "in_chans";
   v["depth"] = vc.depth;
-  v["hidden_size"] = vc.hidden_size;
   v["num_heads"] = vc.num_heads;
-  v["intermediate_size"] = vc.intermediate_size;
   v["patch_size"] = vc.patch_size;
   v["temporal_patch_size"] = vc.temporal_patch_size;
   v["spatial_merge_size"] = vc.spatial_merge_size;
+  v[chans] = vc.in_chans;
+  v["hidden_act"] = vc.hidden_act;
+  if (vc.IsQwen2Vl()) {
+    v["embed_dim"] = vc.hidden_size;
+    v["hidden_size"] = vc.out_hidden_size;
+    if (vc.mlp_ratio == std::floor(vc.mlp_ratio)) {
+      v["mlp_ratio"] = static_cast<int64_t>(vc.mlp_ratio);
+    } else {
+      v["mlp_ratio"] = vc.mlp_ratio;
+    }
+    return out;
+  }
+  v["hidden_size"] = vc.hidden_size;
+  v["intermediate_size"] = vc.intermediate_size;
   v["window_size"] = vc.window_size;
   v["fullatt_block_indexes"] = vc.fullatt_block_indexes;
   v["out_hidden_size"] = vc.out_hidden_size;
-  v["in_chans"] = vc.in_chans;
-  v["hidden_act"] = vc.hidden_act;
   v["tokens_per_second"] = vc.tokens_per_second;
   return out;
 }
 
 std::vector<std::string> VlmPresetNames() {
-  return {"tiny-qwen2.5-vl", "tiny-qwen2.5-vl-wide"};
+  return {"tiny-qwen2.5-vl", "tiny-qwen2.5-vl-wide", "tiny-qwen2-vl"};
 }
 
 absl::StatusOr<VlmConfig> MakeVlmPreset(const std::string& name) {
@@ -258,6 +359,16 @@ absl::StatusOr<VlmConfig> MakeVlmPreset(const std::string& name) {
     t.hidden_size = 256;
     t.intermediate_size = 704;
     t.mrope_section = {8, 12, 12};
+  }
+  if (name == "tiny-qwen2-vl") {
+    // Qwen2-VL's tower at the same width: LayerNorm blocks with a
+    // fc1-QuickGELU-fc2 MLP of 4x, every block over the whole image.
+    c.architecture = "Qwen2VLForConditionalGeneration";
+    c.model_type = "qwen2_vl";
+    v.variant = VisionVariant::kQwen2Vl;
+    v.mlp_ratio = 4;
+    v.intermediate_size = 256;
+    v.hidden_act = "quick_gelu";
   }
   v.out_hidden_size = t.hidden_size;
   return c;

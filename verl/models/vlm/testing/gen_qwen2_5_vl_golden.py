@@ -1,13 +1,23 @@
 #!/usr/bin/python3
-"""Golden logits for verl/models/vlm's Qwen2.5-VL, from an independent float64
-reference written from HF's modeling_qwen2_5_vl.py equations.
+"""Golden logits for verl/models/vlm's Qwen2.5-VL and Qwen2-VL, from an
+independent float64 reference written from HF's modeling_qwen2_5_vl.py and
+modeling_qwen2_vl.py equations.
 
 Run with Debian's /usr/bin/python3 (python3-torch, numpy):
     /usr/bin/python3 verl/models/vlm/testing/gen_qwen2_5_vl_golden.py
 Weights and pixel values come from a counter-based hash (splitmix64 of the
 tensor name's FNV-1a hash + element index) that the C++ test reproduces, so no
-weights are checked in. Writes testdata/qwen2_5_vl_golden.json and
-testdata/qwen2_5_vl_case*.f64 (logits [T, vocab], float64 little endian).
+weights are checked in. Writes testdata/<set>_golden.json and
+testdata/<set>_case*.f64 (logits [T, vocab], float64 little endian) for the
+sets qwen2_5_vl and qwen2_vl.
+
+Qwen2-VL's tower differs from Qwen2.5-VL's: LayerNorm (with bias, eps 1e-6)
+for norm1/norm2 and the merger's ln_q, an MLP fc2(act(fc1(x))) with hidden
+int(embed_dim * mlp_ratio) and act = ACT2FN[hidden_act] (quick_gelu:
+x * sigmoid(1.702 x)), no window attention (every block attends over each
+whole image, no window_index reordering); vision_config names the tower width
+embed_dim and the merger's output hidden_size. The language model, M-RoPE and
+get_rope_index (for images) are the same.
 """
 import json
 import math
@@ -37,6 +47,17 @@ CONFIG = {
         "in_chans": 3, "hidden_act": "silu", "tokens_per_second": 2,
     },
 }
+CONFIG_QWEN2_VL = dict(CONFIG)
+CONFIG_QWEN2_VL.update({
+    "architectures": ["Qwen2VLForConditionalGeneration"],
+    "model_type": "qwen2_vl",
+    "vision_token_id": 151654,  # an unknown key to the reader: kept verbatim
+    "vision_config": {
+        "depth": 3, "embed_dim": 32, "hidden_size": 64, "num_heads": 2,
+        "mlp_ratio": 1.5, "patch_size": 14, "temporal_patch_size": 2,
+        "spatial_merge_size": 2, "in_chans": 3, "hidden_act": "quick_gelu",
+    },
+})
 # (text before, [(grid_thw, text after)]): one small image, one larger image
 # (windows padded on both axes), two images in one prompt.
 CASES = [
@@ -80,26 +101,45 @@ def hash_tensor(name, shape):
     return torch.tensor(v.reshape(shape), dtype=torch.float64)
 
 
+def is_qwen2_vl(c):
+    return c["model_type"] == "qwen2_vl"
+
+
+def vision_dims(c):
+    """(tower width, MLP hidden, merger output) from either vision_config."""
+    v = c["vision_config"]
+    if is_qwen2_vl(c):
+        return v["embed_dim"], int(v["embed_dim"] * v["mlp_ratio"]), v["hidden_size"]
+    return v["hidden_size"], v["intermediate_size"], v["out_hidden_size"]
+
+
 def param_shapes(c):
     v = c["vision_config"]
     H, I = c["hidden_size"], c["intermediate_size"]
     hd = H // c["num_attention_heads"]
     kv = c["num_key_value_heads"] * hd
-    vh, vi = v["hidden_size"], v["intermediate_size"]
+    vh, vi, vo = vision_dims(c)
     mh = vh * v["spatial_merge_size"] ** 2
     s = {"visual.patch_embed.proj.weight": [vh, 3, v["temporal_patch_size"], v["patch_size"], v["patch_size"]]}
     for b in range(v["depth"]):
         p = "visual.blocks.%d." % b
         s.update({p + "norm1.weight": [vh], p + "norm2.weight": [vh],
                   p + "attn.qkv.weight": [3 * vh, vh], p + "attn.qkv.bias": [3 * vh],
-                  p + "attn.proj.weight": [vh, vh], p + "attn.proj.bias": [vh],
-                  p + "mlp.gate_proj.weight": [vi, vh], p + "mlp.gate_proj.bias": [vi],
-                  p + "mlp.up_proj.weight": [vi, vh], p + "mlp.up_proj.bias": [vi],
-                  p + "mlp.down_proj.weight": [vh, vi], p + "mlp.down_proj.bias": [vh]})
+                  p + "attn.proj.weight": [vh, vh], p + "attn.proj.bias": [vh]})
+        if is_qwen2_vl(c):
+            s.update({p + "norm1.bias": [vh], p + "norm2.bias": [vh],
+                      p + "mlp.fc1.weight": [vi, vh], p + "mlp.fc1.bias": [vi],
+                      p + "mlp.fc2.weight": [vh, vi], p + "mlp.fc2.bias": [vh]})
+        else:
+            s.update({p + "mlp.gate_proj.weight": [vi, vh], p + "mlp.gate_proj.bias": [vi],
+                      p + "mlp.up_proj.weight": [vi, vh], p + "mlp.up_proj.bias": [vi],
+                      p + "mlp.down_proj.weight": [vh, vi], p + "mlp.down_proj.bias": [vh]})
     s.update({"visual.merger.ln_q.weight": [vh],
               "visual.merger.mlp.0.weight": [mh, mh], "visual.merger.mlp.0.bias": [mh],
-              "visual.merger.mlp.2.weight": [v["out_hidden_size"], mh],
-              "visual.merger.mlp.2.bias": [v["out_hidden_size"]]})
+              "visual.merger.mlp.2.weight": [vo, mh],
+              "visual.merger.mlp.2.bias": [vo]})
+    if is_qwen2_vl(c):
+        s["visual.merger.ln_q.bias"] = [vh]
     s["model.embed_tokens.weight"] = [c["vocab_size"], H]
     for l in range(c["num_hidden_layers"]):
         p = "model.layers.%d." % l
@@ -117,6 +157,20 @@ def param_shapes(c):
 
 def rms_norm(x, w, eps):
     return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+
+def layer_norm(x, w, b, eps):
+    """nn.LayerNorm over the last dim (biased variance)."""
+    mu = x.mean(-1, keepdim=True)
+    var = (x - mu).pow(2).mean(-1, keepdim=True)
+    return (x - mu) / torch.sqrt(var + eps) * w + b
+
+
+ACT2FN = {
+    "quick_gelu": lambda x: x * torch.sigmoid(1.702 * x),
+    "gelu": lambda x: 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0))),
+    "silu": lambda x: x * torch.sigmoid(x),
+}
 
 
 def rotate_half(x):
@@ -205,6 +259,46 @@ def vision_forward(pixel_values, grid_thw, W, c):
     return h[torch.argsort(widx)]
 
 
+# ---- vision tower (Qwen2VisionTransformerPretrainedModel) --------------------
+
+def vision_forward_qwen2(pixel_values, grid_thw, W, c):
+    """Qwen2-VL: LayerNorm blocks, fc1-act-fc2 MLP, attention over each image
+    frame (cu_seqlens = h*w repeated t times), no window reordering."""
+    v = c["vision_config"]
+    sms, D, heads = v["spatial_merge_size"], v["embed_dim"], v["num_heads"]
+    hd = D // heads
+    act = ACT2FN[v.get("hidden_act", "quick_gelu")]
+    x = pixel_values @ W["visual.patch_embed.proj.weight"].reshape(D, -1).T
+    rot = rot_pos_emb(grid_thw, hd, sms)
+    emb = torch.cat((rot, rot), -1)
+    cos, sin = emb.cos().unsqueeze(1), emb.sin().unsqueeze(1)
+    T = x.shape[0]
+    cu = [0]
+    for t, h, w in grid_thw:
+        for _ in range(t):
+            cu.append(cu[-1] + h * w)
+    mask = torch.full((T, T), float("-inf"), dtype=torch.float64)
+    for i in range(1, len(cu)):
+        mask[cu[i - 1]:cu[i], cu[i - 1]:cu[i]] = 0
+    for b in range(v["depth"]):
+        p = "visual.blocks.%d." % b
+        h = layer_norm(x, W[p + "norm1.weight"], W[p + "norm1.bias"], 1e-6)
+        q, k, vv = block_attention(h, cu, W, p, heads)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        s = torch.einsum("qhd,khd->hqk", q, k) / math.sqrt(hd) + mask
+        o = torch.einsum("hqk,khd->qhd", torch.softmax(s, -1), vv).reshape(T, D)
+        x = x + o @ W[p + "attn.proj.weight"].T + W[p + "attn.proj.bias"]
+        h = layer_norm(x, W[p + "norm2.weight"], W[p + "norm2.bias"], 1e-6)
+        h = act(h @ W[p + "mlp.fc1.weight"].T + W[p + "mlp.fc1.bias"])
+        x = x + h @ W[p + "mlp.fc2.weight"].T + W[p + "mlp.fc2.bias"]
+    unit = sms * sms
+    h = layer_norm(x, W["visual.merger.ln_q.weight"], W["visual.merger.ln_q.bias"], 1e-6)
+    h = h.reshape(-1, D * unit)
+    h = ACT2FN["gelu"](h @ W["visual.merger.mlp.0.weight"].T + W["visual.merger.mlp.0.bias"])
+    return h @ W["visual.merger.mlp.2.weight"].T + W["visual.merger.mlp.2.bias"]
+
+
 # ---- language model with M-RoPE -------------------------------------------
 
 def rope_index(ids, grid_thw, c):
@@ -260,11 +354,11 @@ def text_forward(embeds, pos, W, c):
     return x @ W["lm_head.weight"].T
 
 
-def main():
-    c = CONFIG
+def write_set(prefix, c):
     shapes = param_shapes(c)
     W = {n: hash_tensor(n, s) for n, s in shapes.items()}
     sms = c["vision_config"]["spatial_merge_size"]
+    tower = vision_forward_qwen2 if is_qwen2_vl(c) else vision_forward
     cases = []
     for k, (before, images) in enumerate(CASES):
         rng = np.random.default_rng(k)
@@ -278,13 +372,13 @@ def main():
         patches = sum(t * h * w for t, h, w in grids)
         pix_name = "pixel_values/case%d" % k
         pix = torch.tensor(hash_uniform(pix_name, patches * 1176).reshape(patches, 1176) * 2.0)
-        image_embeds = vision_forward(pix, grids, W, c)
+        image_embeds = tower(pix, grids, W, c)
         embeds = W["model.embed_tokens.weight"][torch.tensor(ids)].clone()
         mask = torch.tensor(ids) == c["image_token_id"]
         embeds[mask] = image_embeds
         pos = rope_index(ids, grids, c)
         logits = text_forward(embeds, pos, W, c)
-        fname = "qwen2_5_vl_case%d.f64" % k
+        fname = "%s_case%d.f64" % (prefix, k)
         with open(os.path.join(OUT, fname), "wb") as f:
             f.write(logits.numpy().astype("<f8").tobytes())
         cases.append({"input_ids": ids, "image_grid_thw": grids, "pixel_values": pix_name,
@@ -292,8 +386,13 @@ def main():
                       "image_embeds_sum": float(image_embeds.sum()),
                       "image_embeds_row0": image_embeds[0].tolist()})
     golden = {"config": c, "params": {n: s for n, s in shapes.items()}, "cases": cases}
-    with open(os.path.join(OUT, "qwen2_5_vl_golden.json"), "w") as f:
+    with open(os.path.join(OUT, "%s_golden.json" % prefix), "w") as f:
         json.dump(golden, f, indent=1)
+
+
+def main():
+    write_set("qwen2_5_vl", CONFIG)
+    write_set("qwen2_vl", CONFIG_QWEN2_VL)
 
 
 if __name__ == "__main__":
