@@ -1,9 +1,16 @@
 #include "verl/rl/workers/model_forward.h"
 
+#include <torch/csrc/autograd/function.h>
 #include <torch/types.h>
+
+#include <set>
+#include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "verl/models/presets.h"
+#include "verl/models/vlm/qwen2_vl.h"
+#include "verl/models/vlm/vlm_config.h"
 
 namespace verl::rl {
 namespace {
@@ -81,6 +88,62 @@ TEST(ModelForwardTest, GradientsFlowToParameters) {
   EXPECT_GT(with_grad, 0);
   EXPECT_TRUE(
       model->named_parameters()["model.embed_tokens.weight"].grad().defined());
+}
+
+// Autograd nodes named `name` in the graph behind `t`.
+int CountGraphNodes(const at::Tensor& t, const std::string& name) {
+  std::vector<torch::autograd::Node*> stack;
+  std::set<torch::autograd::Node*> seen;
+  if (t.grad_fn()) stack.push_back(t.grad_fn().get());
+  int count = 0;
+  while (!stack.empty()) {
+    torch::autograd::Node* node = stack.back();
+    stack.pop_back();
+    if (!seen.insert(node).second) continue;
+    count += node->name() == name;
+    for (const auto& e : node->next_edges()) {
+      if (e.function) stack.push_back(e.function.get());
+    }
+  }
+  return count;
+}
+
+// A vision-language policy with gradient checkpointing on (what the trainer
+// sets from actor_rollout_ref.model.enable_gradient_checkpointing): the
+// actor's forward with images recomputes every vision block as well as
+// every decoder layer, and gradients reach the tower.
+TEST(ModelForwardTest, VisionLanguageCheckpointingReachesTheTower) {
+  for (const char* preset : {"tiny-qwen2.5-vl", "tiny-qwen2-vl"}) {
+    SCOPED_TRACE(preset);
+    auto config = models::vlm::MakeVlmPreset(preset);
+    ASSERT_TRUE(config.ok());
+    auto model = models::vlm::CreateVlmModel(*config, 4);
+    model->enable_gradient_checkpointing(true);
+    const int64_t pad = config->image_token_id,
+                  vs = config->vision_start_token_id,
+                  ve = config->vision_end_token_id;
+    // Two rows, P = 8 (row 1 left-padded by one), R = 3; one 4x4-patch
+    // image (4 pads) per prompt.
+    Layout l = MakeLayout(config->text.vocab_size - 8, 8, 3, {8, 7}, {3, 2});
+    const std::vector<int64_t> prompt = {vs, pad, pad, pad, pad, ve, 6};
+    for (int64_t b = 0; b < 2; ++b) {
+      for (int64_t i = 0; i < 7; ++i) l.input_ids[b][1 + i] = prompt[i];
+    }
+    ForwardExtras extras;
+    extras.images.pixel_values =
+        torch::randn({32, config->vision.PatchDim()});
+    extras.images.image_grid_thw =
+        torch::tensor({1, 4, 4, 1, 4, 4}, torch::kLong).reshape({2, 3});
+    ResponseForward out = ForwardResponses(
+        *model, l.input_ids, l.attention_mask, l.position_ids, 3, 1.0, false,
+        SequenceParallel(), extras);
+    EXPECT_EQ(CountGraphNodes(out.log_probs, "CheckpointBackward"),
+              config->vision.depth + config->text.num_hidden_layers);
+    out.log_probs.sum().backward();
+    EXPECT_GT(
+        model->visual->patch_embed->weight.grad().abs().sum().item<double>(),
+        0);
+  }
 }
 
 TEST(ModelForwardTest, ValueModelReturnsValuesAtPredictingPositions) {
