@@ -130,13 +130,12 @@ TEST(ModelForwardTest, VisionLanguageCheckpointingReachesTheTower) {
       for (int64_t i = 0; i < 7; ++i) l.input_ids[b][1 + i] = prompt[i];
     }
     ForwardExtras extras;
-    extras.images.pixel_values =
-        torch::randn({32, config->vision.PatchDim()});
+    extras.images.pixel_values = torch::randn({32, config->vision.PatchDim()});
     extras.images.image_grid_thw =
         torch::tensor({1, 4, 4, 1, 4, 4}, torch::kLong).reshape({2, 3});
-    ResponseForward out = ForwardResponses(
-        *model, l.input_ids, l.attention_mask, l.position_ids, 3, 1.0, false,
-        SequenceParallel(), extras);
+    ResponseForward out =
+        ForwardResponses(*model, l.input_ids, l.attention_mask, l.position_ids,
+                         3, 1.0, false, SequenceParallel(), extras);
     EXPECT_EQ(CountGraphNodes(out.log_probs, "CheckpointBackward"),
               config->vision.depth + config->text.num_hidden_layers);
     out.log_probs.sum().backward();
