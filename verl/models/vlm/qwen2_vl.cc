@@ -17,7 +17,8 @@ namespace verl::models::vlm {
 
 absl::StatusOr<RopeIndexResult> RopeIndex(const std::vector<int64_t>& ids,
                                           const std::vector<GridThw>& grids,
-                                          const VlmConfig& config) {
+                                          const VlmConfig& config,
+                                          bool pads_after_images_are_text) {
   const int64_t m = config.vision.spatial_merge_size;
   const int64_t n = ids.size();
   std::vector<int64_t> rows[3];
@@ -64,8 +65,9 @@ absl::StatusOr<RopeIndexResult> RopeIndex(const std::vector<int64_t>& ids,
     next = max_pos + 1;
     st = ed + tokens;
   }
-  if (std::find(ids.begin() + st, ids.end(), config.image_token_id) !=
-      ids.end()) {
+  if (!pads_after_images_are_text &&
+      std::find(ids.begin() + st, ids.end(), config.image_token_id) !=
+          ids.end()) {
     return absl::InvalidArgumentError(
         absl::StrCat("sequence has more <|image_pad|> tokens than its ",
                      grids.size(), " images need"));
@@ -89,11 +91,18 @@ Qwen2VLForConditionalGeneration::Qwen2VLForConditionalGeneration(
 absl::StatusOr<Qwen2VLForConditionalGeneration::Inputs>
 Qwen2VLForConditionalGeneration::PrepareInputs(
     const at::Tensor& input_ids, const std::vector<int64_t>& cu_seqlens,
-    const at::Tensor& pixel_values, const at::Tensor& image_grid_thw) {
+    const at::Tensor& pixel_values, const at::Tensor& image_grid_thw,
+    const std::vector<int64_t>& images_per_sequence) {
   if (input_ids.dim() != 1 || cu_seqlens.size() < 2 || cu_seqlens[0] != 0 ||
       cu_seqlens.back() != input_ids.size(0)) {
     return absl::InvalidArgumentError(
         "input_ids must be packed [T] with cu_seqlens from 0 to T");
+  }
+  const bool counted = !images_per_sequence.empty();
+  if (counted && images_per_sequence.size() + 1 != cu_seqlens.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("images_per_sequence has ", images_per_sequence.size(),
+                     " entries for ", cu_seqlens.size() - 1, " sequences"));
   }
   const std::vector<GridThw> grids = image_grid_thw.defined()
                                          ? GridsFromTensor(image_grid_thw)
@@ -102,27 +111,52 @@ Qwen2VLForConditionalGeneration::PrepareInputs(
   const int64_t* ids = ids_cpu.data_ptr<int64_t>();
   const int64_t merge = vlm_config_.vision.MergeUnit();
 
-  // Positions per sequence, each consuming its images in order.
+  // Positions per sequence, each consuming its images in order. An image's
+  // pads are the sequence's first pads (RopeIndex takes the runs in order);
+  // with counts given, pads after the last image (e.g. sampled in a
+  // response) are text tokens, as the rollout engine embeds them.
   std::vector<at::Tensor> positions;
+  std::vector<bool> image_slot(input_ids.size(0), false);
   size_t next_image = 0;
   int64_t image_tokens = 0;
   for (size_t s = 0; s + 1 < cu_seqlens.size(); ++s) {
     std::vector<int64_t> seq(ids + cu_seqlens[s], ids + cu_seqlens[s + 1]);
-    const int64_t pads =
-        std::count(seq.begin(), seq.end(), vlm_config_.image_token_id);
-    image_tokens += pads;
     std::vector<GridThw> seq_grids;
-    for (int64_t covered = 0; covered < pads && next_image < grids.size();) {
-      const auto& g = grids[next_image++];
-      seq_grids.push_back(g);
-      covered += g[0] * g[1] * g[2] / merge;
+    int64_t covered = 0;
+    if (counted) {
+      for (int64_t k = 0; k < images_per_sequence[s]; ++k) {
+        if (next_image == grids.size()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("images_per_sequence names more than the ",
+                           grids.size(), " images given"));
+        }
+        const auto& g = grids[next_image++];
+        seq_grids.push_back(g);
+        covered += g[0] * g[1] * g[2] / merge;
+      }
+    } else {
+      const int64_t pads =
+          std::count(seq.begin(), seq.end(), vlm_config_.image_token_id);
+      while (covered < pads && next_image < grids.size()) {
+        const auto& g = grids[next_image++];
+        seq_grids.push_back(g);
+        covered += g[0] * g[1] * g[2] / merge;
+      }
+      covered = pads;  // more pads than images cover: RopeIndex refuses
     }
-    auto index = RopeIndex(seq, seq_grids, vlm_config_);
+    auto index = RopeIndex(seq, seq_grids, vlm_config_, counted);
     if (!index.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("sequence ", s, ": ", index.status().message()));
     }
     positions.push_back(index->position_ids);
+    for (int64_t t = cu_seqlens[s], marked = 0;
+         t < cu_seqlens[s + 1] && marked < covered; ++t) {
+      if (ids[t] != vlm_config_.image_token_id) continue;
+      image_slot[t] = true;
+      ++marked;
+    }
+    image_tokens += covered;
   }
   if (next_image != grids.size()) {
     return absl::InvalidArgumentError(
@@ -152,8 +186,11 @@ Qwen2VLForConditionalGeneration::PrepareInputs(
     visual->enable_gradient_checkpointing(gradient_checkpointing());
     at::Tensor image_embeds = visual->Forward(pixel_values, grids);
     CHECK_EQ(image_embeds.size(0), image_tokens);
-    at::Tensor mask =
-        at::eq(input_ids, vlm_config_.image_token_id).unsqueeze(-1);
+    std::vector<uint8_t> slots(image_slot.begin(), image_slot.end());
+    at::Tensor mask = at::tensor(slots, at::kByte)
+                          .to(at::kBool)
+                          .to(input_ids.device())
+                          .unsqueeze(-1);
     out.embeds = out.embeds.masked_scatter(
         mask.expand_as(out.embeds), image_embeds.to(out.embeds.scalar_type()));
   } else if (image_tokens > 0) {

@@ -32,10 +32,12 @@ struct RopeIndexResult {
 // tokens count up on all three rows; an image's tokens (grid t x h/m x w/m)
 // take (t_start, row, col) offsets from the position after the preceding
 // text; text after an image continues at max position + 1. `grids` are the
-// sequence's images in order. Too few/many pad tokens: InvalidArgument.
-absl::StatusOr<RopeIndexResult> RopeIndex(const std::vector<int64_t>& input_ids,
-                                          const std::vector<GridThw>& grids,
-                                          const VlmConfig& config);
+// sequence's images in order. Too few/many pad tokens: InvalidArgument;
+// with `pads_after_images_are_text`, pads after the last image are text (a
+// response that sampled <|image_pad|>).
+absl::StatusOr<RopeIndexResult> RopeIndex(
+    const std::vector<int64_t>& input_ids, const std::vector<GridThw>& grids,
+    const VlmConfig& config, bool pads_after_images_are_text = false);
 
 class Qwen2VLForConditionalGeneration : public CausalLM {
  public:
@@ -53,14 +55,18 @@ class Qwen2VLForConditionalGeneration : public CausalLM {
 
   // Token embeddings with the image embeddings spliced in, and the M-RoPE
   // positions [3, T] (exposed for the rollout engine and tests).
+  // `images_per_sequence` (one count per sequence; empty: inferred from the
+  // pad tokens) assigns the images to the sequences, so pads after a
+  // sequence's last image, which a sampled response can hold, are embedded
+  // as text with text positions, as the rollout engine does.
   struct Inputs {
     at::Tensor embeds;
     at::Tensor position_ids;
   };
-  absl::StatusOr<Inputs> PrepareInputs(const at::Tensor& input_ids,
-                                       const std::vector<int64_t>& cu_seqlens,
-                                       const at::Tensor& pixel_values,
-                                       const at::Tensor& image_grid_thw);
+  absl::StatusOr<Inputs> PrepareInputs(
+      const at::Tensor& input_ids, const std::vector<int64_t>& cu_seqlens,
+      const at::Tensor& pixel_values, const at::Tensor& image_grid_thw,
+      const std::vector<int64_t>& images_per_sequence = {});
 
   // verl's actor.freeze_vision_tower: the vision tower's parameters (the
   // merger included, as `visual.requires_grad_(False)`) stop requiring

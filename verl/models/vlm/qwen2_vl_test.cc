@@ -229,6 +229,52 @@ TEST_P(Qwen2VLTest, PackedSequencesEqualSeparateOnes) {
       1e-9);
 }
 
+// A response that sampled <|image_pad|> (a tiny policy can): with the images
+// counted per sequence, pads after the sequence's image are text tokens
+// with text positions, which is how the rollout engine embedded them. The
+// reference builds that by hand: the prompt's inputs, then the response's
+// token embeddings at positions counting on from the prompt's last.
+TEST_P(Qwen2VLTest, PadsAfterTheImagesAreTextWhenCounted) {
+  auto model = std::make_shared<Qwen2VLForConditionalGeneration>(config_);
+  model->to(at::kDouble);
+  FillHashWeights(*model);
+  torch::NoGradGuard no_grad;
+  const int64_t pad = config_.image_token_id;
+  std::vector<int64_t> prompt =
+      golden_["cases"][0]["input_ids"].get<std::vector<int64_t>>();
+  const std::vector<int64_t> response = {7, pad, 9, pad, pad};
+  std::vector<int64_t> ids = prompt;
+  ids.insert(ids.end(), response.begin(), response.end());
+  const int64_t P = prompt.size(), T = ids.size();
+  at::Tensor pix =
+      HashUniform("pixel_values/case0", 24 * 1176).reshape({24, 1176}) * 2.0;
+  at::Tensor grid =
+      at::tensor(std::vector<int64_t>{1, 4, 6}, at::kLong).reshape({1, 3});
+  auto got = model->PrepareInputs(at::tensor(ids, at::kLong), {0, T}, pix, grid,
+                                  /*images_per_sequence=*/{1});
+  ASSERT_TRUE(got.ok()) << got.status();
+  auto head =
+      model->PrepareInputs(at::tensor(prompt, at::kLong), {0, P}, pix, grid);
+  ASSERT_TRUE(head.ok()) << head.status();
+  const at::Tensor last = head->position_ids.select(1, P - 1).max();
+  const at::Tensor tail_pos =
+      (last + 1 + at::arange(T - P, at::kLong)).unsqueeze(0).expand({3, -1});
+  const at::Tensor want_pos = at::cat({head->position_ids, tail_pos}, 1);
+  const at::Tensor want_embeds = at::cat(
+      {head->embeds,
+       model->model->embed_tokens->Forward(at::tensor(response, at::kLong))});
+  EXPECT_TRUE(at::equal(got->position_ids, want_pos));
+  EXPECT_TRUE(at::equal(got->embeds, want_embeds));
+  // Without the counts the extra pads are an error, not a guess.
+  EXPECT_THAT(
+      model->PrepareInputs(at::tensor(ids, at::kLong), {0, T}, pix, grid),
+      StatusIs(absl::StatusCode::kInvalidArgument, "<|image_pad|>"));
+  EXPECT_THAT(
+      model->PrepareInputs(at::tensor(ids, at::kLong), {0, T}, pix, grid, {2}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "names more than the 1 images"));
+}
+
 TEST_P(Qwen2VLTest, TextOnlyMatchesOneDimensionalRope) {
   auto model = std::make_shared<Qwen2VLForConditionalGeneration>(config_);
   FillHashWeights(*model);

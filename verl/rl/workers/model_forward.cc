@@ -65,15 +65,22 @@ class UlyssesAttention : public models::AttentionBackend {
 
 }  // namespace
 
-absl::StatusOr<ImageInputs> BatchImageInputs(const core::Batch& batch) {
-  if (!batch.HasNonTensor("multi_modal_inputs")) return ImageInputs{};
-  VERL_ASSIGN_OR_RETURN(models::vlm::MultiModalInputs mm,
-                        models::vlm::ConcatMultiModalInputs(
-                            batch.non_tensor("multi_modal_inputs")));
-  return ImageInputs{mm.pixel_values, mm.image_grid_thw};
-}
-
 namespace {
+
+// Rows' multi_modal_inputs values (null: no images) as one ImageInputs.
+absl::StatusOr<ImageInputs> ImageInputsOf(
+    const std::vector<nlohmann::json>& rows) {
+  VERL_ASSIGN_OR_RETURN(models::vlm::MultiModalInputs mm,
+                        models::vlm::ConcatMultiModalInputs(rows));
+  ImageInputs out{mm.pixel_values, mm.image_grid_thw, {}};
+  out.images_per_row.reserve(rows.size());
+  for (const nlohmann::json& row : rows) {
+    // ConcatMultiModalInputs validated each non-null value.
+    out.images_per_row.push_back(
+        row.is_null() ? 0 : static_cast<int64_t>(row["image_grid_thw"].size()));
+  }
+  return out;
+}
 
 // The images of `rows` of `batch` (in that order).
 absl::StatusOr<ImageInputs> ImageInputsOfRows(
@@ -84,12 +91,15 @@ absl::StatusOr<ImageInputs> ImageInputsOfRows(
   std::vector<nlohmann::json> picked;
   picked.reserve(rows.size());
   for (int64_t r : rows) picked.push_back(all[r]);
-  VERL_ASSIGN_OR_RETURN(models::vlm::MultiModalInputs mm,
-                        models::vlm::ConcatMultiModalInputs(picked));
-  return ImageInputs{mm.pixel_values, mm.image_grid_thw};
+  return ImageInputsOf(picked);
 }
 
 }  // namespace
+
+absl::StatusOr<ImageInputs> BatchImageInputs(const core::Batch& batch) {
+  if (!batch.HasNonTensor("multi_modal_inputs")) return ImageInputs{};
+  return ImageInputsOf(batch.non_tensor("multi_modal_inputs"));
+}
 
 UlyssesSlice SliceForSequenceParallel(const models::CausalLM& model,
                                       const at::Tensor& ids,
@@ -200,9 +210,9 @@ ResponseForward ForwardResponses(models::CausalLM& model,
       hooks->BeforeForward(models::LayerHooks::kRootStage);
     }
     absl::StatusOr<models::vlm::Qwen2VLForConditionalGeneration::Inputs>
-        inputs = vlm->PrepareInputs(p.ids, info.cu_seqlens,
-                                    extras.images.pixel_values,
-                                    extras.images.image_grid_thw);
+        inputs = vlm->PrepareInputs(
+            p.ids, info.cu_seqlens, extras.images.pixel_values,
+            extras.images.image_grid_thw, extras.images.images_per_row);
     CHECK(inputs.ok()) << inputs.status().message();
     out.attention = std::make_shared<models::VarlenCausalAttention>(
         info.cu_seqlens, model.LayerWindows());

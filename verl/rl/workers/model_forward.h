@@ -73,6 +73,9 @@ struct ResponseForward {
 struct ImageInputs {
   at::Tensor pixel_values;    // [patches, 1176]
   at::Tensor image_grid_thw;  // [images, 3]
+  // Images per row, in row order: only a row's own images are spliced in,
+  // so <|image_pad|> tokens its response sampled stay text.
+  std::vector<int64_t> images_per_row;
   bool defined() const { return image_grid_thw.defined(); }
 };
 // The images of `batch`'s rows from its multi_modal_inputs column (none

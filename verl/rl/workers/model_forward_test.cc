@@ -8,9 +8,12 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "verl/core/batch.h"
 #include "verl/models/presets.h"
 #include "verl/models/vlm/qwen2_vl.h"
 #include "verl/models/vlm/vlm_config.h"
+#include "verl/models/vlm/vlm_processor.h"
 
 namespace verl::rl {
 namespace {
@@ -142,6 +145,59 @@ TEST(ModelForwardTest, VisionLanguageCheckpointingReachesTheTower) {
     EXPECT_GT(
         model->visual->patch_embed->weight.grad().abs().sum().item<double>(),
         0);
+  }
+}
+
+// A sampled response holding <|image_pad|> tokens: each row's own images
+// (multi_modal_inputs, counted per row by BatchImageInputs) are spliced at
+// its prompt's pads and the response's pads stay text, as the rollout
+// engine embedded them; the response's log-probs equal those of the same
+// rows run one at a time.
+TEST(ModelForwardTest, VisionLanguageResponsePadsAreText) {
+  auto config = models::vlm::MakeVlmPreset("tiny-qwen2.5-vl");
+  ASSERT_TRUE(config.ok());
+  auto model = models::vlm::CreateVlmModel(*config, 4);
+  torch::NoGradGuard no_grad;
+  const int64_t pad = config->image_token_id,
+                vs = config->vision_start_token_id,
+                ve = config->vision_end_token_id;
+  Layout l = MakeLayout(config->text.vocab_size - 8, 8, 3, {8, 7}, {3, 2});
+  const std::vector<int64_t> prompt = {vs, pad, pad, pad, pad, ve, 6};
+  for (int64_t b = 0; b < 2; ++b) {
+    for (int64_t i = 0; i < 7; ++i) l.input_ids[b][1 + i] = prompt[i];
+  }
+  l.input_ids[0][8] = pad;  // row 0's response: pad, x, pad
+  l.input_ids[0][10] = pad;
+  l.input_ids[1][9] = vs;  // row 1's response: vision_start, pad
+  l.input_ids[1][8] = pad;
+  std::vector<nlohmann::json> mm;
+  for (int64_t b = 0; b < 2; ++b) {
+    mm.push_back(models::vlm::MultiModalInputsToJson(
+        torch::randn({16, config->vision.PatchDim()}),
+        torch::tensor({1, 4, 4}, torch::kLong).reshape({1, 3})));
+  }
+  core::Batch batch;
+  ASSERT_TRUE(batch.SetTensor("input_ids", l.input_ids).ok());
+  ASSERT_TRUE(batch.SetNonTensor("multi_modal_inputs", mm).ok());
+  auto images = BatchImageInputs(batch);
+  ASSERT_TRUE(images.ok()) << images.status();
+  EXPECT_EQ(images->images_per_row, (std::vector<int64_t>{1, 1}));
+  ForwardExtras extras;
+  extras.images = *images;
+  ResponseForward both =
+      ForwardResponses(*model, l.input_ids, l.attention_mask, l.position_ids, 3,
+                       1.0, false, SequenceParallel(), extras);
+  for (int64_t b = 0; b < 2; ++b) {
+    core::Batch row;
+    ASSERT_TRUE(row.SetTensor("input_ids", l.input_ids.narrow(0, b, 1)).ok());
+    ASSERT_TRUE(row.SetNonTensor("multi_modal_inputs", {mm[b]}).ok());
+    ForwardExtras one;
+    one.images = *BatchImageInputs(row);
+    ResponseForward alone = ForwardResponses(
+        *model, l.input_ids.narrow(0, b, 1), l.attention_mask.narrow(0, b, 1),
+        l.position_ids.narrow(0, b, 1), 3, 1.0, false, SequenceParallel(), one);
+    EXPECT_TRUE(both.log_probs[b].allclose(alone.log_probs[0], 1e-5, 1e-6))
+        << b;
   }
 }
 
