@@ -32,7 +32,6 @@
 // the same metrics. Ulysses sp and a tensor-parallel rollout with images
 // are refused with a line naming the key.
 #include <ATen/ATen.h>
-#include <ATen/core/grad_mode.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -54,6 +53,7 @@
 #include "verl/models/tokenizer/tokenizer.h"
 #include "verl/models/vlm/image_processor.h"
 #include "verl/models/vlm/qwen2_vl.h"
+#include "verl/models/vlm/testing/sharp_tiny_vlm.h"
 #include "verl/models/vlm/vlm_checkpoint.h"
 #include "verl/models/vlm/vlm_config.h"
 #include "verl/models/vlm/vlm_processor.h"
@@ -85,24 +85,15 @@ constexpr double kTrainedMove = 1e-4;
 
 std::string Tmp() { return std::getenv("TEST_TMPDIR"); }
 
-// The policy folder: random tiny weights attend almost uniformly, so
-// queries and keys are made 5x larger, which lets the images move the
-// log-probs (as ppo_trainer_test's vision-language case).
+// The policy folder: the tiny preset with attention sharp enough that the
+// images move the log-probs (as ppo_trainer_test's vision-language case).
 std::map<std::string, at::Tensor> SaveTinyVlm(const std::string& dir) {
   namespace vlm = verl::models::vlm;
-  const vlm::VlmConfig preset = *vlm::MakeVlmPreset("tiny-qwen2.5-vl");
-  auto init = vlm::CreateVlmModel(preset, /*seed=*/11);
+  auto init = vlm::testing::MakeSharpTinyVlm(/*seed=*/11);
+  const vlm::VlmConfig& preset = init->vlm_config();
   std::map<std::string, at::Tensor> weights;
-  {
-    at::NoGradGuard no_grad;
-    for (auto& item : init->named_parameters()) {
-      const std::string& k = item.key();
-      if (k.find("self_attn.q_proj.weight") != std::string::npos ||
-          k.find("self_attn.k_proj.weight") != std::string::npos) {
-        item.value().mul_(5.0);
-      }
-      weights[k] = item.value().detach().clone();
-    }
+  for (auto& item : init->named_parameters()) {
+    weights[item.key()] = item.value().detach().clone();
   }
   const verl::models::Tokenizer tok = *vlm::MakeVlmTokenizer(preset);
   vlm::VlmSaveOptions save;

@@ -19,7 +19,6 @@
 #include <ATen/ops/tanh.h>
 #include <ATen/ops/tensor.h>
 #include <glog/logging.h>
-#include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/optim/adamw.h>
 
@@ -27,7 +26,6 @@
 #include <cstdint>
 #include <map>
 #include <random>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -35,6 +33,7 @@
 #include "nlohmann/json.hpp"
 #include "verl/core/file_util.h"
 #include "verl/core/test_util.h"
+#include "verl/models/testing/graph_testutil.h"
 #include "verl/models/vlm/vision.h"
 #include "verl/models/vlm/vlm_config.h"
 #include "verl/profiler/build_config.h"
@@ -505,23 +504,7 @@ TEST(VlmConfigTest, TinyPresetRunsAndTrains) {
   }
 }
 
-// Autograd nodes named `name` in the graph behind `t`.
-int CountGraphNodes(const at::Tensor& t, const std::string& name) {
-  std::vector<torch::autograd::Node*> stack;
-  std::set<torch::autograd::Node*> seen;
-  if (t.grad_fn()) stack.push_back(t.grad_fn().get());
-  int count = 0;
-  while (!stack.empty()) {
-    torch::autograd::Node* node = stack.back();
-    stack.pop_back();
-    if (!seen.insert(node).second) continue;
-    if (node->name() == name) ++count;
-    for (const auto& edge : node->next_edges()) {
-      if (edge.function) stack.push_back(edge.function.get());
-    }
-  }
-  return count;
-}
+using ::verl::models::testing::CountGraphNodes;
 
 // Two packed prompts, the first with two images (4x6 and 4x4 patches), the
 // second with one 6x6 image (windows padded for Qwen2.5-VL's tower).

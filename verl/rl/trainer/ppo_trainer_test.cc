@@ -4,7 +4,6 @@
 
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/core/grad_mode.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -28,6 +27,7 @@
 #include "verl/models/tokenizer/tokenizer_builtin.h"
 #include "verl/models/vlm/image_processor.h"
 #include "verl/models/vlm/qwen2_vl.h"
+#include "verl/models/vlm/testing/sharp_tiny_vlm.h"
 #include "verl/models/vlm/vlm_checkpoint.h"
 #include "verl/models/vlm/vlm_config.h"
 #include "verl/models/vlm/vlm_processor.h"
@@ -783,24 +783,12 @@ TEST(PpoTrainerTest, VisionLanguageLoraActor) {
 TEST(PpoTrainerTest, VisionLanguageGrpoWithImagesAndFrozenTower) {
   const std::string tmp = std::getenv("TEST_TMPDIR");
   const std::string ckpt = tmp + "/vlm_ckpt";
-  // The policy as an HF folder (the trainer's model.path route). Random
-  // tiny weights attend almost uniformly, so the images would barely move
-  // the log-probs; queries and keys 5x larger make attention sharp enough
-  // that they do (measured: max |rollout - actor| 2.6e-6 with the images,
-  // 2.4e-5 when the actor's recomputation leaves them out).
-  const models::vlm::VlmConfig preset =
-      *models::vlm::MakeVlmPreset("tiny-qwen2.5-vl");
-  auto init = models::vlm::CreateVlmModel(preset, /*seed=*/11);
-  {
-    at::NoGradGuard no_grad;
-    for (auto& item : init->named_parameters()) {
-      const std::string& k = item.key();
-      if (k.find("self_attn.q_proj.weight") != std::string::npos ||
-          k.find("self_attn.k_proj.weight") != std::string::npos) {
-        item.value().mul_(5.0);
-      }
-    }
-  }
+  // The policy as an HF folder (the trainer's model.path route), with
+  // attention sharp enough that the images move the log-probs (measured:
+  // max |rollout - actor| 2.6e-6 with the images, 2.4e-5 when the actor's
+  // recomputation leaves them out).
+  auto init = models::vlm::testing::MakeSharpTinyVlm(/*seed=*/11);
+  const models::vlm::VlmConfig& preset = init->vlm_config();
   const models::Tokenizer tok = *models::vlm::MakeVlmTokenizer(preset);
   models::vlm::VlmSaveOptions save;
   save.tokenizer = &tok;

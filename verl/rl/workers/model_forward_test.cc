@@ -1,9 +1,7 @@
 #include "verl/rl/workers/model_forward.h"
 
-#include <torch/csrc/autograd/function.h>
 #include <torch/types.h>
 
-#include <set>
 #include <string>
 #include <vector>
 
@@ -11,6 +9,7 @@
 #include "nlohmann/json.hpp"
 #include "verl/core/batch.h"
 #include "verl/models/presets.h"
+#include "verl/models/testing/graph_testutil.h"
 #include "verl/models/vlm/qwen2_vl.h"
 #include "verl/models/vlm/vlm_config.h"
 #include "verl/models/vlm/vlm_processor.h"
@@ -93,22 +92,20 @@ TEST(ModelForwardTest, GradientsFlowToParameters) {
       model->named_parameters()["model.embed_tokens.weight"].grad().defined());
 }
 
-// Autograd nodes named `name` in the graph behind `t`.
-int CountGraphNodes(const at::Tensor& t, const std::string& name) {
-  std::vector<torch::autograd::Node*> stack;
-  std::set<torch::autograd::Node*> seen;
-  if (t.grad_fn()) stack.push_back(t.grad_fn().get());
-  int count = 0;
-  while (!stack.empty()) {
-    torch::autograd::Node* node = stack.back();
-    stack.pop_back();
-    if (!seen.insert(node).second) continue;
-    count += node->name() == name;
-    for (const auto& e : node->next_edges()) {
-      if (e.function) stack.push_back(e.function.get());
-    }
+using ::verl::models::testing::CountGraphNodes;
+
+// Two rows, P = 8 (row 1 left-padded by one), R = 3, whose prompts hold
+// one 4x4-patch image each (4 pads between vision_start and vision_end).
+Layout ImagePromptLayout(const models::vlm::VlmConfig& config) {
+  Layout l = MakeLayout(config.text.vocab_size - 8, 8, 3, {8, 7}, {3, 2});
+  const int64_t pad = config.image_token_id;
+  const std::vector<int64_t> prompt = {
+      config.vision_start_token_id, pad, pad, pad, pad,
+      config.vision_end_token_id,   6};
+  for (int64_t b = 0; b < 2; ++b) {
+    for (int64_t i = 0; i < 7; ++i) l.input_ids[b][1 + i] = prompt[i];
   }
-  return count;
+  return l;
 }
 
 // A vision-language policy with gradient checkpointing on (what the trainer
@@ -122,16 +119,7 @@ TEST(ModelForwardTest, VisionLanguageCheckpointingReachesTheTower) {
     ASSERT_TRUE(config.ok());
     auto model = models::vlm::CreateVlmModel(*config, 4);
     model->enable_gradient_checkpointing(true);
-    const int64_t pad = config->image_token_id,
-                  vs = config->vision_start_token_id,
-                  ve = config->vision_end_token_id;
-    // Two rows, P = 8 (row 1 left-padded by one), R = 3; one 4x4-patch
-    // image (4 pads) per prompt.
-    Layout l = MakeLayout(config->text.vocab_size - 8, 8, 3, {8, 7}, {3, 2});
-    const std::vector<int64_t> prompt = {vs, pad, pad, pad, pad, ve, 6};
-    for (int64_t b = 0; b < 2; ++b) {
-      for (int64_t i = 0; i < 7; ++i) l.input_ids[b][1 + i] = prompt[i];
-    }
+    Layout l = ImagePromptLayout(*config);
     ForwardExtras extras;
     extras.images.pixel_values = torch::randn({32, config->vision.PatchDim()});
     extras.images.image_grid_thw =
@@ -158,17 +146,11 @@ TEST(ModelForwardTest, VisionLanguageResponsePadsAreText) {
   ASSERT_TRUE(config.ok());
   auto model = models::vlm::CreateVlmModel(*config, 4);
   torch::NoGradGuard no_grad;
-  const int64_t pad = config->image_token_id,
-                vs = config->vision_start_token_id,
-                ve = config->vision_end_token_id;
-  Layout l = MakeLayout(config->text.vocab_size - 8, 8, 3, {8, 7}, {3, 2});
-  const std::vector<int64_t> prompt = {vs, pad, pad, pad, pad, ve, 6};
-  for (int64_t b = 0; b < 2; ++b) {
-    for (int64_t i = 0; i < 7; ++i) l.input_ids[b][1 + i] = prompt[i];
-  }
+  const int64_t pad = config->image_token_id;
+  Layout l = ImagePromptLayout(*config);
   l.input_ids[0][8] = pad;  // row 0's response: pad, x, pad
   l.input_ids[0][10] = pad;
-  l.input_ids[1][9] = vs;  // row 1's response: vision_start, pad
+  l.input_ids[1][9] = config->vision_start_token_id;  // row 1's: vs, pad
   l.input_ids[1][8] = pad;
   std::vector<nlohmann::json> mm;
   for (int64_t b = 0; b < 2; ++b) {
