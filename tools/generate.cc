@@ -9,6 +9,16 @@
 //   {"messages": [...]}                       chat template applied with
 //                                             add_generation_prompt
 //   {"prompt_token_ids": [1, 2, 3]}           used as is
+// With a vision-language model (--model folder whose config.json has
+// vision_config, or --preset=tiny-qwen2.5-vl / tiny-qwen2-vl) a messages
+// row may carry images in verl's multimodal row format:
+//   {"prompt": [messages with "<image>" placeholders],
+//    "images": [{"path": "a.png"} | {"bytes": "<base64>"} | "a.png", ...]}
+// (relative paths resolve against --input's folder); the row is processed
+// as the trainer's datasets do (rl::PromptEncoder: chat template, image
+// preprocessing, <|image_pad|> expansion) and the pixel values go to the
+// engine with the prompt. A bad image or a placeholder/image count mismatch
+// is an {"index", "error"} line.
 // Each output line: {"index", "prompt_token_ids", "outputs": [{"index",
 // "text", "token_ids", "logprobs", "finish_reason"}]} or {"index", "error"}
 // for a bad line (the others are still served). A progress bar goes to
@@ -16,14 +26,17 @@
 // preemptions, prefill and decode tok/s) to stdout.
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -38,6 +51,12 @@
 #include "verl/infer/engine.h"
 #include "verl/models/tokenizer/chat_template.h"
 #include "verl/models/tokenizer/tokenizer.h"
+#include "verl/models/vlm/image_processor.h"
+#include "verl/models/vlm/qwen2_vl.h"
+#include "verl/models/vlm/vlm_checkpoint.h"
+#include "verl/models/vlm/vlm_config.h"
+#include "verl/models/vlm/vlm_processor.h"
+#include "verl/rl/data/prompt_encoder.h"
 
 ABSL_FLAG(std::string, model, "", "HF model folder (config.json, safetensors)");
 ABSL_FLAG(std::string, preset, "",
@@ -64,10 +83,142 @@ namespace {
 
 using nlohmann::json;
 
-absl::StatusOr<tools::LoadedModel> LoadModel() {
-  return tools::LoadModel(
-      {absl::GetFlag(FLAGS_model), absl::GetFlag(FLAGS_preset),
-       absl::GetFlag(FLAGS_tokenizer), absl::GetFlag(FLAGS_model_seed)});
+struct Loaded {
+  tools::LoadedModel model;
+  // Set for a vision-language model: its preprocessor_config.json (HF
+  // defaults without one, and for a preset).
+  std::optional<models::vlm::ImageProcessorConfig> image_processor;
+};
+
+bool IsVlmPreset(const std::string& name) {
+  const std::vector<std::string> names = models::vlm::VlmPresetNames();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// A vision-language --preset, or a --model folder whose config.json has
+// vision_config (as the trainer's policy loader decides).
+absl::StatusOr<bool> IsVisionLanguage() {
+  const std::string& dir = absl::GetFlag(FLAGS_model);
+  if (dir.empty()) return IsVlmPreset(absl::GetFlag(FLAGS_preset));
+  const std::string path =
+      (std::filesystem::path(dir) / "config.json").string();
+  if (!std::filesystem::exists(path)) return false;  // LoadModel names it
+  VERL_ASSIGN_OR_RETURN(json config, core::ReadJsonFile(path));
+  return config.is_object() && config.contains("vision_config");
+}
+
+// A vision-language tokenizer folder (chat_template.json as its default
+// template when present).
+absl::StatusOr<models::Tokenizer> LoadVlmTokenizerDir(const std::string& dir) {
+  VERL_ASSIGN_OR_RETURN(std::optional<models::Tokenizer> tok,
+                        models::vlm::LoadVlmTokenizer(dir));
+  if (tok) return *std::move(tok);
+  return models::Tokenizer::FromDirectory(dir);
+}
+
+absl::StatusOr<Loaded> LoadVlm() {
+  const std::string& dir = absl::GetFlag(FLAGS_model);
+  const std::string& preset = absl::GetFlag(FLAGS_preset);
+  const std::string& tok_dir = absl::GetFlag(FLAGS_tokenizer);
+  if (dir.empty() == preset.empty()) {
+    return absl::InvalidArgumentError(
+        "give exactly one of --model (HF folder) or --preset");
+  }
+  Loaded out;
+  if (!preset.empty()) {
+    VERL_ASSIGN_OR_RETURN(models::vlm::VlmConfig config,
+                          models::vlm::MakeVlmPreset(preset));
+    if (tok_dir.empty()) {
+      VERL_ASSIGN_OR_RETURN(out.model.tokenizer,
+                            models::vlm::MakeVlmTokenizer(config));
+    } else {
+      VERL_ASSIGN_OR_RETURN(out.model.tokenizer, LoadVlmTokenizerDir(tok_dir));
+    }
+    // The tokenizer's eos stops too (as the trainer's policy loader adds it).
+    std::vector<int64_t>& eos = config.text.eos_token_ids;
+    const int64_t tok_eos = out.model.tokenizer->eos_token_id();
+    if (tok_eos >= 0 && std::find(eos.begin(), eos.end(), tok_eos) == eos.end())
+      eos.push_back(tok_eos);
+    out.model.model =
+        models::vlm::CreateVlmModel(config, absl::GetFlag(FLAGS_model_seed));
+    out.image_processor = models::vlm::ImageProcessorConfig();
+    return out;
+  }
+  VERL_ASSIGN_OR_RETURN(models::vlm::VlmCheckpoint ckpt,
+                        models::vlm::LoadVlmCheckpoint(dir));
+  out.model.model = ckpt.model;
+  out.image_processor = ckpt.processor;
+  if (!tok_dir.empty()) {
+    VERL_ASSIGN_OR_RETURN(out.model.tokenizer, LoadVlmTokenizerDir(tok_dir));
+  } else if (ckpt.tokenizer) {
+    out.model.tokenizer = std::move(ckpt.tokenizer);
+  } else {
+    LOG(WARNING) << "no tokenizer in " << dir
+                 << "; only token-id prompts will work";
+  }
+  return out;
+}
+
+absl::StatusOr<Loaded> LoadModel() {
+  VERL_ASSIGN_OR_RETURN(bool vl, IsVisionLanguage());
+  if (vl) return LoadVlm();
+  Loaded out;
+  VERL_ASSIGN_OR_RETURN(
+      out.model,
+      tools::LoadModel({absl::GetFlag(FLAGS_model), absl::GetFlag(FLAGS_preset),
+                        absl::GetFlag(FLAGS_tokenizer),
+                        absl::GetFlag(FLAGS_model_seed)}));
+  return out;
+}
+
+// Whether the row carries images (a non-empty, non-null "images").
+bool HasImages(const json& row) {
+  auto it = row.find("images");
+  return it != row.end() && !it->is_null() && !(it->is_array() && it->empty());
+}
+
+// Token ids and processed images of a row with images: "messages" becomes
+// the encoder's "prompt", relative image paths resolve against `base`,
+// base64 "bytes" are decoded; then the trainer's PromptEncoder.
+absl::StatusOr<std::vector<int64_t>> ImageRowIds(
+    json row, const std::optional<rl::PromptEncoder>& encoder,
+    const std::filesystem::path& base, infer::MultiModalInput* mm) {
+  if (!encoder) {
+    return absl::InvalidArgumentError(
+        "the row has images but the model is not a vision-language model "
+        "(or has no tokenizer)");
+  }
+  if (row.contains("messages")) row["prompt"] = row["messages"];
+  json& images = row["images"];
+  if (!images.is_array()) {
+    return absl::InvalidArgumentError("\"images\" must be a list of images");
+  }
+  for (size_t k = 0; k < images.size(); ++k) {
+    json& e = images[k];
+    const std::string name = absl::StrCat("images[", k, "]");
+    if (e.is_object() && e.contains("bytes")) {
+      std::string raw;
+      if (!e["bytes"].is_string() ||
+          !absl::Base64Unescape(e["bytes"].get<std::string>(), &raw)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(name, ".bytes is not a base64 string"));
+      }
+      e = json::binary(std::vector<uint8_t>(raw.begin(), raw.end()));
+      continue;
+    }
+    json* path = e.is_object() && e.contains("path") ? &e["path"] : &e;
+    if (!path->is_string()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, " must be {\"path\": ...}, {\"bytes\": <base64>} or a path"));
+    }
+    std::filesystem::path p(path->get<std::string>());
+    if (p.is_relative()) p = base / p;
+    e = p.string();
+  }
+  VERL_ASSIGN_OR_RETURN(models::vlm::ProcessedPrompt processed,
+                        encoder->EncodeRowMultimodal(row));
+  *mm = {processed.pixel_values, processed.image_grid_thw};
+  return std::move(processed.input_ids);
 }
 
 // Token ids of one input row.
@@ -133,7 +284,16 @@ absl::Status Run() {
   }
   VERL_ASSIGN_OR_RETURN(std::vector<json> rows,
                         core::ReadJsonl(absl::GetFlag(FLAGS_input)));
-  VERL_ASSIGN_OR_RETURN(tools::LoadedModel loaded, LoadModel());
+  VERL_ASSIGN_OR_RETURN(Loaded vl_loaded, LoadModel());
+  const tools::LoadedModel& loaded = vl_loaded.model;
+  std::optional<rl::PromptEncoder> encoder;
+  if (vl_loaded.image_processor && loaded.tokenizer) {
+    rl::PromptEncoderOptions eo;
+    eo.image_processor = vl_loaded.image_processor;
+    encoder.emplace(&*loaded.tokenizer, std::move(eo));
+  }
+  const std::filesystem::path input_dir =
+      std::filesystem::path(absl::GetFlag(FLAGS_input)).parent_path();
 
   const infer::EngineOptions opt = tools::EngineOptionsFromFlags();
   VERL_ASSIGN_OR_RETURN(auto engine,
@@ -163,10 +323,12 @@ absl::Status Run() {
   std::map<int64_t, size_t> line_of;
   int64_t bad = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
+    infer::MultiModalInput mm;
     absl::StatusOr<std::vector<int64_t>> ids =
-        PromptIds(rows[i], loaded.tokenizer);
+        HasImages(rows[i]) ? ImageRowIds(rows[i], encoder, input_dir, &mm)
+                           : PromptIds(rows[i], loaded.tokenizer);
     absl::StatusOr<int64_t> id =
-        ids.ok() ? engine->AddRequest(*ids, params) : ids.status();
+        ids.ok() ? engine->AddRequest(*ids, params, mm) : ids.status();
     if (!id.ok()) {
       out[i] = {{"index", i}, {"error", std::string(id.status().message())}};
       LOG(WARNING) << absl::GetFlag(FLAGS_input) << " line " << i + 1 << ": "

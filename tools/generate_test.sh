@@ -36,4 +36,25 @@ rc=$?
 set -e
 [ "$rc" = 2 ] && echo "$msg" | grep -q "top_p"
 [ ! -e "$TEST_TMPDIR/d.jsonl" ]
+# Images (a vision-language folder): rows in verl's multimodal format, by
+# relative path and as base64 bytes; a count mismatch and a missing file
+# are error lines; a text row still works. Greedy output equals the
+# engine's own on the same processed inputs; the two images differ.
+vl="$TEST_TMPDIR/vl"
+mkdir -p "$vl"
+tools/generate_vlm_check --mode=setup --dir="$vl"
+vcommon=(--threads=1 --kv_cache_mb=16 --max_model_len=512 --max_tokens=6)
+"$bin" --model="$vl/tiny_vl" --input="$vl/in.jsonl" --output="$vl/out.jsonl" \
+  "${vcommon[@]}" --do_sample=false --ignore_eos --progress=false \
+  > "$vl/summary.txt"
+grep -q "requests=3 failed=2" "$vl/summary.txt"
+sed -n 3p "$vl/out.jsonl" | grep -q '"error":.*2 image.*1'
+sed -n 4p "$vl/out.jsonl" | grep -q '"error":.*missing.png'
+sed -n 5p "$vl/out.jsonl" | grep -q '"finish_reason"'
+tools/generate_vlm_check --mode=check --dir="$vl" --output="$vl/out.jsonl" \
+  "${vcommon[@]}"
+# The preset route loads too.
+"$bin" --preset=tiny-qwen2.5-vl --input="$vl/in.jsonl" \
+  --output="$vl/preset.jsonl" "${vcommon[@]}" --progress=false \
+  | grep -q "requests=3 failed=2"
 echo "generate_test: ok"
