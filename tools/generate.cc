@@ -26,7 +26,6 @@
 // preemptions, prefill and decode tok/s) to stdout.
 #include <glog/logging.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -51,10 +50,6 @@
 #include "verl/infer/engine.h"
 #include "verl/models/tokenizer/chat_template.h"
 #include "verl/models/tokenizer/tokenizer.h"
-#include "verl/models/vlm/image_processor.h"
-#include "verl/models/vlm/qwen2_vl.h"
-#include "verl/models/vlm/vlm_checkpoint.h"
-#include "verl/models/vlm/vlm_config.h"
 #include "verl/models/vlm/vlm_processor.h"
 #include "verl/rl/data/prompt_encoder.h"
 
@@ -83,92 +78,10 @@ namespace {
 
 using nlohmann::json;
 
-struct Loaded {
-  tools::LoadedModel model;
-  // Set for a vision-language model: its preprocessor_config.json (HF
-  // defaults without one, and for a preset).
-  std::optional<models::vlm::ImageProcessorConfig> image_processor;
-};
-
-bool IsVlmPreset(const std::string& name) {
-  const std::vector<std::string> names = models::vlm::VlmPresetNames();
-  return std::find(names.begin(), names.end(), name) != names.end();
-}
-
-// A vision-language --preset, or a --model folder whose config.json has
-// vision_config (as the trainer's policy loader decides).
-absl::StatusOr<bool> IsVisionLanguage() {
-  const std::string& dir = absl::GetFlag(FLAGS_model);
-  if (dir.empty()) return IsVlmPreset(absl::GetFlag(FLAGS_preset));
-  const std::string path =
-      (std::filesystem::path(dir) / "config.json").string();
-  if (!std::filesystem::exists(path)) return false;  // LoadModel names it
-  VERL_ASSIGN_OR_RETURN(json config, core::ReadJsonFile(path));
-  return config.is_object() && config.contains("vision_config");
-}
-
-// A vision-language tokenizer folder (chat_template.json as its default
-// template when present).
-absl::StatusOr<models::Tokenizer> LoadVlmTokenizerDir(const std::string& dir) {
-  VERL_ASSIGN_OR_RETURN(std::optional<models::Tokenizer> tok,
-                        models::vlm::LoadVlmTokenizer(dir));
-  if (tok) return *std::move(tok);
-  return models::Tokenizer::FromDirectory(dir);
-}
-
-absl::StatusOr<Loaded> LoadVlm() {
-  const std::string& dir = absl::GetFlag(FLAGS_model);
-  const std::string& preset = absl::GetFlag(FLAGS_preset);
-  const std::string& tok_dir = absl::GetFlag(FLAGS_tokenizer);
-  if (dir.empty() == preset.empty()) {
-    return absl::InvalidArgumentError(
-        "give exactly one of --model (HF folder) or --preset");
-  }
-  Loaded out;
-  if (!preset.empty()) {
-    VERL_ASSIGN_OR_RETURN(models::vlm::VlmConfig config,
-                          models::vlm::MakeVlmPreset(preset));
-    if (tok_dir.empty()) {
-      VERL_ASSIGN_OR_RETURN(out.model.tokenizer,
-                            models::vlm::MakeVlmTokenizer(config));
-    } else {
-      VERL_ASSIGN_OR_RETURN(out.model.tokenizer, LoadVlmTokenizerDir(tok_dir));
-    }
-    // The tokenizer's eos stops too (as the trainer's policy loader adds it).
-    std::vector<int64_t>& eos = config.text.eos_token_ids;
-    const int64_t tok_eos = out.model.tokenizer->eos_token_id();
-    if (tok_eos >= 0 && std::find(eos.begin(), eos.end(), tok_eos) == eos.end())
-      eos.push_back(tok_eos);
-    out.model.model =
-        models::vlm::CreateVlmModel(config, absl::GetFlag(FLAGS_model_seed));
-    out.image_processor = models::vlm::ImageProcessorConfig();
-    return out;
-  }
-  VERL_ASSIGN_OR_RETURN(models::vlm::VlmCheckpoint ckpt,
-                        models::vlm::LoadVlmCheckpoint(dir));
-  out.model.model = ckpt.model;
-  out.image_processor = ckpt.processor;
-  if (!tok_dir.empty()) {
-    VERL_ASSIGN_OR_RETURN(out.model.tokenizer, LoadVlmTokenizerDir(tok_dir));
-  } else if (ckpt.tokenizer) {
-    out.model.tokenizer = std::move(ckpt.tokenizer);
-  } else {
-    LOG(WARNING) << "no tokenizer in " << dir
-                 << "; only token-id prompts will work";
-  }
-  return out;
-}
-
-absl::StatusOr<Loaded> LoadModel() {
-  VERL_ASSIGN_OR_RETURN(bool vl, IsVisionLanguage());
-  if (vl) return LoadVlm();
-  Loaded out;
-  VERL_ASSIGN_OR_RETURN(
-      out.model,
-      tools::LoadModel({absl::GetFlag(FLAGS_model), absl::GetFlag(FLAGS_preset),
-                        absl::GetFlag(FLAGS_tokenizer),
-                        absl::GetFlag(FLAGS_model_seed)}));
-  return out;
+absl::StatusOr<tools::LoadedModel> LoadModel() {
+  return tools::LoadModel(
+      {absl::GetFlag(FLAGS_model), absl::GetFlag(FLAGS_preset),
+       absl::GetFlag(FLAGS_tokenizer), absl::GetFlag(FLAGS_model_seed)});
 }
 
 // Whether the row carries images (a non-empty, non-null "images").
@@ -284,12 +197,11 @@ absl::Status Run() {
   }
   VERL_ASSIGN_OR_RETURN(std::vector<json> rows,
                         core::ReadJsonl(absl::GetFlag(FLAGS_input)));
-  VERL_ASSIGN_OR_RETURN(Loaded vl_loaded, LoadModel());
-  const tools::LoadedModel& loaded = vl_loaded.model;
+  VERL_ASSIGN_OR_RETURN(tools::LoadedModel loaded, LoadModel());
   std::optional<rl::PromptEncoder> encoder;
-  if (vl_loaded.image_processor && loaded.tokenizer) {
+  if (loaded.image_processor && loaded.tokenizer) {
     rl::PromptEncoderOptions eo;
-    eo.image_processor = vl_loaded.image_processor;
+    eo.image_processor = loaded.image_processor;
     encoder.emplace(&*loaded.tokenizer, std::move(eo));
   }
   const std::filesystem::path input_dir =

@@ -4,7 +4,9 @@
 // //tools:serve, //tools:bench_serve): an HF folder (config.json,
 // generation_config.json's EOS ids, safetensors weights, its tokenizer if
 // present) or a built-in preset with random weights and the built-in
-// tokenizer.
+// tokenizer. A vision-language folder (config.json with vision_config:
+// Qwen2.5-VL / Qwen2-VL) or VLM preset (tiny-qwen2.5-vl, tiny-qwen2-vl)
+// loads as one, with its image processor's config.
 #ifndef TOOLS_MODEL_LOADING_H_
 #define TOOLS_MODEL_LOADING_H_
 
@@ -16,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "verl/models/decoder.h"
 #include "verl/models/tokenizer/tokenizer.h"
+#include "verl/models/vlm/image_processor.h"
 
 namespace verl::tools {
 
@@ -31,6 +34,9 @@ struct LoadedModel {
   // Unset when an HF folder has no tokenizer and none was named (a warning
   // is logged; only token-id prompts work then).
   std::optional<models::Tokenizer> tokenizer;
+  // Set for a vision-language model: its preprocessor_config.json (HF
+  // defaults without one, and for a preset).
+  std::optional<models::vlm::ImageProcessorConfig> image_processor;
 };
 
 absl::StatusOr<LoadedModel> LoadModel(const ModelSource& source);

@@ -4,7 +4,9 @@
 //   serve --model_path=/path/to/hf_folder | --preset=tiny-qwen2
 //         [--port=8000] [--host=127.0.0.1] [--served_model_name=NAME]
 // Endpoints: POST /v1/completions, POST /v1/chat/completions (stream: true
-// for server-sent events), GET /v1/models, GET /health. Prints
+// for server-sent events), GET /v1/models, GET /health. A vision-language
+// model (Qwen2.5-VL / Qwen2-VL folder, --preset=tiny-qwen2.5-vl) takes
+// chat image_url parts as PNG/JPEG data URLs. Prints
 // "serve: listening on http://HOST:PORT" once ready (--port=0 picks a free
 // port) and serves until SIGINT/SIGTERM. See docs/serve.md.
 #include <glog/logging.h>
@@ -82,6 +84,8 @@ absl::Status Run() {
   so.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   so.max_concurrent_requests = absl::GetFlag(FLAGS_max_concurrent_requests);
   so.limits.max_n = absl::GetFlag(FLAGS_max_n);
+  // A vision-language model takes image_url parts (data URLs) in chat.
+  so.image_processor = loaded.image_processor;
   if (so.max_concurrent_requests < 1 || so.max_request_bytes < 1 ||
       so.limits.max_n < 1) {
     return absl::InvalidArgumentError(

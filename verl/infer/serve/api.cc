@@ -7,6 +7,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "verl/core/status.h"
 #include "verl/infer/agent/tool_call.h"
@@ -102,25 +104,85 @@ absl::Status ParsePrompt(const Json& body, ApiRequest* req) {
                     "'prompt' must be a string or an array of token ids");
 }
 
-// Message content as text: a string, null, or text parts.
-absl::StatusOr<std::string> ContentText(const Json& content, size_t i) {
-  if (content.is_null()) return std::string();
-  if (content.is_string()) return content.get<std::string>();
+// An image_url part's data URL ("data:image/png;base64,..." or
+// image/jpeg) as the image's bytes. Other URLs are refused: the server
+// downloads nothing.
+absl::StatusOr<std::string> DataUrlBytes(const Json& part,
+                                         const std::string& param) {
+  const Json* url = nullptr;
+  if (part.contains("image_url")) {
+    const Json& iu = part["image_url"];
+    if (iu.is_string()) url = &iu;
+    if (iu.is_object() && iu.contains("url") && iu["url"].is_string()) {
+      url = &iu["url"];
+    }
+  }
+  if (url == nullptr) {
+    return ParamError(param,
+                      "an image_url part needs {\"image_url\": {\"url\": "
+                      "\"data:image/png;base64,...\"}}");
+  }
+  const std::string& u = url->get_ref<const std::string&>();
+  if (!absl::StartsWith(u, "data:")) {
+    return ParamError(param,
+                      "only data: URLs (data:image/png;base64,... or "
+                      "data:image/jpeg;base64,...) are accepted; the server "
+                      "does not download http(s) URLs or read files");
+  }
+  const size_t comma = u.find(',');
+  const std::string header =
+      comma == std::string::npos ? u : u.substr(0, comma);
+  if (comma == std::string::npos || (header != "data:image/png;base64" &&
+                                     header != "data:image/jpeg;base64" &&
+                                     header != "data:image/jpg;base64")) {
+    return ParamError(param,
+                      "malformed image data URL: expected "
+                      "data:image/png;base64,<data> or "
+                      "data:image/jpeg;base64,<data>");
+  }
+  std::string bytes;
+  if (!absl::Base64Unescape(absl::string_view(u).substr(comma + 1), &bytes) ||
+      bytes.empty()) {
+    return ParamError(param, "malformed image data URL: invalid base64 data");
+  }
+  return bytes;
+}
+
+// Message content as chat templates read it: a string (null and text parts
+// joined), or, with image_url parts, a list of {"type": "text", "text"} and
+// {"type": "image"} items (the image bytes appended to `images`).
+absl::StatusOr<Json> Content(const Json& content, size_t i,
+                             std::vector<std::string>* images) {
+  if (content.is_null()) return Json(std::string());
+  if (content.is_string()) return content;
   const std::string param = absl::StrCat("messages[", i, "].content");
   if (!content.is_array()) {
     return ParamError(param, "content must be a string or an array of parts");
   }
   std::string text;
+  Json items = Json::array();
+  bool has_image = false;
   for (const Json& part : content) {
-    if (!part.is_object() || part.value("type", "") != "text" ||
-        !part.contains("text") || !part["text"].is_string()) {
+    const std::string type =
+        part.is_object() ? part.value("type", "") : std::string();
+    if (type == "image_url") {
+      VERL_ASSIGN_OR_RETURN(std::string bytes, DataUrlBytes(part, param));
+      images->push_back(std::move(bytes));
+      items.push_back({{"type", "image"}});
+      has_image = true;
+      continue;
+    }
+    if (type != "text" || !part.contains("text") || !part["text"].is_string()) {
       return ParamError(param,
-                        "only {\"type\": \"text\", \"text\": ...} "
-                        "content parts are supported");
+                        "only {\"type\": \"text\", \"text\": ...} and "
+                        "{\"type\": \"image_url\", ...} content parts are "
+                        "supported");
     }
     text += part["text"].get<std::string>();
+    items.push_back({{"type", "text"}, {"text", part["text"]}});
   }
-  return text;
+  if (has_image) return items;
+  return Json(text);
 }
 
 // Messages as chat templates read them: content as text, tool-call
@@ -140,9 +202,9 @@ absl::Status ParseMessages(const Json& body, ApiRequest* req) {
                         "string 'role'");
     }
     Json out = msg;
-    VERL_ASSIGN_OR_RETURN(std::string text,
-                          ContentText(msg.value("content", Json()), i));
-    out["content"] = text;
+    VERL_ASSIGN_OR_RETURN(
+        Json content, Content(msg.value("content", Json()), i, &req->images));
+    out["content"] = std::move(content);
     if (msg.contains("tool_calls") && msg["tool_calls"].is_array()) {
       for (Json& call : out["tool_calls"]) {
         if (!call.is_object() || !call.contains("function")) continue;

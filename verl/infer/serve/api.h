@@ -33,13 +33,17 @@ struct ApiRequest {
   // /v1/completions: the prompt as text, or as token ids (`prompt_ids`).
   std::optional<std::string> prompt_text;
   std::vector<int64_t> prompt_ids;
-  // /v1/chat/completions: messages (content parts joined to text, assistant
+  // /v1/chat/completions: messages (text parts joined to text, assistant
   // tool-call arguments parsed to objects as chat templates expect), tools
   // (OpenAI function schemas; empty when none) and chat_template_kwargs.
   Json messages = Json::array();
   Json tools = Json::array();
   Json chat_template_kwargs = Json::object();
   bool parse_tool_calls = false;  // tools given and tool_choice != "none"
+  // The bytes of the image_url parts' data URLs, in order of appearance; a
+  // message with images keeps its content as a list of {"type": "text",
+  // "text"} / {"type": "image"} items (what VLM chat templates read).
+  std::vector<std::string> images;
   // Sampling (n, temperature, top_p, top_k, seed; vLLM's extensions
   // repetition_penalty and ignore_eos);
   // max_tokens is set from `max_tokens` below once the prompt is known.

@@ -98,6 +98,29 @@ struct BadCase {
   const char* message;  // substring of the message
 };
 
+TEST(ApiTest, ImagePartsBecomeTemplateItemsAndBytes) {
+  // "iVBORw0KGgo=" is the PNG signature's base64.
+  auto r = ParseRequest(
+      R"({"model": "m", "messages": [
+           {"role": "system", "content": [{"type": "text", "text": "s"}]},
+           {"role": "user", "content": [
+             {"type": "text", "text": "a"},
+             {"type": "image_url",
+              "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+             {"type": "image_url",
+              "image_url": {"url": "data:image/jpeg;base64,/9j/"}},
+             {"type": "text", "text": "b"}]}]})",
+      Endpoint::kChat);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->messages[0]["content"], "s");  // text-only stays a string
+  EXPECT_EQ(r->messages[1]["content"],
+            Json::parse(R"([{"type": "text", "text": "a"}, {"type": "image"},
+                            {"type": "image"}, {"type": "text", "text": "b"}])"));
+  ASSERT_EQ(r->images.size(), 2u);
+  EXPECT_EQ(r->images[0], std::string("\x89PNG\r\n\x1a\n", 8));
+  EXPECT_EQ(r->images[1], std::string("\xff\xd8\xff", 3));
+}
+
 TEST(ApiTest, MalformedRequestsAreInvalidRequestErrors) {
   const BadCase cases[] = {
       {"bad json", Endpoint::kCompletions, "{\"model\": ", "",
@@ -170,10 +193,33 @@ TEST(ApiTest, MalformedRequestsAreInvalidRequestErrors) {
       {"message without role", Endpoint::kChat,
        R"({"model": "m", "messages": [{"content": "x"}]})", "messages[0]",
        "'role'"},
-      {"image part", Endpoint::kChat,
+      {"image part not a data URL", Endpoint::kChat,
        R"({"model": "m", "messages": [{"role": "user", "content":
           [{"type": "image_url", "image_url": {"url": "u"}}]}]})",
-       "messages[0].content", "text"},
+       "messages[0].content", "only data: URLs"},
+      {"image http URL", Endpoint::kChat,
+       R"({"model": "m", "messages": [{"role": "user", "content":
+          [{"type": "image_url",
+            "image_url": {"url": "https://example.com/a.png"}}]}]})",
+       "messages[0].content", "does not download"},
+      {"image data URL not png/jpeg", Endpoint::kChat,
+       R"({"model": "m", "messages": [{"role": "user", "content":
+          [{"type": "image_url",
+            "image_url": {"url": "data:image/gif;base64,R0lG"}}]}]})",
+       "messages[0].content", "malformed image data URL"},
+      {"image data URL bad base64", Endpoint::kChat,
+       R"({"model": "m", "messages": [{"role": "user", "content":
+          [{"type": "image_url",
+            "image_url": {"url": "data:image/png;base64,!!"}}]}]})",
+       "messages[0].content", "invalid base64"},
+      {"image part without url", Endpoint::kChat,
+       R"({"model": "m", "messages": [{"role": "user", "content":
+          [{"type": "image_url"}]}]})",
+       "messages[0].content", "image_url part needs"},
+      {"unknown part", Endpoint::kChat,
+       R"({"model": "m", "messages": [{"role": "user", "content":
+          [{"type": "audio", "audio": "x"}]}]})",
+       "messages[0].content", "content parts are supported"},
       {"content number", Endpoint::kChat,
        R"({"model": "m", "messages": [{"role": "user", "content": 3}]})",
        "messages[0].content", "string or an array"},

@@ -12,9 +12,11 @@
 
 namespace verl::infer::serve {
 
-Job::Job(std::vector<int64_t> prompt, SamplingParams params)
+Job::Job(std::vector<int64_t> prompt, SamplingParams params,
+         MultiModalInput images)
     : prompt_(std::move(prompt)),
       params_(std::move(params)),
+      images_(std::move(images)),
       samples_(static_cast<size_t>(params_.n)) {}
 
 absl::Status Job::WaitAccepted() {
@@ -101,8 +103,10 @@ EngineWorker::EngineWorker(std::unique_ptr<LLMEngine> engine)
 EngineWorker::~EngineWorker() { Shutdown(); }
 
 std::shared_ptr<Job> EngineWorker::Submit(std::vector<int64_t> prompt,
-                                          const SamplingParams& params) {
-  auto job = std::make_shared<Job>(std::move(prompt), params);
+                                          const SamplingParams& params,
+                                          MultiModalInput images) {
+  auto job =
+      std::make_shared<Job>(std::move(prompt), params, std::move(images));
   std::lock_guard<std::mutex> lock(mu_);
   if (stop_) {
     job->Close(absl::UnavailableError("the server is shutting down"));
@@ -148,7 +152,7 @@ void EngineWorker::Loop() {
     }
     for (auto& job : incoming) {
       absl::StatusOr<int64_t> id =
-          engine_->AddRequest(job->prompt(), job->params());
+          engine_->AddRequest(job->prompt(), job->params(), job->images());
       if (!id.ok()) {
         job->Fail(id.status());
         continue;

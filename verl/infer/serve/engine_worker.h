@@ -42,7 +42,8 @@ class Job {
     absl::Status status;
   };
 
-  Job(std::vector<int64_t> prompt, SamplingParams params);
+  Job(std::vector<int64_t> prompt, SamplingParams params,
+      MultiModalInput images = {});
 
   // Blocks until the engine accepted the request or refused it (the
   // engine's validation error).
@@ -53,6 +54,7 @@ class Job {
 
   const std::vector<int64_t>& prompt() const { return prompt_; }
   const SamplingParams& params() const { return params_; }
+  const MultiModalInput& images() const { return images_; }
 
  private:
   friend class EngineWorker;
@@ -64,6 +66,7 @@ class Job {
 
   const std::vector<int64_t> prompt_;
   const SamplingParams params_;
+  const MultiModalInput images_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Sample> samples_;
@@ -79,8 +82,10 @@ class EngineWorker {
   explicit EngineWorker(std::unique_ptr<LLMEngine> engine);
   ~EngineWorker();  // Shutdown()
 
+  // `images`: a vision-language prompt's pixel values (engine AddRequest).
   std::shared_ptr<Job> Submit(std::vector<int64_t> prompt,
-                              const SamplingParams& params);
+                              const SamplingParams& params,
+                              MultiModalInput images = {});
   // Aborts the job in the engine if it is still running (no-op otherwise).
   void Cancel(const std::shared_ptr<Job>& job);
   // Stops the thread; unfinished jobs end with Unavailable.

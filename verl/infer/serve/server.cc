@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "verl/core/status.h"
 #include "verl/infer/serve/text_stream.h"
+#include "verl/models/vlm/image.h"
 
 namespace verl::infer::serve {
 namespace {
@@ -224,6 +225,9 @@ Server::Server(std::unique_ptr<LLMEngine> engine, models::Tokenizer tokenizer,
       created_(static_cast<int64_t>(std::time(nullptr))),
       worker_(std::move(engine)),
       http_(std::make_unique<httplib::Server>()) {
+  if (options_.image_processor) {
+    vlm_.emplace(tokenizer_, *options_.image_processor);
+  }
   const size_t threads = options_.max_concurrent_requests + 4;
   http_->new_task_queue = [threads] {
     return new httplib::ThreadPool(threads);
@@ -327,9 +331,34 @@ void Server::Route() {
 }
 
 absl::StatusOr<std::vector<int64_t>> Server::PromptIds(
-    const ApiRequest& request) {
+    const ApiRequest& request, MultiModalInput* mm) {
   std::vector<int64_t> ids;
-  if (request.endpoint == Endpoint::kChat) {
+  if (!request.images.empty()) {
+    if (!vlm_) {
+      return ParamError("messages",
+                        "image_url content parts need a vision-language "
+                        "model; this server's model is text-only");
+    }
+    if (!request.tools.empty() || !request.chat_template_kwargs.empty()) {
+      return ParamError("messages",
+                        "tools and chat_template_kwargs are not supported "
+                        "with image_url content parts");
+    }
+    std::vector<models::vlm::Image> images;
+    for (size_t i = 0; i < request.images.size(); ++i) {
+      absl::StatusOr<models::vlm::Image> image = models::vlm::DecodeImage(
+          request.images[i], absl::StrCat("image ", i));
+      if (!image.ok()) return ParamError("messages", image.status().message());
+      images.push_back(*std::move(image));
+    }
+    absl::StatusOr<models::vlm::ProcessedPrompt> processed =
+        vlm_->ProcessMessages(request.messages, images);
+    if (!processed.ok()) {
+      return ParamError("messages", processed.status().message());
+    }
+    *mm = {processed->pixel_values, processed->image_grid_thw};
+    ids = std::move(processed->input_ids);
+  } else if (request.endpoint == Endpoint::kChat) {
     models::ChatRequest chat;
     chat.messages_json = request.messages.dump();
     if (!request.tools.empty()) chat.tools_json = request.tools.dump();
@@ -371,7 +400,8 @@ absl::StatusOr<std::shared_ptr<Server::Generation>> Server::Start(
   if (request.model != options_.served_model_name) {
     return ModelNotFound(request.model);
   }
-  VERL_ASSIGN_OR_RETURN(std::vector<int64_t> prompt, PromptIds(request));
+  MultiModalInput mm;
+  VERL_ASSIGN_OR_RETURN(std::vector<int64_t> prompt, PromptIds(request, &mm));
   const int64_t len = static_cast<int64_t>(prompt.size());
   const int64_t max_len = worker_.max_model_len();
   const char* prompt_param =
@@ -405,7 +435,8 @@ absl::StatusOr<std::shared_ptr<Server::Generation>> Server::Start(
         " requests in flight (--max_concurrent_requests); retry later"));
   }
   auto in_flight = std::make_unique<InFlight>(&in_flight_);
-  std::shared_ptr<Job> job = worker_.Submit(prompt, request.sampling);
+  std::shared_ptr<Job> job =
+      worker_.Submit(prompt, request.sampling, std::move(mm));
   VERL_RETURN_IF_ERROR(job->WaitAccepted());
   ResponseHeader header;
   header.id = absl::StrFormat("%s-%x%06x",

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -21,6 +22,8 @@
 #include "verl/infer/serve/engine_worker.h"
 #include "verl/models/tokenizer/chat_template.h"
 #include "verl/models/tokenizer/tokenizer.h"
+#include "verl/models/vlm/image_processor.h"
+#include "verl/models/vlm/vlm_processor.h"
 
 namespace httplib {
 class Server;
@@ -38,6 +41,10 @@ struct ServerOptions {
   // handler thread pool.
   int max_concurrent_requests = 64;
   ParseLimits limits;
+  // Set for a vision-language model (its preprocessor_config.json): chat
+  // messages may then carry image_url parts (data URLs), processed as HF's
+  // Qwen2-VL processor does with the tokenizer's chat template.
+  std::optional<models::vlm::ImageProcessorConfig> image_processor;
 };
 
 class Server {
@@ -61,11 +68,14 @@ class Server {
   // Parses, tokenizes and submits a request; the error is the HTTP answer.
   absl::StatusOr<std::shared_ptr<Generation>> Start(const std::string& body,
                                                     Endpoint endpoint);
-  absl::StatusOr<std::vector<int64_t>> PromptIds(const ApiRequest& request);
+  // `mm` gets the pixel values of a request with images.
+  absl::StatusOr<std::vector<int64_t>> PromptIds(const ApiRequest& request,
+                                                 MultiModalInput* mm);
 
   const models::Tokenizer tokenizer_;
   const models::ChatFormatter formatter_;
   const ServerOptions options_;
+  std::optional<models::vlm::VlmProcessor> vlm_;  // with image_processor
   const int64_t created_;
   EngineWorker worker_;
   std::unique_ptr<httplib::Server> http_;

@@ -4,23 +4,36 @@
 // HTTP by cpp-httplib's client: concurrent greedy requests equal sequential
 // ones, streams concatenate to the non-streamed answer, stop strings, n and
 // seeds, error statuses (the server keeps serving), the in-flight limit and
-// a client leaving mid-stream.
+// a client leaving mid-stream. A vision-language server (the sharp tiny VLM)
+// takes image_url data URLs: greedy tokens and log-probs equal the engine's
+// on the processor's inputs for the same "<image>" row, two images differ,
+// and the image errors are 400s.
 #include "verl/infer/serve/server.h"
 
+#include <glog/logging.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "nlohmann/json.hpp"
+#include "verl/infer/engine.h"
 #include "verl/infer/serve/testing/test_server.h"
+#include "verl/models/tokenizer/tokenizer.h"
+#include "verl/models/vlm/image.h"
+#include "verl/models/vlm/image_processor.h"
+#include "verl/models/vlm/testing/sharp_tiny_vlm.h"
+#include "verl/models/vlm/vlm_processor.h"
 
 namespace verl::infer::serve {
 namespace {
@@ -323,6 +336,176 @@ TEST(ServerTest, InFlightLimitAndClientLeavingMidStream) {
     if (st != 200) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_EQ(st, 200);
+}
+
+// A 56x56 image (4 merged image tokens): a ramp, or its inverse with a
+// checkerboard (as tools/generate_vlm_check.cc).
+models::vlm::Image MakeImage(bool second) {
+  models::vlm::Image im;
+  im.width = im.height = 56;
+  im.rgb.resize(56 * 56 * 3);
+  for (int y = 0; y < 56; ++y) {
+    for (int x = 0; x < 56; ++x) {
+      for (int c = 0; c < 3; ++c) {
+        int v = (x * 255 / 55 + 40 * c) % 256;
+        if (second) v = ((x / 7 + y / 7) % 2) ? 255 - v : (y * 4) % 256;
+        im.rgb[(y * 56 + x) * 3 + c] = static_cast<uint8_t>(v);
+      }
+    }
+  }
+  return im;
+}
+
+std::unique_ptr<LLMEngine> VlmEngine(std::shared_ptr<models::CausalLM> model) {
+  EngineOptions eo;
+  eo.max_model_len = 256;
+  eo.kv_cache_bytes = 16 << 20;
+  eo.block_size = 8;
+  auto engine = LLMEngine::Create(std::move(model), eo);
+  CHECK(engine.ok()) << engine.status();
+  return *std::move(engine);
+}
+
+TEST(ServerTest, ImagesThroughChatOnAVisionLanguageModel) {
+  auto model = models::vlm::testing::MakeSharpTinyVlm(/*seed=*/3);
+  auto tok = models::vlm::MakeVlmTokenizer(model->vlm_config());
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const std::string pngs[2] = {*models::vlm::EncodePng(MakeImage(false)),
+                               *models::vlm::EncodePng(MakeImage(true))};
+  constexpr int kMaxTokens = 6;
+  constexpr char kQuestion[] = "Which region is darker?";
+
+  // The engine directly on the processor's inputs for verl's "<image>" row.
+  models::vlm::VlmProcessor processor(*tok,
+                                      models::vlm::ImageProcessorConfig());
+  std::vector<int64_t> want_prompt[2];
+  std::vector<infer::RequestOutput> direct;
+  {
+    auto engine = VlmEngine(model);
+    SamplingParams params;
+    params.do_sample = false;
+    params.temperature = 0;
+    params.max_tokens = kMaxTokens;
+    params.ignore_eos = true;
+    const Json row = Json::array(
+        {{{"role", "user"}, {"content", std::string("<image>") + kQuestion}}});
+    for (int i = 0; i < 2; ++i) {
+      auto image = models::vlm::DecodeImage(pngs[i], "png");
+      ASSERT_TRUE(image.ok()) << image.status();
+      auto p = processor.ProcessMessages(row, {*image});
+      ASSERT_TRUE(p.ok()) << p.status();
+      want_prompt[i] = p->input_ids;
+      ASSERT_TRUE(engine
+                      ->AddRequest(p->input_ids, params,
+                                   {p->pixel_values, p->image_grid_thw})
+                      .ok());
+    }
+    direct = engine->RunUntilDone();
+    std::sort(direct.begin(), direct.end(), [](const auto& a, const auto& b) {
+      return a.request_id < b.request_id;
+    });
+    ASSERT_EQ(direct.size(), 2u);
+  }
+
+  ServerOptions so;
+  so.port = 0;
+  so.served_model_name = "tiny-vl";
+  so.image_processor = models::vlm::ImageProcessorConfig();
+  Server server(VlmEngine(model), *tok, so);
+  auto port = server.Bind();
+  ASSERT_TRUE(port.ok()) << port.status();
+  std::thread serving([&] { server.Serve(); });
+  struct StopAndJoin {  // also when an ASSERT returns early
+    Server* s;
+    std::thread* t;
+    ~StopAndJoin() {
+      s->Stop();
+      t->join();
+    }
+  } stop_and_join{&server, &serving};
+  httplib::Client c("127.0.0.1", *port);
+  c.set_read_timeout(120);
+  auto post = [&](const Json& content) {
+    Json body = {{"model", "tiny-vl"},
+                 {"messages", {{{"role", "user"}, {"content", content}}}},
+                 {"max_tokens", kMaxTokens},
+                 {"temperature", 0},
+                 {"ignore_eos", true},
+                 {"logprobs", true},
+                 {"return_token_ids", true}};
+    auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
+    EXPECT_TRUE(res);
+    return res ? std::make_pair(res->status, Json::parse(res->body))
+               : std::make_pair(0, Json());
+  };
+  auto image_part = [](const std::string& url) {
+    return Json{{"type", "image_url"}, {"image_url", {{"url", url}}}};
+  };
+  auto png_url = [&](int i) {
+    return "data:image/png;base64," + absl::Base64Escape(pngs[i]);
+  };
+
+  float first_logprob[2];
+  for (int i = 0; i < 2; ++i) {
+    auto [st, j] = post(Json::array(
+        {image_part(png_url(i)), {{"type", "text"}, {"text", kQuestion}}}));
+    ASSERT_EQ(st, 200) << j.dump();
+    const Json& choice = j["choices"][0];
+    EXPECT_EQ(j["usage"]["prompt_tokens"].get<int64_t>(),
+              static_cast<int64_t>(want_prompt[i].size()));
+    const infer::CompletionOutput& d = direct[i].outputs[0];
+    EXPECT_EQ(choice["token_ids"].get<std::vector<int64_t>>(), d.token_ids);
+    const Json& lps = choice["logprobs"]["content"];
+    ASSERT_EQ(lps.size(), d.logprobs.size());
+    for (size_t t = 0; t < lps.size(); ++t) {
+      EXPECT_NEAR(lps[t]["logprob"].get<float>(), d.logprobs[t], 1e-5) << t;
+    }
+    first_logprob[i] = lps[0]["logprob"].get<float>();
+  }
+  // The image is used: the two images move the first token's log-prob.
+  LOG(INFO) << "first-token log-probs: " << first_logprob[0] << " vs "
+            << first_logprob[1];
+  EXPECT_GT(std::abs(first_logprob[0] - first_logprob[1]), 1e-4);
+
+  // Errors: 400 with a one-line message; the server keeps serving.
+  auto expect_400 = [&](const Json& content, const std::string& needle) {
+    auto [st, j] = post(content);
+    EXPECT_EQ(st, 400) << j.dump();
+    const std::string msg = j["error"]["message"].get<std::string>();
+    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  };
+  expect_400(Json::array({image_part("https://example.com/a.png")}),
+             "does not download");
+  expect_400(Json::array({image_part("/tmp/a.png")}), "only data: URLs");
+  expect_400(Json::array({image_part("data:image/png;base64,@@")}),
+             "invalid base64");
+  expect_400(Json::array({image_part("data:image/png;base64," +
+                                     absl::Base64Escape("not an image"))}),
+             "image 0");
+  auto [st, j] = post(Json::array({{{"type", "text"}, {"text", "hello"}}}));
+  EXPECT_EQ(st, 200) << j.dump();
+}
+
+TEST(ServerTest, TextOnlyModelRefusesImages) {
+  models::vlm::Image small;  // 8x8 grey: fits the 4 KiB body limit
+  small.width = small.height = 8;
+  small.rgb.assign(8 * 8 * 3, 128);
+  std::string png = *models::vlm::EncodePng(small);
+  auto [st, j] = Shared().Post(
+      "/v1/chat/completions",
+      {{"model", "tiny"},
+       {"messages",
+        {{{"role", "user"},
+          {"content",
+           {{{"type", "image_url"},
+             {"image_url",
+              {{"url", "data:image/png;base64," + absl::Base64Escape(png)}}}},
+            {{"type", "text"}, {"text", "what?"}}}}}}}});
+  EXPECT_EQ(st, 400) << j.dump();
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("vision-language"),
+            std::string::npos)
+      << j.dump();
 }
 
 }  // namespace
