@@ -30,6 +30,7 @@
 #include "verl/models/vlm/image.h"
 #include "verl/models/vlm/image_processor.h"
 #include "verl/models/vlm/testing/sharp_tiny_vlm.h"
+#include "verl/models/vlm/testing/test_images.h"
 #include "verl/models/vlm/vlm_checkpoint.h"
 #include "verl/models/vlm/vlm_processor.h"
 #include "verl/rl/data/prompt_encoder.h"
@@ -49,22 +50,7 @@ json Messages(const std::string& content) {
 }
 const char kPrompt[] = "<image>Which region is darker?";
 
-// A 56x56 image: a horizontal ramp, or its inverse with a checkerboard.
-models::vlm::Image MakeImage(bool second) {
-  models::vlm::Image im;
-  im.width = im.height = 56;
-  im.rgb.resize(56 * 56 * 3);
-  for (int y = 0; y < 56; ++y) {
-    for (int x = 0; x < 56; ++x) {
-      for (int c = 0; c < 3; ++c) {
-        int v = (x * 255 / 55 + 40 * c) % 256;
-        if (second) v = ((x / 7 + y / 7) % 2) ? 255 - v : (y * 4) % 256;
-        im.rgb[(y * 56 + x) * 3 + c] = static_cast<uint8_t>(v);
-      }
-    }
-  }
-  return im;
-}
+using ::verl::models::vlm::testing::MakeRampImage;
 
 absl::Status Setup(const std::string& dir) {
   auto model = models::vlm::testing::MakeSharpTinyVlm(/*seed=*/3);
@@ -77,7 +63,7 @@ absl::Status Setup(const std::string& dir) {
   std::string b_png;
   for (bool second : {false, true}) {
     VERL_ASSIGN_OR_RETURN(std::string png,
-                          models::vlm::EncodePng(MakeImage(second)));
+                          models::vlm::EncodePng(MakeRampImage(second)));
     VERL_RETURN_IF_ERROR(
         core::WriteFileAtomic(dir + (second ? "/b.png" : "/a.png"), png));
     if (second) b_png = png;

@@ -33,6 +33,7 @@
 #include "verl/models/vlm/image.h"
 #include "verl/models/vlm/image_processor.h"
 #include "verl/models/vlm/testing/sharp_tiny_vlm.h"
+#include "verl/models/vlm/testing/test_images.h"
 #include "verl/models/vlm/vlm_processor.h"
 
 namespace verl::infer::serve {
@@ -338,23 +339,7 @@ TEST(ServerTest, InFlightLimitAndClientLeavingMidStream) {
   EXPECT_EQ(st, 200);
 }
 
-// A 56x56 image (4 merged image tokens): a ramp, or its inverse with a
-// checkerboard (as tools/generate_vlm_check.cc).
-models::vlm::Image MakeImage(bool second) {
-  models::vlm::Image im;
-  im.width = im.height = 56;
-  im.rgb.resize(56 * 56 * 3);
-  for (int y = 0; y < 56; ++y) {
-    for (int x = 0; x < 56; ++x) {
-      for (int c = 0; c < 3; ++c) {
-        int v = (x * 255 / 55 + 40 * c) % 256;
-        if (second) v = ((x / 7 + y / 7) % 2) ? 255 - v : (y * 4) % 256;
-        im.rgb[(y * 56 + x) * 3 + c] = static_cast<uint8_t>(v);
-      }
-    }
-  }
-  return im;
-}
+using ::verl::models::vlm::testing::MakeRampImage;
 
 std::unique_ptr<LLMEngine> VlmEngine(std::shared_ptr<models::CausalLM> model) {
   EngineOptions eo;
@@ -370,8 +355,8 @@ TEST(ServerTest, ImagesThroughChatOnAVisionLanguageModel) {
   auto model = models::vlm::testing::MakeSharpTinyVlm(/*seed=*/3);
   auto tok = models::vlm::MakeVlmTokenizer(model->vlm_config());
   ASSERT_TRUE(tok.ok()) << tok.status();
-  const std::string pngs[2] = {*models::vlm::EncodePng(MakeImage(false)),
-                               *models::vlm::EncodePng(MakeImage(true))};
+  const std::string pngs[2] = {*models::vlm::EncodePng(MakeRampImage(false)),
+                               *models::vlm::EncodePng(MakeRampImage(true))};
   constexpr int kMaxTokens = 6;
   constexpr char kQuestion[] = "Which region is darker?";
 
