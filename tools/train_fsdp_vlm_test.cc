@@ -50,6 +50,7 @@
 #include "nlohmann/json.hpp"
 #include "verl/ckpt/checkpoint_manager.h"
 #include "verl/ckpt/checkpoint_pt.h"
+#include "verl/ckpt/safetensors.h"
 #include "verl/models/tokenizer/tokenizer.h"
 #include "verl/models/vlm/image_processor.h"
 #include "verl/models/vlm/qwen2_vl.h"
@@ -339,6 +340,39 @@ TEST(TrainFsdpVlmTest, HybridShardingReproducesOneRank) {
     EXPECT_LT(line["data"]["training/rollout_probs_diff_max"].get<double>(),
               1e-5);
   }
+}
+
+// A LoRA actor (all-linear: adapters on both towers) on 2 processes: GRPO
+// with the base as reference reproduces the 1-process run, metrics and the
+// saved PEFT adapters (written from the FSDP-gathered adapters).
+TEST(TrainFsdpVlmTest, LoraActorTwoRanksReproduceOneRank) {
+  const std::string policy = Tmp() + "/tiny_vl";
+  SaveTinyVlm(policy);
+  const std::vector<std::string> lora = {
+      "algorithm.adv_estimator=grpo", "actor_rollout_ref.model.lora_rank=4",
+      "actor_rollout_ref.model.lora_alpha=8",
+      "actor_rollout_ref.actor.optim.lr=1e-2", "trainer.save_freq=2"};
+  const std::string dir1 = Tmp() + "/lora1", dir2 = Tmp() + "/lora2";
+  const auto one = RunTrain("lora1", VlmArgs(1, policy, dir1, lora));
+  const auto two = RunTrain("lora2", VlmArgs(2, policy, dir2, lora));
+  verl::rl::testing::ExpectSameRuns(
+      one, "lora1", two, "lora2", "vision-language LoRA GRPO, 2 ranks", 2,
+      {"actor/pg_loss", "actor/kl_loss", "actor/grad_norm", "actor/entropy"});
+  const std::string adapter =
+      "/global_step_2/actor/lora_adapter/adapter_model.safetensors";
+  auto a1 = verl::ckpt::LoadSafetensors(dir1 + adapter);
+  auto a2 = verl::ckpt::LoadSafetensors(dir2 + adapter);
+  ASSERT_TRUE(a1.ok() && a2.ok()) << a1.status() << a2.status();
+  ASSERT_EQ(a1->size(), a2->size());
+  int visual_moved = 0;
+  for (const auto& [name, t] : *a1) {
+    ASSERT_TRUE(a2->count(name)) << name;
+    EXPECT_LT((t - a2->at(name)).abs().max().item<double>(), 1e-5) << name;
+    visual_moved += name.find(".visual.") != std::string::npos &&
+                    name.find("lora_B") != std::string::npos &&
+                    a2->at(name).abs().max().item<double>() > 0;
+  }
+  EXPECT_GT(visual_moved, 10);
 }
 
 // What does not shard with images yet is refused on 2 processes, with a
