@@ -2,12 +2,13 @@
 #include "verl/models/vlm/qwen2_vl.h"
 
 #include <ATen/TensorOperators.h>
-#include <ATen/ops/eq.h>
 #include <ATen/ops/tensor.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -116,7 +117,7 @@ Qwen2VLForConditionalGeneration::PrepareInputs(
   // with counts given, pads after the last image (e.g. sampled in a
   // response) are text tokens, as the rollout engine embeds them.
   std::vector<at::Tensor> positions;
-  std::vector<bool> image_slot(input_ids.size(0), false);
+  std::vector<uint8_t> image_slot(input_ids.size(0), 0);
   size_t next_image = 0;
   int64_t image_tokens = 0;
   for (size_t s = 0; s + 1 < cu_seqlens.size(); ++s) {
@@ -153,7 +154,7 @@ Qwen2VLForConditionalGeneration::PrepareInputs(
     for (int64_t t = cu_seqlens[s], marked = 0;
          t < cu_seqlens[s + 1] && marked < covered; ++t) {
       if (ids[t] != vlm_config_.image_token_id) continue;
-      image_slot[t] = true;
+      image_slot[t] = 1;
       ++marked;
     }
     image_tokens += covered;
@@ -186,8 +187,7 @@ Qwen2VLForConditionalGeneration::PrepareInputs(
     visual->enable_gradient_checkpointing(gradient_checkpointing());
     at::Tensor image_embeds = visual->Forward(pixel_values, grids);
     CHECK_EQ(image_embeds.size(0), image_tokens);
-    std::vector<uint8_t> slots(image_slot.begin(), image_slot.end());
-    at::Tensor mask = at::tensor(slots, at::kByte)
+    at::Tensor mask = at::tensor(image_slot, at::kByte)
                           .to(at::kBool)
                           .to(input_ids.device())
                           .unsqueeze(-1);
